@@ -1,0 +1,25 @@
+"""The simulation core: standard library only, so it runs in bare Pyodide.
+
+    s = load_scenario("missions/01-mixing-hurts.json")   # or a dict
+    result = simulate(s)                                   # requests, step logs, transfers
+    metrics = summarize(result)                            # {metric name: value}
+"""
+
+from .cost import describe_model, step_time_fn
+from .engine import simulate
+from .errors import LabError
+from .loading import load_scenario, parse_json, read_json
+from .metrics import METRIC_NAMES, percentile, request_gaps, request_metrics, summarize
+from .result import GpuLog, RequestRecord, Result, Transfer
+from .spec import Fleet, LengthDist, Link, Model, Scenario, Slo, Workload
+from .workload import generate_requests, parse_trace_text
+
+__all__ = [
+    "LabError",
+    "Scenario", "Workload", "LengthDist", "Model", "Fleet", "Link", "Slo",
+    "load_scenario", "read_json", "parse_json",
+    "generate_requests", "parse_trace_text",
+    "simulate", "Result", "GpuLog", "RequestRecord", "Transfer",
+    "summarize", "request_metrics", "request_gaps", "percentile", "METRIC_NAMES",
+    "step_time_fn", "describe_model",
+]

@@ -1,0 +1,374 @@
+"""The discrete-event engine: colocated and disaggregated fleets.
+
+The loop reads like SimPy's `Environment.step`: a heap of `(time, priority, key)`
+events. At equal times arrivals come first, then KV transfers landing, then GPU step
+boundaries (ordered by GPU index), so the order is fully determined by the scenario.
+
+Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
+of their context lengths, and a map from step index to the sequences whose last token
+that step emits. No per-token work is done; per-request gaps come from the step log.
+"""
+
+import heapq
+from collections import deque
+
+from .cost import step_time_fn
+from .result import GpuLog, RequestRecord, Result, Transfer
+from .workload import generate_requests
+
+__all__ = ["simulate", "MAX_STEPS"]
+
+# Event priorities at equal times.
+ARRIVAL, LANDED, BOUNDARY = 0, 1, 2
+
+# A hard bound on logged steps so no input can eat unbounded memory (about 40 bytes a step).
+MAX_STEPS = 5_000_000
+
+
+class _Gpu:
+    """One GPU's live state. `log` is its step history."""
+
+    __slots__ = (
+        "index", "role", "log", "idle", "busy", "kv_free", "seqs", "decoding", "context",
+        "finish_at", "prefilling", "completing", "landed",
+    )
+
+    def __init__(self, index, role, kv_tokens):
+        self.index = index
+        self.role = role
+        self.log = GpuLog(index, role)
+        self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
+        self.busy = False  # a step is running; its outcome is applied at the next boundary
+        self.kv_free = kv_tokens  # tokens not reserved (prompt + output reserved per sequence)
+        self.seqs = 0  # sequences holding a slot: prefilling, decoding or landing
+        self.decoding = 0  # sequences that emit a token in the next step
+        self.context = 0  # sum of their context lengths (prompt + tokens so far)
+        self.finish_at = {}  # step index -> [request ids whose last token that step emits]
+        self.prefilling = deque()  # [request id, prompt tokens still to prefill] (colocated)
+        self.completing = []  # request ids whose prefill ends with the current step
+        self.landed = []  # request ids whose KV has arrived, joining at the next boundary
+
+
+def simulate(scenario, requests=None):
+    """Run `scenario`; `requests` ([(arrival, prompt, output)]) overrides its workload."""
+    if requests is None:
+        requests = generate_requests(scenario.workload, scenario.seed)
+    return _Simulation(scenario, requests).run()
+
+
+class _Simulation:
+    def __init__(self, scenario, requests):
+        self.scenario = scenario
+        fleet = scenario.fleet
+        self.fleet = fleet
+        self.step_s = step_time_fn(scenario.model)
+        self.kv_tokens = scenario.model.kv_tokens_per_gpu
+        self.kv_bytes = scenario.model.kv_bytes_per_token
+        self.layers = scenario.model.shape["layers"]
+        self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        wl = scenario.workload
+        last_arrival = requests[-1][0] if requests else 0.0
+        self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
+        if wl.trace is not None and wl.duration_s is not None:
+            self.arrivals_end = max(wl.duration_s, last_arrival)
+        self.time_cap = max(self.arrivals_end, last_arrival) + scenario.drain_s
+        self.queue = deque()  # request ids waiting for prefill, FIFO
+        self.heap = []
+        self.transfers = []
+        self.steps = 0
+        self.capped = False
+        if fleet.layout == "colocated":
+            self.gpus = [_Gpu(i, "colocated", self.kv_tokens) for i in range(fleet.gpus)]
+            self.prefill_gpus = []
+            self.decode_gpus = []
+        else:
+            p, d = fleet.prefill_gpus, fleet.decode_gpus
+            self.prefill_gpus = [_Gpu(i, "prefill", self.kv_tokens) for i in range(p)]
+            self.decode_gpus = [_Gpu(p + i, "decode", self.kv_tokens) for i in range(d)]
+            self.gpus = self.prefill_gpus + self.decode_gpus
+        self.waiting_reserve = deque()  # disaggregated: prefilled request ids waiting for decode KV
+        self.link_free = 0.0  # fifo link: when the wire is next free
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self):
+        heap = self.heap
+        for rec in self.records:
+            if rec.prompt_tokens + rec.output_tokens > self.kv_tokens:
+                rec.dropped = (
+                    f"needs {rec.prompt_tokens + rec.output_tokens:,} KV tokens; a GPU holds {self.kv_tokens:,}"
+                )
+        self._push_next_arrival(0)
+        colocated = self.fleet.layout == "colocated"
+        boundary = self._colocated_boundary if colocated else self._disaggregated_boundary
+        cap = self.time_cap
+        events = 0
+        while heap:
+            t, kind, key = heapq.heappop(heap)
+            if t > cap or self.steps > MAX_STEPS:
+                self.capped = True
+                heapq.heappush(heap, (t, kind, key))
+                break
+            events += 1
+            if kind == BOUNDARY:
+                boundary(self.gpus[key], t)
+            elif kind == ARRIVAL:
+                self._arrive(key, t)
+            else:
+                self._land(key, t)
+        end_time = min(cap, max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0))
+        if self.capped:
+            end_time = cap
+        result = Result(
+            scenario=self.scenario,
+            requests=self.records,
+            gpus=[g.log for g in self.gpus],
+            transfers=self.transfers,
+            end_time=max(end_time, self.arrivals_end),
+            arrivals_end=self.arrivals_end,
+            capped=self.capped,
+            events=events,
+        )
+        return result
+
+    def _push_next_arrival(self, index):
+        records = self.records
+        n = len(records)
+        while index < n and records[index].dropped:
+            index += 1
+        if index < n:
+            heapq.heappush(self.heap, (records[index].arrival, ARRIVAL, index))
+
+    def _arrive(self, rid, t):
+        self.queue.append(rid)
+        self._push_next_arrival(rid + 1)
+        # Wake idle GPUs that take prompts; each checks the queue at its boundary.
+        for gpu in self.prefill_gpus or self.gpus:
+            if gpu.idle:
+                gpu.idle = False
+                heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
+
+    def _start_step(self, gpu, t, prefill_tokens):
+        """Log a step beginning at t and schedule its end; returns False if there is nothing to do."""
+        if not gpu.decoding and not prefill_tokens:
+            gpu.idle = True
+            gpu.busy = False
+            return False
+        gpu.busy = True
+        duration = self.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        end = t + duration
+        log = gpu.log
+        log.start.append(t)
+        log.end.append(end)
+        log.decode_seqs.append(gpu.decoding)
+        log.prefill_tokens.append(prefill_tokens)
+        log.context_tokens.append(gpu.context)
+        self.steps += 1
+        heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+        return True
+
+    def _finish_decode_step(self, gpu, t):
+        """Account for the step that just ended on a decoding GPU; returns True if KV was freed."""
+        step = len(gpu.log.start) - 1
+        gpu.context += gpu.decoding  # every decoding sequence grew by one token
+        done = gpu.finish_at.pop(step, None)
+        if not done:
+            return False
+        records = self.records
+        for rid in done:
+            rec = records[rid]
+            rec.finish = t
+            gpu.decoding -= 1
+            gpu.context -= rec.prompt_tokens + rec.output_tokens
+            gpu.kv_free += rec.prompt_tokens + rec.output_tokens
+            gpu.seqs -= 1
+        return True
+
+    def _start_decoding(self, gpu, rec):
+        """`rec` has its first token; from the next step on it emits one token per step."""
+        next_step = len(gpu.log.start)
+        last = next_step + rec.output_tokens - 2
+        rec.decode_gpu = gpu.index
+        rec.decode_first_step = next_step
+        rec.decode_last_step = last
+        gpu.decoding += 1
+        gpu.context += rec.prompt_tokens + 1
+        gpu.finish_at.setdefault(last, []).append(rec.id)
+
+    # ------------------------------------------------------------- colocated
+
+    def _colocated_boundary(self, gpu, t):
+        records = self.records
+        if gpu.busy:
+            self._finish_decode_step(gpu, t)
+            for rid in gpu.completing:
+                rec = records[rid]
+                rec.prefill_end = t
+                rec.first_token = t
+                if rec.output_tokens == 1:
+                    rec.finish = t
+                    gpu.kv_free += rec.prompt_tokens + 1
+                    gpu.seqs -= 1
+                else:
+                    self._start_decoding(gpu, rec)
+            gpu.completing = []
+        prefill_tokens = self._take_prompts(gpu, t)
+        self._start_step(gpu, t, prefill_tokens)
+
+    def _admit(self, gpu, t):
+        """Move the queue's head onto `gpu` if its KV and a batch slot fit; FIFO, no skipping."""
+        if not self.queue:
+            return None
+        rec = self.records[self.queue[0]]
+        need = rec.prompt_tokens + rec.output_tokens
+        if need > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
+            return None
+        self.queue.popleft()
+        gpu.kv_free -= need
+        gpu.seqs += 1
+        rec.prefill_gpu = gpu.index
+        rec.prefill_start = t
+        return rec
+
+    def _take_prompts(self, gpu, t):
+        """Prompt work for the next step: whole prompts, or a chunk budget."""
+        chunk = self.fleet.chunk_tokens
+        if chunk is None:
+            budget = self.fleet.prefill_batch_tokens
+            taken = 0
+            while self.queue:
+                head = self.records[self.queue[0]]
+                if taken and taken + head.prompt_tokens > budget:
+                    break
+                rec = self._admit(gpu, t)
+                if rec is None:
+                    break
+                taken += rec.prompt_tokens
+                gpu.completing.append(rec.id)
+            return taken
+        budget = chunk
+        prefilling = gpu.prefilling
+        while budget > 0:
+            if not prefilling:
+                rec = self._admit(gpu, t)
+                if rec is None:
+                    break
+                prefilling.append([rec.id, rec.prompt_tokens])
+            item = prefilling[0]
+            take = item[1] if item[1] <= budget else budget
+            item[1] -= take
+            budget -= take
+            if item[1] == 0:
+                prefilling.popleft()
+                gpu.completing.append(item[0])
+        return chunk - budget
+
+    # --------------------------------------------------------- disaggregated
+
+    def _disaggregated_boundary(self, gpu, t):
+        if gpu.role == "prefill":
+            self._prefill_boundary(gpu, t)
+        else:
+            self._decode_boundary(gpu, t)
+
+    def _prefill_boundary(self, gpu, t):
+        records = self.records
+        layerwise = self.fleet.link.layerwise
+        if gpu.completing:
+            first_at_prefill = self.fleet.first_token == "prefill"
+            for rid in gpu.completing:
+                rec = records[rid]
+                rec.prefill_end = t
+                if rec.output_tokens == 1:
+                    rec.first_token = rec.finish = t  # nothing left to decode: no transfer
+                    continue
+                if first_at_prefill:
+                    rec.first_token = t
+                if not layerwise:
+                    self.waiting_reserve.append(rid)
+            gpu.completing = []
+            if not layerwise:
+                self._reserve_and_send(t)
+        # Next batch: queued prompts up to the token budget, at least one.
+        budget = self.fleet.prefill_batch_tokens
+        taken = 0
+        queue = self.queue
+        while queue:
+            rec = records[queue[0]]
+            if taken and taken + rec.prompt_tokens > budget:
+                break
+            queue.popleft()
+            rec.prefill_gpu = gpu.index
+            rec.prefill_start = t
+            taken += rec.prompt_tokens
+            gpu.completing.append(rec.id)
+        started = self._start_step(gpu, t, taken)
+        if started and layerwise:
+            # Streaming starts with the first layer, so room is reserved when the prefill starts.
+            end = gpu.log.end[-1]
+            for rid in gpu.completing:
+                if records[rid].output_tokens > 1:
+                    records[rid].prefill_end = end  # provisional; set again at the boundary
+                    self.waiting_reserve.append(rid)
+            self._reserve_and_send(t)
+
+    def _reserve_and_send(self, t):
+        """Reserve decode KV for waiting prompts in FIFO order and put their KV on the link."""
+        records = self.records
+        waiting = self.waiting_reserve
+        max_seqs = self.fleet.max_batch_seqs
+        link = self.fleet.link
+        bandwidth = link.gbytes_per_s * 1e9
+        while waiting:
+            rec = records[waiting[0]]
+            need = rec.prompt_tokens + rec.output_tokens
+            best = None
+            for gpu in self.decode_gpus:
+                if gpu.seqs < max_seqs and (best is None or gpu.kv_free > best.kv_free):
+                    best = gpu
+            if best is None or best.kv_free < need:
+                return
+            waiting.popleft()
+            best.kv_free -= need
+            best.seqs += 1
+            nbytes = rec.prompt_tokens * self.kv_bytes
+            wire = nbytes / bandwidth
+            start = t
+            if link.sharing == "fifo" and self.link_free > start:
+                start = self.link_free
+            end = start + wire
+            if link.layerwise:
+                # The last layer's KV exists only when the prefill ends.
+                last_layer = rec.prefill_end + wire / self.layers
+                if last_layer > end:
+                    end = last_layer
+            if link.sharing == "fifo":
+                self.link_free = end
+            rec.decode_gpu = best.index
+            rec.transfer = len(self.transfers)
+            self.transfers.append(Transfer(rec.id, rec.prefill_gpu, best.index, rec.prefill_end, t, start, end, nbytes))
+            heapq.heappush(self.heap, (end, LANDED, rec.id))
+
+    def _land(self, rid, t):
+        rec = self.records[rid]
+        gpu = self.gpus[rec.decode_gpu]
+        gpu.landed.append(rid)
+        if gpu.idle:
+            gpu.idle = False
+            heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
+
+    def _decode_boundary(self, gpu, t):
+        records = self.records
+        if gpu.busy:
+            if self._finish_decode_step(gpu, t) and self.waiting_reserve:
+                self._reserve_and_send(t)
+        if gpu.landed:
+            first_at_decode = self.fleet.first_token == "decode"
+            for rid in gpu.landed:
+                rec = records[rid]
+                if first_at_decode:
+                    rec.first_token = t
+                self._start_decoding(gpu, rec)
+            gpu.landed = []
+        self._start_step(gpu, t, 0)
+

@@ -1,0 +1,16 @@
+"""The one exception type the core raises for bad input."""
+
+__all__ = ["LabError"]
+
+
+class LabError(ValueError):
+    """Bad input: the message names the field path, the bad value and what is allowed.
+
+    `path` is the dotted/indexed field path (e.g. ``fleet.gpus`` or
+    ``stars[1].value``), or "" when the problem is not tied to one field.
+    """
+
+    def __init__(self, path, message):
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}" if path else message)

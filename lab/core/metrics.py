@@ -1,0 +1,224 @@
+"""Metrics users feel, derived from a `Result`.
+
+Conventions (also in the README):
+- TTFT = first token - arrival. A request that never got its first token counts
+  with (end of run - arrival), a lower bound, so overload shows in the tail.
+- TPOT = (last token - first token) / (output - 1), as vLLM's benchmark; undefined
+  (None) for one-token outputs, which then meet any TPOT or gap target.
+- Inter-token gaps: first token -> second, ..., the last two. `worst_gap_ms` is a
+  request's largest; `itl_*` pools every gap of every request.
+- A request meets the SLO when it finished and meets every target the SLO sets.
+- Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
+  default `np.percentile(..., method="linear")`.
+"""
+
+import math
+
+__all__ = [
+    "METRIC_NAMES",
+    "percentile",
+    "weighted_percentile",
+    "request_metrics",
+    "summarize",
+    "request_gaps",
+]
+
+METRIC_NAMES = (
+    "requests", "finished", "unfinished",
+    "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+    "tpot_p50_ms", "tpot_p99_ms",
+    "itl_p50_ms", "itl_p99_ms",
+    "worst_gap_p50_ms", "worst_gap_p99_ms",
+    "slo_attainment", "goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s",
+    "gpus", "prefill_gpus", "decode_gpus",
+    "util_gpu", "util_prefill", "util_decode", "util_link",
+    "transfer_p50_ms", "transfer_p99_ms",
+)
+
+
+def _lerp(a, b, t):
+    # numpy's _lerp: computed from the nearer end so that t=1 gives b exactly.
+    diff = b - a
+    if t >= 0.5:
+        value = b - diff * (1 - t)
+    else:
+        value = a + diff * t
+    return a if a == b else value
+
+
+def percentile(values, q, presorted=False):
+    """numpy.percentile(values, q) with the default linear method; None when empty."""
+    if not values:
+        return None
+    xs = values if presorted else sorted(values)
+    n = len(xs)
+    pos = (q / 100) * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return _lerp(xs[lo], xs[hi], pos - lo)
+
+
+def weighted_percentile(pairs, q):
+    """Percentile of the multiset where each (value, count) stands for `count` copies."""
+    pairs = sorted(p for p in pairs if p[1] > 0)
+    n = sum(c for _, c in pairs)
+    if n == 0:
+        return None
+    pos = (q / 100) * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    lo_value = hi_value = None
+    seen = 0
+    for value, count in pairs:
+        seen += count
+        if lo_value is None and lo < seen:
+            lo_value = value
+        if hi < seen:
+            hi_value = value
+            break
+    return _lerp(lo_value, hi_value, pos - lo)
+
+
+def _step_gaps(log):
+    """gaps[j] = end[j] - end[j-1]: what a sequence decoding in step j waited (j >= 1)."""
+    end = log.end
+    return [0.0] + [end[j] - end[j - 1] for j in range(1, len(end))]
+
+
+def request_gaps(result, rec):
+    """Every inter-token gap of one request, in seconds (for tests and plots)."""
+    if rec.decode_first_step < 0 or rec.first_token is None:
+        return []
+    end = result.gpus[rec.decode_gpu].end
+    last = min(rec.decode_last_step, len(end) - 1)
+    if rec.decode_first_step > last:
+        return []
+    gaps = [end[rec.decode_first_step] - rec.first_token]
+    gaps.extend(end[j] - end[j - 1] for j in range(rec.decode_first_step + 1, last + 1))
+    return gaps
+
+
+def request_metrics(result, step_gaps=None):
+    """One dict per request: ttft_s, tpot_ms, worst_gap_ms, met_slo and where it ran."""
+    slo = result.scenario.slo
+    if step_gaps is None:
+        step_gaps = [_step_gaps(g) for g in result.gpus]
+    transfers = result.transfers
+    rows = []
+    for rec in result.requests:
+        ttft = (rec.first_token if rec.first_token is not None else result.end_time) - rec.arrival
+        tpot_ms = worst_ms = None
+        if rec.finished and rec.output_tokens > 1:
+            tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
+            end = result.gpus[rec.decode_gpu].end
+            first_gap = end[rec.decode_first_step] - rec.first_token
+            gaps = step_gaps[rec.decode_gpu]
+            rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
+            worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
+        met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)
+        if met and tpot_ms is not None:
+            met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
+                slo.max_gap_ms is None or worst_ms <= slo.max_gap_ms
+            )
+        transfer_ms = None
+        if rec.transfer >= 0:
+            tr = transfers[rec.transfer]
+            transfer_ms = (tr.end - tr.ready) * 1000.0
+        rows.append({
+            "id": rec.id,
+            "arrival_s": rec.arrival,
+            "prompt_tokens": rec.prompt_tokens,
+            "output_tokens": rec.output_tokens,
+            "prefill_gpu": rec.prefill_gpu,
+            "decode_gpu": rec.decode_gpu,
+            "ttft_s": ttft,
+            "tpot_ms": tpot_ms,
+            "worst_gap_ms": worst_ms,
+            "transfer_ms": transfer_ms,
+            "finish_s": rec.finish,
+            "finished": rec.finished,
+            "met_slo": bool(met),
+            "dropped": rec.dropped or "",
+        })
+    return rows
+
+
+def _pooled_gap_counts(result, step_gaps):
+    """(gap seconds, how many tokens waited exactly that gap) for every emitted token."""
+    firsts = [dict() for _ in result.gpus]
+    pairs = []
+    for rec in result.requests:
+        a = rec.decode_first_step
+        if a < 0 or rec.first_token is None or a >= len(result.gpus[rec.decode_gpu].end):
+            continue
+        firsts[rec.decode_gpu][a] = firsts[rec.decode_gpu].get(a, 0) + 1
+        pairs.append((result.gpus[rec.decode_gpu].end[a] - rec.first_token, 1))
+    for g, log in enumerate(result.gpus):
+        gaps = step_gaps[g]
+        first = firsts[g]
+        seqs = log.decode_seqs
+        for j in range(len(seqs)):
+            count = seqs[j] - first.get(j, 0) if first else seqs[j]
+            if count > 0:
+                pairs.append((gaps[j], count))
+    return pairs
+
+
+def summarize(result, rows=None):
+    """The fleet metrics, keyed by METRIC_NAMES (None where a metric is undefined)."""
+    step_gaps = [_step_gaps(g) for g in result.gpus]
+    if rows is None:
+        rows = request_metrics(result, step_gaps)
+    fleet = result.scenario.fleet
+    n = len(rows)
+    finished = sum(1 for r in rows if r["finished"])
+    met = sum(1 for r in rows if r["met_slo"])
+    ttfts = sorted(r["ttft_s"] for r in rows)
+    tpots = sorted(r["tpot_ms"] for r in rows if r["tpot_ms"] is not None)
+    worst = sorted(r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None)
+    transfers = sorted(r["transfer_ms"] for r in rows if r["transfer_ms"] is not None)
+    pooled = _pooled_gap_counts(result, step_gaps)
+    itl50 = weighted_percentile(pooled, 50)
+    itl99 = weighted_percentile(pooled, 99)
+    window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
+    goodput = met / window if window > 0 else 0.0
+    gpus = fleet.total_gpus
+    span = result.end_time if result.end_time > 0 else 1.0
+    busy = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
+    count = {"colocated": 0, "prefill": 0, "decode": 0}
+    for log in result.gpus:
+        busy[log.role] += min(log.busy_s(), span)
+        count[log.role] += 1
+    wire = sum(t.end - t.start for t in result.transfers)
+    out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
+
+    def util(role):
+        return busy[role] / (count[role] * span) if count[role] else None
+
+    return {
+        "requests": n,
+        "finished": finished,
+        "unfinished": n - finished,
+        "ttft_p50_s": percentile(ttfts, 50, True),
+        "ttft_p90_s": percentile(ttfts, 90, True),
+        "ttft_p99_s": percentile(ttfts, 99, True),
+        "tpot_p50_ms": percentile(tpots, 50, True),
+        "tpot_p99_ms": percentile(tpots, 99, True),
+        "itl_p50_ms": itl50 * 1000.0 if itl50 is not None else None,
+        "itl_p99_ms": itl99 * 1000.0 if itl99 is not None else None,
+        "worst_gap_p50_ms": percentile(worst, 50, True),
+        "worst_gap_p99_ms": percentile(worst, 99, True),
+        "slo_attainment": met / n if n else None,
+        "goodput_rps": goodput,
+        "goodput_rps_per_gpu": goodput / gpus,
+        "throughput_tokens_per_s": out_tokens / span,
+        "gpus": gpus,
+        "prefill_gpus": fleet.prefill_gpus if fleet.layout == "disaggregated" else 0,
+        "decode_gpus": fleet.decode_gpus if fleet.layout == "disaggregated" else 0,
+        "util_gpu": sum(busy.values()) / (len(result.gpus) * span) if result.gpus else None,
+        "util_prefill": util("prefill"),
+        "util_decode": util("decode"),
+        "util_link": wire / span if fleet.layout == "disaggregated" else None,
+        "transfer_p50_ms": percentile(transfers, 50, True),
+        "transfer_p99_ms": percentile(transfers, 99, True),
+    }

@@ -1,0 +1,84 @@
+"""What a simulation run produces: per-request records, per-GPU step logs, link transfers.
+
+Step logs are columnar (parallel lists) because the canvas draws them as columns and
+because appending to a few lists is the cheapest bookkeeping per step. Per-request
+inter-token gaps are not stored: a request's tokens after the first are emitted at the
+ends of a contiguous range of steps on its decode GPU, so `metrics.py` derives them.
+"""
+
+from dataclasses import dataclass, field
+
+__all__ = ["GpuLog", "Transfer", "RequestRecord", "Result"]
+
+
+@dataclass
+class GpuLog:
+    """Every step one GPU ran, in order. Times are seconds of simulated time."""
+
+    index: int  # global GPU index; disaggregated fleets number prefill GPUs first
+    role: str  # "colocated" | "prefill" | "decode"
+    start: list = field(default_factory=list)
+    end: list = field(default_factory=list)
+    decode_seqs: list = field(default_factory=list)  # sequences that emitted a token in the step
+    prefill_tokens: list = field(default_factory=list)  # prompt tokens processed in the step
+    context_tokens: list = field(default_factory=list)  # KV tokens the decoding sequences attend to
+
+    def __len__(self):
+        return len(self.start)
+
+    def busy_s(self):
+        return sum(self.end) - sum(self.start)
+
+
+@dataclass
+class Transfer:
+    """One prompt's KV cache crossing the link from a prefill GPU to a decode GPU."""
+
+    request: int
+    src_gpu: int
+    dst_gpu: int
+    ready: float  # the prompt's prefill ended (its KV exists)
+    reserved: float  # room was reserved on the decode GPU
+    start: float  # bytes started moving on the wire
+    end: float  # the last byte landed on the decode GPU
+    bytes: int
+
+
+@dataclass
+class RequestRecord:
+    id: int
+    arrival: float
+    prompt_tokens: int
+    output_tokens: int
+    prefill_gpu: int = -1
+    decode_gpu: int = -1  # the GPU that emits tokens 2..n (colocated: the same GPU)
+    prefill_start: float = None  # first prompt work began
+    prefill_end: float = None
+    first_token: float = None
+    finish: float = None  # last token emitted; None when unfinished
+    # Tokens 2..n are emitted at the ends of steps decode_first_step..decode_last_step
+    # (inclusive, contiguous) of `decode_gpu`'s log; -1 when there are none.
+    decode_first_step: int = -1
+    decode_last_step: int = -1
+    transfer: int = -1  # index into Result.transfers, disaggregated only
+    dropped: str = None  # why the request could never be served (e.g. larger than KV memory)
+
+    @property
+    def finished(self):
+        return self.finish is not None
+
+
+@dataclass
+class Result:
+    scenario: object
+    requests: list
+    gpus: list
+    transfers: list
+    end_time: float  # simulated time when the run stopped
+    arrivals_end: float  # when arrivals stopped (the workload's duration)
+    capped: bool = False  # the drain cap cut the run short: some requests never finished
+    events: int = 0  # loop iterations, for benchmarks and bounds
+
+    @property
+    def gpu_roles(self):
+        return [g.role for g in self.gpus]

@@ -1,0 +1,534 @@
+"""The scenario: everything one simulation run needs, as frozen, validated dataclasses.
+
+A scenario is plain JSON (a mission's `scenario` object or a bare scenario file).
+`Scenario.from_dict` validates every field and raises `LabError` naming its path;
+`Scenario.to_dict` gives back JSON that loads to an equal scenario. Nothing here
+does I/O: trace files are read by `workload.py`.
+"""
+
+import copy
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+from . import fields as F
+from .errors import LabError
+
+__all__ = [
+    "LengthDist",
+    "Phase",
+    "Trace",
+    "Workload",
+    "Model",
+    "Link",
+    "Fleet",
+    "Slo",
+    "Scenario",
+    "LLM_PRESETS",
+    "GPU_PRESETS",
+    "apply_overrides",
+    "parse_override",
+]
+
+# Hard limits that keep every run bounded in time and memory.
+MAX_REQUESTS = 200_000
+MAX_GPUS = 64
+MAX_DURATION_S = 7_200.0
+MAX_TOKENS = 1_000_000
+
+# Model shapes: KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes.
+LLM_PRESETS = {
+    "llama3-8b": {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
+    "llama3-70b": {"params": 70.6e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
+}
+# GPUs: HBM capacity (GB), HBM bandwidth (TB/s), dense BF16 peak (TFLOP/s).
+GPU_PRESETS = {
+    "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0},
+    "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0},
+    "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0},
+}
+
+
+def _frozen_dict_of(obj):
+    """`to_dict` for our dataclasses: drop None so JSON stays minimal and reloadable."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("derived"):
+            continue
+        value = getattr(obj, f.name)
+        if value is None:
+            continue
+        if dataclasses.is_dataclass(value):
+            value = value.to_dict()
+        elif isinstance(value, tuple):
+            value = [v.to_dict() if dataclasses.is_dataclass(v) else list(v) if isinstance(v, tuple) else v for v in value]
+        out[f.name] = value
+    return out
+
+
+# ---------------------------------------------------------------- workload
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution: fixed, uniform, lognormal or a weighted mix."""
+
+    dist: str
+    value: int = None  # fixed
+    low: int = None  # uniform (inclusive)
+    high: int = None
+    median: float = None  # lognormal, clipped to [min, max]
+    sigma: float = None
+    min: int = None
+    max: int = None
+    components: tuple = ()  # mix: ((weight, LengthDist), ...)
+
+    KINDS = ("fixed", "uniform", "lognormal", "mix")
+
+    @classmethod
+    def from_dict(cls, data, path):
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            # Shorthand: a bare number means a fixed length.
+            data = {"dist": "fixed", "value": data}
+        F.check_keys(data, path, ("dist", "value", "low", "high", "median", "sigma", "min", "max", "components"))
+        kind = F.read_choice(data, "dist", path, cls.KINDS)
+        allowed = {
+            "fixed": {"dist", "value"},
+            "uniform": {"dist", "low", "high"},
+            "lognormal": {"dist", "median", "sigma", "min", "max"},
+            "mix": {"dist", "components"},
+        }[kind]
+        for key in data:
+            if key not in allowed:
+                raise LabError(F.join(path, key), f"not used by dist {kind!r}; it takes: {', '.join(sorted(allowed))}")
+        if kind == "fixed":
+            return cls(kind, value=F.read_int(data, "value", path, lo=1, hi=MAX_TOKENS))
+        if kind == "uniform":
+            low = F.read_int(data, "low", path, lo=1, hi=MAX_TOKENS)
+            high = F.read_int(data, "high", path, lo=1, hi=MAX_TOKENS)
+            if high < low:
+                raise LabError(F.join(path, "high"), f"{high} is below low ({low})")
+            return cls(kind, low=low, high=high)
+        if kind == "lognormal":
+            median = F.read_number(data, "median", path, lo=1, hi=MAX_TOKENS)
+            sigma = F.read_number(data, "sigma", path, lo=0, hi=5)
+            lo = F.read_int(data, "min", path, default=1, lo=1, hi=MAX_TOKENS)
+            hi = F.read_int(data, "max", path, default=MAX_TOKENS, lo=1, hi=MAX_TOKENS)
+            if hi < lo:
+                raise LabError(F.join(path, "max"), f"{hi} is below min ({lo})")
+            return cls(kind, median=median, sigma=sigma, min=lo, max=hi)
+        items = F.read_list(data, "components", path)
+        if not items:
+            raise LabError(F.join(path, "components"), "a mix needs at least one component")
+        comps = []
+        for i, item in enumerate(items):
+            where = F.join(F.join(path, "components"), i)
+            F.check_keys(item, where, ("weight", "length"))
+            weight = F.read_number(item, "weight", where, lo=0, hi=1e9, lo_open=True)
+            inner = F.read_dict(item, "length", where) if isinstance(item.get("length"), dict) else item.get("length")
+            if inner is None:
+                raise LabError(F.join(where, "length"), "required field is missing")
+            sub = cls.from_dict(inner, F.join(where, "length"))
+            if sub.dist == "mix":
+                raise LabError(F.join(where, "length.dist"), "a mix cannot contain another mix")
+            comps.append((weight, sub))
+        return cls(kind, components=tuple(comps))
+
+    def to_dict(self):
+        if self.dist == "mix":
+            return {"dist": "mix", "components": [{"weight": w, "length": d.to_dict()} for w, d in self.components]}
+        return {k: v for k, v in _frozen_dict_of(self).items() if k != "components" or v}
+
+    def mean_estimate(self):
+        """A rough mean, used only for sizing hints and sanity checks."""
+        if self.dist == "fixed":
+            return float(self.value)
+        if self.dist == "uniform":
+            return (self.low + self.high) / 2.0
+        if self.dist == "lognormal":
+            import math
+
+            return min(max(self.median * math.exp(self.sigma**2 / 2), self.min), self.max)
+        total = sum(w for w, _ in self.components)
+        return sum(w * d.mean_estimate() for w, d in self.components) / total
+
+
+@dataclass(frozen=True)
+class Phase:
+    """From `start_s` until the next phase (or the end), arrivals use these settings."""
+
+    start_s: float
+    rate: float = None
+    prompt_tokens: LengthDist = None
+    output_tokens: LengthDist = None
+
+    @classmethod
+    def from_dict(cls, data, path):
+        F.check_keys(data, path, ("start_s", "rate", "prompt_tokens", "output_tokens"))
+        start = F.read_number(data, "start_s", path, lo=0, hi=MAX_DURATION_S)
+        rate = F.read_number(data, "rate", path, default=None, lo=0, hi=10_000)
+        prompt = data.get("prompt_tokens")
+        output = data.get("output_tokens")
+        return cls(
+            start,
+            rate,
+            LengthDist.from_dict(prompt, F.join(path, "prompt_tokens")) if prompt is not None else None,
+            LengthDist.from_dict(output, F.join(path, "output_tokens")) if output is not None else None,
+        )
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Replay a request trace CSV instead of generating arrivals.
+
+    `path` is relative to the scenario/mission file's folder. `start_s` and
+    `duration_s` cut a window out of the trace (re-based to 0); `time_scale`
+    stretches (>1) or compresses (<1) inter-arrival times.
+    """
+
+    path: str
+    start_s: float = 0.0
+    duration_s: float = None
+    time_scale: float = 1.0
+    base_dir: str = field(default="", compare=False, metadata={"derived": True})
+
+    @classmethod
+    def from_dict(cls, data, path, base_dir=""):
+        if isinstance(data, str):
+            data = {"path": data}
+        F.check_keys(data, path, ("path", "start_s", "duration_s", "time_scale"))
+        return cls(
+            F.read_str(data, "path", path),
+            F.read_number(data, "start_s", path, default=0.0, lo=0),
+            F.read_number(data, "duration_s", path, default=None, lo=0, hi=MAX_DURATION_S, lo_open=True),
+            F.read_number(data, "time_scale", path, default=1.0, lo=0.001, hi=1000),
+            base_dir,
+        )
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Workload:
+    rate: float = None  # requests per second (Poisson); None only with a trace
+    duration_s: float = 60.0
+    prompt_tokens: LengthDist = None
+    output_tokens: LengthDist = None
+    phases: tuple = ()
+    trace: Trace = None
+
+    @classmethod
+    def from_dict(cls, data, path="workload", base_dir=""):
+        F.check_keys(data, path, ("rate", "duration_s", "prompt_tokens", "output_tokens", "phases", "trace"))
+        trace = data.get("trace")
+        if trace is not None:
+            for key in ("rate", "prompt_tokens", "output_tokens", "phases"):
+                if data.get(key) is not None:
+                    raise LabError(F.join(path, key), "a trace workload takes its arrivals and lengths from the trace; remove this field or the trace")
+            trace = Trace.from_dict(trace, F.join(path, "trace"), base_dir)
+            duration = F.read_number(data, "duration_s", path, default=None, lo=0, hi=MAX_DURATION_S, lo_open=True)
+            return cls(rate=None, duration_s=duration, trace=trace)
+        rate = F.read_number(data, "rate", path, lo=0, hi=10_000)
+        duration = F.read_number(data, "duration_s", path, default=60.0, lo=0, hi=MAX_DURATION_S, lo_open=True)
+        prompt = LengthDist.from_dict(data.get("prompt_tokens"), F.join(path, "prompt_tokens")) if "prompt_tokens" in data else None
+        output = LengthDist.from_dict(data.get("output_tokens"), F.join(path, "output_tokens")) if "output_tokens" in data else None
+        if prompt is None:
+            raise LabError(F.join(path, "prompt_tokens"), "required field is missing")
+        if output is None:
+            raise LabError(F.join(path, "output_tokens"), "required field is missing")
+        phases = []
+        for i, item in enumerate(F.read_list(data, "phases", path, default=[])):
+            phase = Phase.from_dict(item, F.join(F.join(path, "phases"), i))
+            if phases and phase.start_s <= phases[-1].start_s:
+                raise LabError(F.join(F.join(F.join(path, "phases"), i), "start_s"), f"{phase.start_s:g} must be after the previous phase's start ({phases[-1].start_s:g})")
+            if phase.start_s >= duration:
+                raise LabError(F.join(F.join(F.join(path, "phases"), i), "start_s"), f"{phase.start_s:g} is not before workload.duration_s ({duration:g})")
+            phases.append(phase)
+        wl = cls(rate, duration, prompt, output, tuple(phases))
+        expected = wl.expected_requests()
+        if expected > MAX_REQUESTS:
+            raise LabError(F.join(path, "rate"), f"about {expected:,.0f} requests over the run; the limit is {MAX_REQUESTS:,} (lower the rate or duration)")
+        return wl
+
+    def segments(self):
+        """[(start, end, rate, prompt dist, output dist)] covering [0, duration)."""
+        points = [(0.0, self.rate, self.prompt_tokens, self.output_tokens)]
+        for p in self.phases:
+            _, rate, prompt, output = points[-1]
+            points.append((p.start_s, p.rate if p.rate is not None else self.rate,
+                           p.prompt_tokens or self.prompt_tokens, p.output_tokens or self.output_tokens))
+        if len(points) > 1 and points[1][0] == 0.0:
+            points.pop(0)
+        out = []
+        for i, (start, rate, prompt, output) in enumerate(points):
+            end = points[i + 1][0] if i + 1 < len(points) else self.duration_s
+            out.append((start, end, rate, prompt, output))
+        return out
+
+    def expected_requests(self):
+        if self.trace is not None:
+            return 0.0
+        return sum((end - start) * rate for start, end, rate, _, _ in self.segments())
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+# ---------------------------------------------------------------- model
+
+@dataclass(frozen=True)
+class Model:
+    """How long a GPU step takes, and how much KV memory a token needs.
+
+    `linear` uses the lab's illustrative constants; `roofline` derives step time
+    from the LLM's shape and the GPU's bandwidth and compute.
+    """
+
+    cost: str = "linear"
+    llm: str = "llama3-8b"
+    gpu: str = "h100"
+    prefill_ms_per_token: float = 0.05
+    decode_step_ms: float = 8.0
+    decode_ms_per_seq: float = 0.25
+    decode_ms_per_context_token: float = 0.00004
+    efficiency: float = 0.5  # roofline: share of peak FLOP/s actually reached
+    memory_utilization: float = 0.9  # share of HBM the server may use (vLLM's default)
+    kv_capacity_tokens: int = None  # override; default derived from memory
+
+    COSTS = ("linear", "roofline")
+
+    @classmethod
+    def from_dict(cls, data, path="model"):
+        F.check_keys(data, path, [f.name for f in dataclasses.fields(cls)])
+        d = cls()
+        model = cls(
+            cost=F.read_choice(data, "cost", path, cls.COSTS, default=d.cost),
+            llm=F.read_choice(data, "llm", path, tuple(LLM_PRESETS), default=d.llm),
+            gpu=F.read_choice(data, "gpu", path, tuple(GPU_PRESETS), default=d.gpu),
+            prefill_ms_per_token=F.read_number(data, "prefill_ms_per_token", path, default=d.prefill_ms_per_token, lo=0, hi=100, lo_open=True),
+            decode_step_ms=F.read_number(data, "decode_step_ms", path, default=d.decode_step_ms, lo=0, hi=10_000, lo_open=True),
+            decode_ms_per_seq=F.read_number(data, "decode_ms_per_seq", path, default=d.decode_ms_per_seq, lo=0, hi=1_000),
+            decode_ms_per_context_token=F.read_number(data, "decode_ms_per_context_token", path, default=d.decode_ms_per_context_token, lo=0, hi=1),
+            efficiency=F.read_number(data, "efficiency", path, default=d.efficiency, lo=0, hi=1, lo_open=True),
+            memory_utilization=F.read_number(data, "memory_utilization", path, default=d.memory_utilization, lo=0, hi=1, lo_open=True),
+            kv_capacity_tokens=F.read_int(data, "kv_capacity_tokens", path, default=None, lo=1, hi=100_000_000),
+        )
+        if model.kv_capacity_tokens is None and model.derived_kv_capacity_tokens() < 1:
+            raise LabError(F.join(path, "gpu"), f"{model.llm} does not fit on one {model.gpu}: its weights leave no memory for the KV cache")
+        return model
+
+    @property
+    def shape(self):
+        return LLM_PRESETS[self.llm]
+
+    @property
+    def hardware(self):
+        return GPU_PRESETS[self.gpu]
+
+    @property
+    def kv_bytes_per_token(self):
+        s = self.shape
+        return 2 * s["layers"] * s["kv_heads"] * s["head_dim"] * s["bytes_per_value"]
+
+    @property
+    def weight_bytes(self):
+        return self.shape["params"] * self.shape["bytes_per_value"]
+
+    def derived_kv_capacity_tokens(self):
+        usable = self.hardware["memory_gb"] * 1e9 * self.memory_utilization - self.weight_bytes
+        return int(usable // self.kv_bytes_per_token)
+
+    @property
+    def kv_tokens_per_gpu(self):
+        if self.kv_capacity_tokens is not None:
+            return self.kv_capacity_tokens
+        return self.derived_kv_capacity_tokens()
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+# ---------------------------------------------------------------- fleet
+
+@dataclass(frozen=True)
+class Link:
+    """The prefill->decode interconnect that carries each prompt's KV cache."""
+
+    gbytes_per_s: float = 50.0  # GB/s (bytes, not bits); 400 Gb/s InfiniBand = 50
+    sharing: str = "fifo"  # fifo: one shared link, transfers queue; independent: each gets full bandwidth
+    layerwise: bool = False  # stream layer by layer while the prefill runs
+
+    SHARING = ("fifo", "independent")
+
+    @classmethod
+    def from_dict(cls, data, path="fleet.link"):
+        F.check_keys(data, path, ("gbytes_per_s", "sharing", "layerwise"))
+        d = cls()
+        return cls(
+            F.read_number(data, "gbytes_per_s", path, default=d.gbytes_per_s, lo=0.001, hi=100_000),
+            F.read_choice(data, "sharing", path, cls.SHARING, default=d.sharing),
+            F.read_bool(data, "layerwise", path, default=d.layerwise),
+        )
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    layout: str = "colocated"
+    gpus: int = None  # colocated
+    prefill_gpus: int = None  # disaggregated
+    decode_gpus: int = None
+    chunk_tokens: int = None  # colocated: None = whole prefill, else chunked with this budget
+    prefill_batch_tokens: int = 8192  # most prompt tokens one prefill step takes (at least one prompt)
+    max_batch_seqs: int = 256  # most sequences one GPU runs at once (vLLM's max_num_seqs)
+    link: Link = Link()
+    first_token: str = "decode"  # disaggregated: when the first token counts (see README)
+
+    LAYOUTS = ("colocated", "disaggregated")
+    FIRST_TOKEN = ("decode", "prefill")
+
+    @classmethod
+    def from_dict(cls, data, path="fleet"):
+        F.check_keys(data, path, [f.name for f in dataclasses.fields(cls)])
+        d = cls()
+        layout = F.read_choice(data, "layout", path, cls.LAYOUTS)
+        gpus = F.read_int(data, "gpus", path, default=None, lo=1, hi=MAX_GPUS)
+        prefill = F.read_int(data, "prefill_gpus", path, default=None, lo=1, hi=MAX_GPUS)
+        decode = F.read_int(data, "decode_gpus", path, default=None, lo=1, hi=MAX_GPUS)
+        if layout == "colocated" and gpus is None:
+            if prefill is None or decode is None:
+                raise LabError(F.join(path, "gpus"), "required field is missing (a colocated fleet needs its number of GPUs)")
+            gpus = prefill + decode  # switching a split fleet to colocated keeps its size
+        if layout == "disaggregated":
+            for key, value in (("prefill_gpus", prefill), ("decode_gpus", decode)):
+                if value is None:
+                    raise LabError(F.join(path, key), "required field is missing (a disaggregated fleet needs prefill_gpus and decode_gpus)")
+            if prefill + decode > MAX_GPUS:
+                raise LabError(F.join(path, "decode_gpus"), f"{prefill} + {decode} GPUs is over the limit of {MAX_GPUS}")
+        chunk = data.get("chunk_tokens")
+        chunk = None if chunk in (None, 0) else F.read_int(data, "chunk_tokens", path, lo=16, hi=1_000_000)
+        return cls(
+            layout=layout,
+            gpus=gpus,
+            prefill_gpus=prefill,
+            decode_gpus=decode,
+            chunk_tokens=chunk,
+            prefill_batch_tokens=F.read_int(data, "prefill_batch_tokens", path, default=d.prefill_batch_tokens, lo=1, hi=10_000_000),
+            max_batch_seqs=F.read_int(data, "max_batch_seqs", path, default=d.max_batch_seqs, lo=1, hi=100_000),
+            link=Link.from_dict(F.read_dict(data, "link", path, default={}), F.join(path, "link")),
+            first_token=F.read_choice(data, "first_token", path, cls.FIRST_TOKEN, default=d.first_token),
+        )
+
+    @property
+    def total_gpus(self):
+        return self.gpus if self.layout == "colocated" else self.prefill_gpus + self.decode_gpus
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The latency targets; a request meets the SLO when it meets every one set."""
+
+    ttft_s: float = None
+    tpot_ms: float = None
+    max_gap_ms: float = None
+
+    @classmethod
+    def from_dict(cls, data, path="slo"):
+        F.check_keys(data, path, ("ttft_s", "tpot_ms", "max_gap_ms"))
+        return cls(
+            F.read_number(data, "ttft_s", path, default=None, lo=0, hi=86_400, lo_open=True),
+            F.read_number(data, "tpot_ms", path, default=None, lo=0, hi=1e7, lo_open=True),
+            F.read_number(data, "max_gap_ms", path, default=None, lo=0, hi=1e7, lo_open=True),
+        )
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+# ---------------------------------------------------------------- scenario
+
+@dataclass(frozen=True)
+class Scenario:
+    workload: Workload
+    fleet: Fleet
+    model: Model = Model()
+    slo: Slo = Slo()
+    seed: int = 0
+    drain_s: float = 120.0  # after arrivals stop, simulate at most this long (overload cap)
+
+    KEYS = ("workload", "fleet", "model", "slo", "seed", "drain_s")
+
+    @classmethod
+    def from_dict(cls, data, path="", base_dir=""):
+        if not isinstance(data, dict):
+            raise LabError(path, f"expected a scenario object, got {F.describe(data)}")
+        F.check_keys(data, path, cls.KEYS)
+        return cls(
+            workload=Workload.from_dict(F.read_dict(data, "workload", path), F.join(path, "workload"), base_dir),
+            fleet=Fleet.from_dict(F.read_dict(data, "fleet", path), F.join(path, "fleet")),
+            model=Model.from_dict(F.read_dict(data, "model", path, default={}), F.join(path, "model")),
+            slo=Slo.from_dict(F.read_dict(data, "slo", path, default={}), F.join(path, "slo")),
+            seed=F.read_int(data, "seed", path, default=0, lo=0, hi=2**63 - 1),
+            drain_s=F.read_number(data, "drain_s", path, default=120.0, lo=0, hi=MAX_DURATION_S),
+        )
+
+    @property
+    def base_dir(self):
+        return self.workload.trace.base_dir if self.workload.trace else ""
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+    def with_changes(self, changes):
+        """A new scenario with dotted-path changes applied, e.g. {"fleet.gpus": 5}."""
+        raw = self.to_dict()
+        for dotted, value in changes.items():
+            _set_dotted(raw, dotted, value)
+        return Scenario.from_dict(raw, base_dir=self.base_dir)
+
+
+# ---------------------------------------------------------------- overrides
+
+def parse_override(text):
+    """'fleet.gpus=5' -> ("fleet.gpus", 5). Values are JSON when they parse, else text."""
+    if "=" not in text:
+        raise LabError("--set", f"{text!r} is not of the form dotted.path=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise LabError("--set", f"{text!r} has an empty field name")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def _set_dotted(raw, dotted, value):
+    node = raw
+    parts = dotted.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise LabError(".".join(parts[: i + 1]), f"is {F.describe(child)}, not an object, so {dotted!r} cannot be set")
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_overrides(raw, overrides):
+    """Apply ["a.b=1", ...] to a scenario dict (a deep copy is returned)."""
+    raw = copy.deepcopy(raw)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(raw, key, value)
+    return raw

@@ -1,0 +1,172 @@
+"""Requests: generated (Poisson arrivals, phases, length distributions) or replayed from a trace.
+
+Everything random comes from one `random.Random(seed)`, drawn in a fixed order (gap,
+prompt, output) so the same seed gives the same requests on every runtime. Arrival
+times are rounded to the microsecond so that a last-bit difference in a platform's
+`log` cannot change the schedule.
+"""
+
+import csv
+import io
+import math
+import os
+import random
+from datetime import datetime
+
+from .errors import LabError
+from .spec import MAX_REQUESTS, MAX_TOKENS
+
+__all__ = ["generate_requests", "read_trace", "parse_trace_text", "TRACE_FORMATS"]
+
+# (arrival column, prompt column, output column, arrival is a wall-clock timestamp)
+TRACE_FORMATS = (
+    ("arrival_s", "prompt_tokens", "output_tokens", False),
+    ("arrived_at", "num_prefill_tokens", "num_decode_tokens", False),
+    ("TIMESTAMP", "ContextTokens", "GeneratedTokens", True),
+)
+
+
+def generate_requests(workload, seed):
+    """[(arrival_s, prompt_tokens, output_tokens)] sorted by arrival."""
+    if workload.trace is not None:
+        return _trace_requests(workload)
+    rng = random.Random(seed)
+    out = []
+    for start, end, rate, prompt, output in workload.segments():
+        if rate <= 0:
+            continue
+        t = start
+        while True:
+            t += rng.expovariate(rate)
+            if t >= end:
+                break
+            arrival = round(t, 6)
+            if arrival >= end:
+                break
+            out.append((arrival, _draw(prompt, rng), _draw(output, rng)))
+            if len(out) > MAX_REQUESTS:
+                raise LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
+    return out
+
+
+def _draw(dist, rng):
+    kind = dist.dist
+    if kind == "fixed":
+        return dist.value
+    if kind == "uniform":
+        return rng.randint(dist.low, dist.high)
+    if kind == "lognormal":
+        value = dist.median * math.exp(dist.sigma * rng.gauss(0.0, 1.0))
+        return min(max(int(round(value)), dist.min), dist.max)
+    total = sum(w for w, _ in dist.components)
+    pick = rng.random() * total
+    for weight, sub in dist.components:
+        pick -= weight
+        if pick < 0:
+            return _draw(sub, rng)
+    return _draw(dist.components[-1][1], rng)
+
+
+def _trace_requests(workload):
+    trace = workload.trace
+    path = trace.path if os.path.isabs(trace.path) else os.path.join(trace.base_dir, trace.path)
+    rows = read_trace(path, field="workload.trace.path")
+    start = trace.start_s
+    window = trace.duration_s if trace.duration_s is not None else workload.duration_s
+    out = []
+    for arrival, prompt, output in rows:
+        if arrival < start:
+            continue
+        rel = arrival - start
+        if window is not None and rel >= window:
+            break
+        out.append((round(rel * trace.time_scale, 6), prompt, output))
+    if not out:
+        raise LabError("workload.trace", f"no requests in the window start_s={start:g}, duration_s={window} of {trace.path}")
+    if len(out) > MAX_REQUESTS:
+        raise LabError("workload.trace.duration_s", f"{len(out):,} requests in the window; the limit is {MAX_REQUESTS:,}")
+    return out
+
+
+def read_trace(path, field="trace"):
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise LabError(field, f"cannot read trace file {path!r}: {exc.strerror or exc}") from None
+    return parse_trace_text(text, os.path.basename(path))
+
+
+def parse_trace_text(text, name="trace"):
+    """Parse a trace CSV in any of TRACE_FORMATS; arrivals re-based to start at 0 and sorted."""
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        raise LabError(name, "the trace file is empty")
+    header = [h.strip().lstrip("\ufeff") for h in header]
+    for arrival_col, prompt_col, output_col, wallclock in TRACE_FORMATS:
+        if arrival_col in header and prompt_col in header and output_col in header:
+            cols = (header.index(arrival_col), header.index(prompt_col), header.index(output_col))
+            break
+    else:
+        known = "; ".join(",".join(f[:3]) for f in TRACE_FORMATS)
+        raise LabError(f"{name}: line 1", f"unrecognised header {','.join(header)!r}; expected columns {known}")
+    rows = []
+    width = max(cols) + 1
+    for lineno, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) < width:
+            raise LabError(f"{name}: line {lineno}", f"expected at least {width} columns, got {len(row)}")
+        raw_t, raw_p, raw_o = (row[i].strip() for i in cols)
+        t = _parse_time(raw_t, wallclock, name, lineno, header[cols[0]])
+        p = _parse_tokens(raw_p, name, lineno, header[cols[1]])
+        o = _parse_tokens(raw_o, name, lineno, header[cols[2]])
+        rows.append((t, p, o))
+        if len(rows) > 10 * MAX_REQUESTS:
+            raise LabError(f"{name}: line {lineno}", f"trace longer than {10 * MAX_REQUESTS:,} rows")
+    if not rows:
+        raise LabError(name, "the trace has a header but no requests")
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0]
+    return [(t - t0, p, o) for t, p, o in rows]
+
+
+def _parse_time(raw, wallclock, name, lineno, column):
+    where = f"{name}: line {lineno}, column {column}"
+    if wallclock:
+        try:
+            return _timestamp_seconds(raw)
+        except ValueError:
+            raise LabError(where, f"{raw!r} is not a timestamp like 2023-11-16 18:15:46.6805900") from None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LabError(where, f"{raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise LabError(where, f"{raw!r} must be a finite, non-negative number of seconds")
+    return value
+
+
+def _timestamp_seconds(raw):
+    # The Azure release has 7 fractional digits, more than datetime parses on 3.11.
+    main, _, frac = raw.partition(".")
+    stamp = datetime.strptime(main.strip(), "%Y-%m-%d %H:%M:%S")
+    whole = (stamp - datetime(1970, 1, 1)).total_seconds()
+    if frac and not frac.isdigit():
+        raise ValueError(raw)
+    return whole + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+def _parse_tokens(raw, name, lineno, column):
+    where = f"{name}: line {lineno}, column {column}"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LabError(where, f"{raw!r} is not a token count") from None
+    if not math.isfinite(value) or value != int(value):
+        raise LabError(where, f"{raw!r} is not a whole number of tokens")
+    value = int(value)
+    if value < 1 or value > MAX_TOKENS:
+        raise LabError(where, f"{value} tokens is out of range: must be 1 to {MAX_TOKENS:,}")
+    return value
