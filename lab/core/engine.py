@@ -88,6 +88,7 @@ class _Simulation:
             self.gpus = self.prefill_gpus + self.decode_gpus
         self.waiting_reserve = deque()  # disaggregated: prefilled request ids waiting for decode KV
         self.link_free = 0.0  # fifo link: when the wire is next free
+        self.next_arrival = float("inf")  # time of the next request not yet arrived
 
     # ------------------------------------------------------------------ loop
 
@@ -137,7 +138,10 @@ class _Simulation:
         while index < n and records[index].dropped:
             index += 1
         if index < n:
-            heapq.heappush(self.heap, (records[index].arrival, ARRIVAL, index))
+            self.next_arrival = records[index].arrival
+            heapq.heappush(self.heap, (self.next_arrival, ARRIVAL, index))
+        else:
+            self.next_arrival = float("inf")
 
     def _arrive(self, rid, t):
         self.queue.append(rid)
@@ -148,12 +152,15 @@ class _Simulation:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _start_step(self, gpu, t, prefill_tokens):
-        """Log a step beginning at t and schedule its end; returns False if there is nothing to do."""
+    def _start_step(self, gpu, t, prefill_tokens, schedule=True):
+        """Log a step beginning at t and (if `schedule`) put its end on the heap.
+
+        Returns the step's end, or None when there is nothing to do and the GPU idles.
+        """
         if not gpu.decoding and not prefill_tokens:
             gpu.idle = True
             gpu.busy = False
-            return False
+            return None
         gpu.busy = True
         duration = self.step_s(gpu.decoding, gpu.context, prefill_tokens)
         end = t + duration
@@ -164,8 +171,9 @@ class _Simulation:
         log.prefill_tokens.append(prefill_tokens)
         log.context_tokens.append(gpu.context)
         self.steps += 1
-        heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
-        return True
+        if schedule:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+        return end
 
     def _finish_decode_step(self, gpu, t):
         """Account for the step that just ended on a decoding GPU; returns True if KV was freed."""
@@ -212,8 +220,67 @@ class _Simulation:
                 else:
                     self._start_decoding(gpu, rec)
             gpu.completing = []
-        prefill_tokens = self._take_prompts(gpu, t)
-        self._start_step(gpu, t, prefill_tokens)
+        prefill_tokens = self._take_prompts(gpu, t) if (self.queue or gpu.prefilling) else 0
+        end = self._start_step(gpu, t, prefill_tokens, schedule=False)
+        if end is None:
+            return
+        if not prefill_tokens and not gpu.prefilling and not self.queue and end < self.next_arrival:
+            end = self._run_decode_only(gpu, end)
+        if end is not None:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+    def _run_decode_only(self, gpu, t):
+        """Fast path: take decode-only steps without the event heap.
+
+        Colocated GPUs share only the queue. While it is empty and no request arrives
+        before this GPU's next boundary, nothing another GPU does can change what this
+        GPU does, so its boundaries are processed here in a tight loop, exactly as
+        `_colocated_boundary` would. `t` is the end of the step just logged. Returns the
+        boundary to schedule on the heap, or None when the GPU went idle.
+        """
+        log = gpu.log
+        starts, ends = log.start, log.end
+        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
+        finish_at = gpu.finish_at
+        records = self.records
+        step_s = self.step_s
+        limit = self.next_arrival
+        cap = self.time_cap
+        budget = MAX_STEPS - self.steps
+        decoding = gpu.decoding
+        context = gpu.context
+        step = len(starts) - 1  # the step that ends at t
+        taken = 0
+        while True:
+            context += decoding
+            done = finish_at.pop(step, None)
+            if done:
+                for rid in done:
+                    rec = records[rid]
+                    rec.finish = t
+                    need = rec.prompt_tokens + rec.output_tokens
+                    decoding -= 1
+                    context -= need
+                    gpu.kv_free += need
+                    gpu.seqs -= 1
+                if not decoding:
+                    gpu.decoding, gpu.context = 0, context
+                    gpu.idle, gpu.busy = True, False
+                    self.steps += taken
+                    return None
+            end = t + step_s(decoding, context, 0)
+            starts.append(t)
+            ends.append(end)
+            seqs_col.append(decoding)
+            prefill_col.append(0)
+            context_col.append(context)
+            taken += 1
+            step += 1
+            t = end
+            if end >= limit or end > cap or taken >= budget:
+                gpu.decoding, gpu.context = decoding, context
+                self.steps += taken
+                return end
 
     def _admit(self, gpu, t):
         """Move the queue's head onto `gpu` if its KV and a batch slot fit; FIFO, no skipping."""
@@ -302,7 +369,7 @@ class _Simulation:
             rec.prefill_start = t
             taken += rec.prompt_tokens
             gpu.completing.append(rec.id)
-        started = self._start_step(gpu, t, taken)
+        started = self._start_step(gpu, t, taken) is not None
         if started and layerwise:
             # Streaming starts with the first layer, so room is reserved when the prefill starts.
             end = gpu.log.end[-1]

@@ -4,6 +4,7 @@ Every reader takes the dict, the key and the dotted path of the dict, and raises
 `LabError` naming the full field path, the bad value and what would be valid.
 """
 
+import difflib
 import math
 
 from .errors import LabError
@@ -63,9 +64,11 @@ def check_keys(data, path, allowed):
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         key = unknown[0]
+        close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise LabError(
             join(path, key),
-            f"unknown field; allowed fields here: {', '.join(sorted(allowed))}",
+            f"unknown field; {hint}allowed fields here: {', '.join(sorted(allowed))}",
         )
 
 

@@ -13,6 +13,9 @@ Conventions (also in the README):
 """
 
 import math
+from bisect import bisect_right
+from itertools import accumulate
+from operator import sub
 
 __all__ = [
     "METRIC_NAMES",
@@ -58,31 +61,36 @@ def percentile(values, q, presorted=False):
     return _lerp(xs[lo], xs[hi], pos - lo)
 
 
-def weighted_percentile(pairs, q):
-    """Percentile of the multiset where each (value, count) stands for `count` copies."""
-    pairs = sorted(p for p in pairs if p[1] > 0)
-    n = sum(c for _, c in pairs)
+def weighted_percentile(values, counts, qs):
+    """Percentiles of the multiset where values[i] appears counts[i] times.
+
+    Equal to numpy.percentile on the expanded data; `qs` is a list of percentiles
+    (computed from one sort). Returns a list, with None for an empty multiset.
+    """
+    n = sum(counts)
     if n == 0:
-        return None
-    pos = (q / 100) * (n - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    lo_value = hi_value = None
-    seen = 0
-    for value, count in pairs:
-        seen += count
-        if lo_value is None and lo < seen:
-            lo_value = value
-        if hi < seen:
-            hi_value = value
-            break
-    return _lerp(lo_value, hi_value, pos - lo)
+        return [None for _ in qs]
+    wanted = []
+    for q in qs:
+        pos = (q / 100) * (n - 1)
+        lo = math.floor(pos)
+        wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
+    order = sorted(range(len(values)), key=values.__getitem__)
+    # cumulative[k] = how many copies the k smallest values stand for, in total.
+    cumulative = list(accumulate([counts[i] for i in order]))
+    at_rank = {}
+    for _, lo, hi in wanted:
+        for rank in (lo, hi):
+            at_rank[rank] = values[order[bisect_right(cumulative, rank)]]
+    return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
 
 
 def _step_gaps(log):
     """gaps[j] = end[j] - end[j-1]: what a sequence decoding in step j waited (j >= 1)."""
     end = log.end
-    return [0.0] + [end[j] - end[j - 1] for j in range(1, len(end))]
+    gaps = [0.0]
+    gaps.extend(map(sub, end[1:], end))
+    return gaps
 
 
 def request_gaps(result, rec):
@@ -143,25 +151,33 @@ def request_metrics(result, step_gaps=None):
     return rows
 
 
-def _pooled_gap_counts(result, step_gaps):
-    """(gap seconds, how many tokens waited exactly that gap) for every emitted token."""
+def _pooled_gaps(result, step_gaps):
+    """(values, counts): every emitted token's gap, grouped by the step that emitted it.
+
+    A token emitted at the end of step j waited end[j] - end[j-1], except the second
+    token of each request, which waited from its own first token.
+    """
+    values, counts = [], []
     firsts = [dict() for _ in result.gpus]
-    pairs = []
     for rec in result.requests:
         a = rec.decode_first_step
         if a < 0 or rec.first_token is None or a >= len(result.gpus[rec.decode_gpu].end):
             continue
-        firsts[rec.decode_gpu][a] = firsts[rec.decode_gpu].get(a, 0) + 1
-        pairs.append((result.gpus[rec.decode_gpu].end[a] - rec.first_token, 1))
+        first = firsts[rec.decode_gpu]
+        first[a] = first.get(a, 0) + 1
+        values.append(result.gpus[rec.decode_gpu].end[a] - rec.first_token)
+        counts.append(1)
     for g, log in enumerate(result.gpus):
-        gaps = step_gaps[g]
         first = firsts[g]
-        seqs = log.decode_seqs
-        for j in range(len(seqs)):
-            count = seqs[j] - first.get(j, 0) if first else seqs[j]
-            if count > 0:
-                pairs.append((gaps[j], count))
-    return pairs
+        if first:
+            seqs = list(log.decode_seqs)
+            for j, c in first.items():
+                seqs[j] -= c
+        else:
+            seqs = log.decode_seqs
+        values.extend(step_gaps[g])
+        counts.extend(seqs)
+    return values, counts
 
 
 def summarize(result, rows=None):
@@ -177,9 +193,7 @@ def summarize(result, rows=None):
     tpots = sorted(r["tpot_ms"] for r in rows if r["tpot_ms"] is not None)
     worst = sorted(r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None)
     transfers = sorted(r["transfer_ms"] for r in rows if r["transfer_ms"] is not None)
-    pooled = _pooled_gap_counts(result, step_gaps)
-    itl50 = weighted_percentile(pooled, 50)
-    itl99 = weighted_percentile(pooled, 99)
+    itl50, itl99 = weighted_percentile(*_pooled_gaps(result, step_gaps), (50, 99))
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus

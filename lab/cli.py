@@ -1,0 +1,209 @@
+"""`python -m lab run | sweep | check | serve`: the instructor's and author's command line."""
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+
+__all__ = ["main"]
+
+# Row labels for the readable table, grouped the way a person reads them.
+TABLE = (
+    ("Requests", (("requests", "requests", "{:.0f}"), ("finished", "finished", "{:.0f}"), ("unfinished", "unfinished", "{:.0f}"))),
+    ("Time to first token", (("ttft_p50_s", "p50", "{:.3f} s"), ("ttft_p90_s", "p90", "{:.3f} s"), ("ttft_p99_s", "p99", "{:.3f} s"))),
+    ("Time per output token", (("tpot_p50_ms", "p50", "{:.1f} ms"), ("tpot_p99_ms", "p99", "{:.1f} ms"))),
+    ("Inter-token gap (all)", (("itl_p50_ms", "p50", "{:.1f} ms"), ("itl_p99_ms", "p99", "{:.1f} ms"))),
+    ("Worst gap per request", (("worst_gap_p50_ms", "p50", "{:.1f} ms"), ("worst_gap_p99_ms", "p99", "{:.1f} ms"))),
+    ("SLO", (("slo_attainment", "met", "{:.1%}"), ("goodput_rps", "goodput", "{:.2f} req/s"), ("goodput_rps_per_gpu", "per GPU", "{:.3f} req/s"))),
+    ("Throughput", (("throughput_tokens_per_s", "output", "{:,.0f} tok/s"),)),
+    ("Fleet", (("gpus", "GPUs", "{:.0f}"), ("prefill_gpus", "prefill", "{:.0f}"), ("decode_gpus", "decode", "{:.0f}"))),
+    ("Utilisation", (("util_gpu", "all GPUs", "{:.0%}"), ("util_prefill", "prefill", "{:.0%}"), ("util_decode", "decode", "{:.0%}"), ("util_link", "link", "{:.0%}"))),
+    ("KV transfer (wait+wire)", (("transfer_p50_ms", "p50", "{:.1f} ms"), ("transfer_p99_ms", "p99", "{:.1f} ms"))),
+)
+
+REQUEST_COLUMNS = (
+    "id", "arrival_s", "prompt_tokens", "output_tokens", "prefill_gpu", "decode_gpu",
+    "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped",
+)
+
+
+def format_metrics(metrics):
+    lines = []
+    for title, items in TABLE:
+        parts = []
+        for key, label, fmt in items:
+            value = metrics.get(key)
+            if value is None:
+                continue
+            parts.append(f"{label} {fmt.format(value)}")
+        if parts:
+            lines.append(f"  {title:<25} " + "   ".join(parts))
+    return "\n".join(lines)
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_requests_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(REQUEST_COLUMNS)
+        for row in rows:
+            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS])
+
+
+def cmd_run(args):
+    from lab import core
+
+    scenario = core.load_scenario(args.file, overrides=args.set)
+    started = time.perf_counter()
+    result = core.simulate(scenario)
+    rows = core.request_metrics(result)
+    metrics = core.summarize(result, rows)
+    elapsed = time.perf_counter() - started
+    if args.requests_csv:
+        write_requests_csv(args.requests_csv, rows)
+    if args.json:
+        print(json.dumps({k: _json_safe(v) for k, v in metrics.items()}, indent=2))
+    else:
+        fleet = scenario.fleet
+        shape = (f"{fleet.gpus} colocated GPUs" + (f", chunked prefill {fleet.chunk_tokens} tokens" if fleet.chunk_tokens else ", whole prefill")
+                 if fleet.layout == "colocated" else
+                 f"{fleet.prefill_gpus} prefill + {fleet.decode_gpus} decode GPUs, link {fleet.link.gbytes_per_s:g} GB/s {fleet.link.sharing}")
+        print(f"{args.file}: {shape}")
+        print(f"  {core.describe_model(scenario.model)}")
+        print(format_metrics(metrics))
+        if result.capped:
+            print(f"  note: overloaded; the run stopped {scenario.drain_s:g} s after arrivals ended with "
+                  f"{metrics['unfinished']} requests unfinished (counted as SLO misses)")
+        dropped = sum(1 for r in result.requests if r.dropped)
+        if dropped:
+            print(f"  note: {dropped} requests can never fit in one GPU's KV memory and were dropped")
+        print(f"  simulated {result.end_time:.1f} s in {elapsed * 1000:.0f} ms")
+    if args.requests_csv:
+        print(f"wrote {len(rows)} rows to {args.requests_csv}", file=sys.stderr)
+    return 0
+
+
+def cmd_sweep(args):
+    from lab import core
+    from lab.core.sweep import max_rate_meeting_slo, parse_range, sweep
+
+    scenario = core.load_scenario(args.file, overrides=args.set)
+    path, values = parse_range(args.vary)
+    scenario.with_changes({path: values[0]})  # fail fast on a bad path or value
+
+    def progress(done, total):
+        if sys.stderr.isatty() or args.progress:
+            print(f"\rsweeping {path}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    points = sweep(scenario, path, values, progress)
+    best = None
+    gpus = scenario.fleet.total_gpus
+    if path == "workload.rate":
+        best = max_rate_meeting_slo(scenario, points, target=args.target)
+    if args.json:
+        out = {
+            "vary": path,
+            "points": [{"value": v, "metrics": {k: _json_safe(x) for k, x in m.items()}} for v, m in points],
+        }
+        if path == "workload.rate":
+            out["max_rate_meeting_slo"] = best
+            out["max_rate_meeting_slo_per_gpu"] = best / gpus if best is not None else None
+            out["slo_target"] = args.target
+        print(json.dumps(out, indent=2))
+        return 0
+    header = f"{path:>16} {'SLO met':>8} {'goodput/GPU':>12} {'TTFT p99':>9} {'TPOT p99':>9} {'gap p99':>9} {'unfinished':>10}"
+    print(header)
+    for value, m in points:
+        def f(key, fmt):
+            return fmt.format(m[key]) if m[key] is not None else "-"
+        print(f"{value:>16} {f('slo_attainment', '{:.1%}'):>8} {f('goodput_rps_per_gpu', '{:.3f}'):>12} "
+              f"{f('ttft_p99_s', '{:.2f} s'):>9} {f('tpot_p99_ms', '{:.1f}ms'):>9} {f('worst_gap_p99_ms', '{:.0f}ms'):>9} {m['unfinished']:>10}")
+    if path == "workload.rate":
+        if best is None:
+            print(f"No swept rate has {args.target:.0%} of requests meeting the SLO.")
+        else:
+            print(f"Goodput (highest rate with >= {args.target:.0%} meeting the SLO): {best:.2f} req/s "
+                  f"= {best / gpus:.3f} req/s per GPU on {gpus} GPUs")
+    return 0
+
+
+def cmd_check(args):
+    from lab.core.missions import load_mission
+    from lab.core.solver import check_mission
+
+    failed = 0
+    for path in args.files:
+        from lab.core import LabError
+
+        try:
+            mission = load_mission(path)
+        except LabError as exc:
+            print(f"FAIL {path}\n  {exc}")
+            failed += 1
+            continue
+        report = check_mission(mission, time_budget_s=args.time_budget)
+        print(report.format())
+        if not report.ok:
+            failed += 1
+    if len(args.files) > 1:
+        print(f"{len(args.files) - failed} of {len(args.files)} missions OK")
+    return 1 if failed else 0
+
+
+def cmd_serve(args):
+    from lab.ui.serve import main as serve_main
+
+    return serve_main(args.serve_args)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m lab", description="Split the Fleet: simulate LLM serving fleets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="simulate a scenario or mission file and print its metrics")
+    run.add_argument("file", help="a scenario JSON or a mission JSON (its scenario is used)")
+    run.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                     help="override a scenario field, e.g. --set fleet.layout=colocated --set fleet.chunk_tokens=512")
+    run.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    run.add_argument("--requests-csv", metavar="OUT", help="write one row per request to OUT")
+    run.set_defaults(func=cmd_run)
+
+    sw = sub.add_parser("sweep", help="metrics across a range of one setting")
+    sw.add_argument("file")
+    sw.add_argument("--vary", required=True, metavar="PATH=START:STOP:STEP",
+                    help="e.g. workload.rate=4:24:2 (inclusive) or fleet.chunk_tokens=256,512,1024")
+    sw.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    sw.add_argument("--target", type=float, default=0.9, help="SLO attainment for the goodput rate (default 0.9)")
+    sw.add_argument("--json", action="store_true")
+    sw.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    sw.set_defaults(func=cmd_sweep)
+
+    chk = sub.add_parser("check", help="validate and solve mission files")
+    chk.add_argument("files", nargs="+")
+    chk.add_argument("--time-budget", type=float, default=10.0, help="seconds allowed per mission (default 10)")
+    chk.set_defaults(func=cmd_check)
+
+    srv = sub.add_parser("serve", help="serve the lab locally (offline)", add_help=False)
+    srv.add_argument("serve_args", nargs=argparse.REMAINDER)
+    srv.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv=None):
+    from lab.core import LabError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,83 @@
+"""Metrics across a range of one setting, and DistServe's goodput (max rate meeting the SLO)."""
+
+from .errors import LabError
+from .engine import simulate
+from .metrics import summarize
+
+__all__ = ["parse_range", "sweep", "max_rate_meeting_slo", "MAX_SWEEP_POINTS"]
+
+MAX_SWEEP_POINTS = 200
+
+
+def parse_range(text, field="--vary"):
+    """'workload.rate=4:24:2' -> ("workload.rate", [4, 6, ..., 24]); also 'path=1,2,5'."""
+    if "=" not in text:
+        raise LabError(field, f"{text!r} is not of the form dotted.path=start:stop:step or dotted.path=a,b,c")
+    path, spec = (part.strip() for part in text.split("=", 1))
+    if not path:
+        raise LabError(field, f"{text!r} has no field name before '='")
+    try:
+        if ":" in spec:
+            parts = [float(p) for p in spec.split(":")]
+            if len(parts) != 3:
+                raise ValueError
+            start, stop, step = parts
+            if step <= 0:
+                raise LabError(field, f"step {step:g} must be positive")
+            if stop < start:
+                raise LabError(field, f"stop {stop:g} is below start {start:g}")
+            count = int((stop - start) / step + 1e-9) + 1
+            if count > MAX_SWEEP_POINTS:
+                raise LabError(field, f"{count} points; at most {MAX_SWEEP_POINTS} (use a larger step)")
+            values = [round(start + i * step, 10) for i in range(count)]
+        else:
+            values = [float(p) for p in spec.split(",") if p.strip()]
+    except ValueError:
+        raise LabError(field, f"{spec!r} is not start:stop:step or a comma-separated list of numbers") from None
+    if not values:
+        raise LabError(field, "no values to sweep")
+    if len(values) > MAX_SWEEP_POINTS:
+        raise LabError(field, f"{len(values)} points; at most {MAX_SWEEP_POINTS}")
+    values = [int(v) if float(v).is_integer() else v for v in values]
+    return path, values
+
+
+def sweep(scenario, path, values, progress=None):
+    """[(value, metrics)] for each value of the dotted `path`; `progress(done, total)` after each."""
+    out = []
+    for i, value in enumerate(values):
+        metrics = summarize(simulate(scenario.with_changes({path: value})))
+        out.append((value, metrics))
+        if progress is not None:
+            progress(i + 1, len(values))
+    return out
+
+
+def max_rate_meeting_slo(scenario, points, target=0.9, refine_steps=5):
+    """Highest request rate (req/s) at which >= `target` of requests meet the SLO.
+
+    `points` are (rate, metrics) from a rate sweep. Between the best passing rate and
+    the next failing one the answer is refined by bisection. Returns None when no
+    swept rate passes.
+    """
+    ordered = sorted(points, key=lambda p: p[0])
+    best = None
+    above = None
+    for rate, metrics in ordered:
+        if (metrics["slo_attainment"] or 0) >= target:
+            best, above = rate, None
+        elif best is not None and above is None:
+            above = rate
+    if best is None:
+        return None
+    if above is not None:
+        lo, hi = float(best), float(above)
+        for _ in range(refine_steps):
+            mid = (lo + hi) / 2
+            metrics = summarize(simulate(scenario.with_changes({"workload.rate": mid})))
+            if (metrics["slo_attainment"] or 0) >= target:
+                lo = mid
+            else:
+                hi = mid
+        best = lo
+    return best
