@@ -86,9 +86,11 @@ class _Simulation:
             self.prefill_gpus = [_Gpu(i, "prefill", self.kv_tokens) for i in range(p)]
             self.decode_gpus = [_Gpu(p + i, "decode", self.kv_tokens) for i in range(d)]
             self.gpus = self.prefill_gpus + self.decode_gpus
-        self.waiting_reserve = deque()  # disaggregated: prefilled request ids waiting for decode KV
+        self.waiting_reserve = deque()  # disaggregated: (request id, prefill end) waiting for decode KV
         self.link_free = 0.0  # fifo link: when the wire is next free
         self.next_arrival = float("inf")  # time of the next request not yet arrived
+        self.landings = []  # heap of pending KV landing times
+        self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
 
     # ------------------------------------------------------------------ loop
 
@@ -117,7 +119,9 @@ class _Simulation:
                 self._arrive(key, t)
             else:
                 self._land(key, t)
-        end_time = min(cap, max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0))
+        if self.capped:
+            _drop_steps_after(self.gpus, cap)
+        end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
         if self.capped:
             end_time = cap
         result = Result(
@@ -224,19 +228,21 @@ class _Simulation:
         end = self._start_step(gpu, t, prefill_tokens, schedule=False)
         if end is None:
             return
+        # Colocated GPUs share only the queue: while it is empty, nothing before the
+        # next arrival can touch this GPU, so its decode-only steps can run ahead.
         if not prefill_tokens and not gpu.prefilling and not self.queue and end < self.next_arrival:
-            end = self._run_decode_only(gpu, end)
+            end = self._run_decode_only(gpu, end, self.next_arrival)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
-    def _run_decode_only(self, gpu, t):
-        """Fast path: take decode-only steps without the event heap.
+    def _run_decode_only(self, gpu, t, limit):
+        """Fast path: take a GPU's decode-only steps without the event heap.
 
-        Colocated GPUs share only the queue. While it is empty and no request arrives
-        before this GPU's next boundary, nothing another GPU does can change what this
-        GPU does, so its boundaries are processed here in a tight loop, exactly as
-        `_colocated_boundary` would. `t` is the end of the step just logged. Returns the
-        boundary to schedule on the heap, or None when the GPU went idle.
+        Callers guarantee that no event before `limit` can read or change this GPU's
+        state (see `_colocated_boundary` and `_decode_boundary`), so its boundaries
+        before `limit` are processed here in a tight loop, exactly as the heap would.
+        `t` is the end of the step just logged. Returns the boundary to put on the
+        heap, or None when the GPU went idle.
         """
         log = gpu.log
         starts, ends = log.start, log.end
@@ -244,7 +250,6 @@ class _Simulation:
         finish_at = gpu.finish_at
         records = self.records
         step_s = self.step_s
-        limit = self.next_arrival
         cap = self.time_cap
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
@@ -252,6 +257,7 @@ class _Simulation:
         step = len(starts) - 1  # the step that ends at t
         taken = 0
         while True:
+            # The boundary at t: the step that just ended emitted a token per sequence.
             context += decoding
             done = finish_at.pop(step, None)
             if done:
@@ -294,6 +300,8 @@ class _Simulation:
         gpu.kv_free -= need
         gpu.seqs += 1
         rec.prefill_gpu = gpu.index
+        if rec.output_tokens > 1:
+            rec.decode_gpu = gpu.index  # colocated: the GPU that prefills also decodes
         rec.prefill_start = t
         return rec
 
@@ -352,7 +360,7 @@ class _Simulation:
                 if first_at_prefill:
                     rec.first_token = t
                 if not layerwise:
-                    self.waiting_reserve.append(rid)
+                    self.waiting_reserve.append((rid, t))
             gpu.completing = []
             if not layerwise:
                 self._reserve_and_send(t)
@@ -369,14 +377,13 @@ class _Simulation:
             rec.prefill_start = t
             taken += rec.prompt_tokens
             gpu.completing.append(rec.id)
-        started = self._start_step(gpu, t, taken) is not None
-        if started and layerwise:
+        end = self._start_step(gpu, t, taken)
+        self.prefill_next[gpu.index] = float("inf") if end is None else end
+        if end is not None and layerwise:
             # Streaming starts with the first layer, so room is reserved when the prefill starts.
-            end = gpu.log.end[-1]
             for rid in gpu.completing:
                 if records[rid].output_tokens > 1:
-                    records[rid].prefill_end = end  # provisional; set again at the boundary
-                    self.waiting_reserve.append(rid)
+                    self.waiting_reserve.append((rid, end))
             self._reserve_and_send(t)
 
     def _reserve_and_send(self, t):
@@ -387,7 +394,8 @@ class _Simulation:
         link = self.fleet.link
         bandwidth = link.gbytes_per_s * 1e9
         while waiting:
-            rec = records[waiting[0]]
+            rid, prefill_end = waiting[0]
+            rec = records[rid]
             need = rec.prompt_tokens + rec.output_tokens
             best = None
             for gpu in self.decode_gpus:
@@ -406,17 +414,19 @@ class _Simulation:
             end = start + wire
             if link.layerwise:
                 # The last layer's KV exists only when the prefill ends.
-                last_layer = rec.prefill_end + wire / self.layers
+                last_layer = prefill_end + wire / self.layers
                 if last_layer > end:
                     end = last_layer
             if link.sharing == "fifo":
                 self.link_free = end
             rec.decode_gpu = best.index
             rec.transfer = len(self.transfers)
-            self.transfers.append(Transfer(rec.id, rec.prefill_gpu, best.index, rec.prefill_end, t, start, end, nbytes))
+            self.transfers.append(Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, start, end, nbytes))
             heapq.heappush(self.heap, (end, LANDED, rec.id))
+            heapq.heappush(self.landings, end)
 
     def _land(self, rid, t):
+        heapq.heappop(self.landings)
         rec = self.records[rid]
         gpu = self.gpus[rec.decode_gpu]
         gpu.landed.append(rid)
@@ -437,5 +447,30 @@ class _Simulation:
                     rec.first_token = t
                 self._start_decoding(gpu, rec)
             gpu.landed = []
-        self._start_step(gpu, t, 0)
+        end = self._start_step(gpu, t, 0, schedule=False)
+        if end is None:
+            return
+        # Only a prefill boundary (which may reserve room here), an arrival that wakes
+        # an idle prefill GPU (starting one) or a landing can touch a decode GPU; other decode GPUs matter only
+        # while prompts wait for room. Before the earliest of these it may run ahead.
+        if not self.waiting_reserve:
+            limit = min(self.prefill_next)
+            if self.next_arrival < limit and any(g.idle for g in self.prefill_gpus):
+                limit = self.next_arrival  # it will start a batch on an idle prefill GPU
+            if self.landings and self.landings[0] < limit:
+                limit = self.landings[0]
+            if end < limit:
+                end = self._run_decode_only(gpu, end, limit)
+        if end is not None:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
+
+def _drop_steps_after(gpus, cap):
+    """A capped run ends at `cap`: steps still running then never completed."""
+    for gpu in gpus:
+        log = gpu.log
+        keep = len(log.end)
+        while keep and log.end[keep - 1] > cap:
+            keep -= 1
+        for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
+            del column[keep:]

@@ -203,7 +203,7 @@ def summarize(result, rows=None):
     for log in result.gpus:
         busy[log.role] += min(log.busy_s(), span)
         count[log.role] += 1
-    wire = sum(t.end - t.start for t in result.transfers)
+    wire = math.fsum(t.end - t.start for t in result.transfers)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
     def util(role):
@@ -229,7 +229,7 @@ def summarize(result, rows=None):
         "gpus": gpus,
         "prefill_gpus": fleet.prefill_gpus if fleet.layout == "disaggregated" else 0,
         "decode_gpus": fleet.decode_gpus if fleet.layout == "disaggregated" else 0,
-        "util_gpu": sum(busy.values()) / (len(result.gpus) * span) if result.gpus else None,
+        "util_gpu": math.fsum(busy.values()) / (len(result.gpus) * span) if result.gpus else None,
         "util_prefill": util("prefill"),
         "util_decode": util("decode"),
         "util_link": wire / span if fleet.layout == "disaggregated" else None,

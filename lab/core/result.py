@@ -6,6 +6,7 @@ inter-token gaps are not stored: a request's tokens after the first are emitted 
 ends of a contiguous range of steps on its decode GPU, so `metrics.py` derives them.
 """
 
+import math
 from dataclasses import dataclass, field
 
 __all__ = ["GpuLog", "Transfer", "RequestRecord", "Result"]
@@ -27,7 +28,8 @@ class GpuLog:
         return len(self.start)
 
     def busy_s(self):
-        return sum(self.end) - sum(self.start)
+        # fsum: exact, so CPython 3.11 and Pyodide's 3.13 (whose sum() compensates) agree.
+        return math.fsum(self.end) - math.fsum(self.start)
 
 
 @dataclass

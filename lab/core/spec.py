@@ -9,6 +9,7 @@ does I/O: trace files are read by `workload.py`.
 import copy
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 
 from . import fields as F
@@ -145,11 +146,9 @@ class LengthDist:
         if self.dist == "uniform":
             return (self.low + self.high) / 2.0
         if self.dist == "lognormal":
-            import math
-
             return min(max(self.median * math.exp(self.sigma**2 / 2), self.min), self.max)
-        total = sum(w for w, _ in self.components)
-        return sum(w * d.mean_estimate() for w, d in self.components) / total
+        total = math.fsum(w for w, _ in self.components)
+        return math.fsum(w * d.mean_estimate() for w, d in self.components) / total
 
 
 @dataclass(frozen=True)
@@ -271,7 +270,7 @@ class Workload:
     def expected_requests(self):
         if self.trace is not None:
             return 0.0
-        return sum((end - start) * rate for start, end, rate, _, _ in self.segments())
+        return math.fsum((end - start) * rate for start, end, rate, _, _ in self.segments())
 
     def to_dict(self):
         return _frozen_dict_of(self)

@@ -58,7 +58,7 @@ def _draw(dist, rng):
     if kind == "lognormal":
         value = dist.median * math.exp(dist.sigma * rng.gauss(0.0, 1.0))
         return min(max(int(round(value)), dist.min), dist.max)
-    total = sum(w for w, _ in dist.components)
+    total = math.fsum(w for w, _ in dist.components)
     pick = rng.random() * total
     for weight, sub in dist.components:
         pick -= weight
