@@ -160,7 +160,8 @@ def cmd_check(args):
 def cmd_serve(args):
     from lab.ui.serve import main as serve_main
 
-    return serve_main(args.serve_args)
+    forwarded = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+    return serve_main(forwarded)
 
 
 def build_parser():
@@ -199,6 +200,10 @@ def build_parser():
 def main(argv=None):
     from lab.core import LabError
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        # Everything after `serve` (including --help) belongs to the server's own parser.
+        argv = ["serve", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,54 @@
+"""Shared test helpers. Kept small on purpose: one fixture, `run_in_pyodide`."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HARNESS = REPO / "tests" / "pyodide" / "run_core.mjs"
+PYODIDE_PKG = REPO / "node_modules" / "pyodide" / "pyodide.mjs"
+
+
+def _pyodide_missing():
+    """Why bare Pyodide can't run here, or None when it can."""
+    if shutil.which("node") is None:
+        return "node not found (scripts/setup.sh needs node and npm)"
+    if not PYODIDE_PKG.exists():
+        return "node_modules/pyodide missing: run `npm ci` or scripts/setup.sh"
+    return None
+
+
+def _run_in_pyodide(code, timeout=900):
+    """Run `code` in bare Pyodide (repo core copied to /repo, cwd /repo); return its stdout."""
+    with tempfile.TemporaryDirectory(prefix="pyodide-") as tmp:
+        program = Path(tmp) / "program.py"
+        program.write_text(code, encoding="utf-8")
+        proc = subprocess.run(
+            ["node", str(HARNESS), str(program)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"program failed in Pyodide (exit {proc.returncode})\n"
+            f"--- stderr ---\n{proc.stderr}\n--- stdout ---\n{proc.stdout[-4000:]}"
+        )
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def run_in_pyodide():
+    """`run_in_pyodide(code) -> stdout`. Skips when node/npm pyodide are missing;
+    under CI (CI=true), where scripts/setup.sh installs them, that is a failure instead."""
+    reason = _pyodide_missing()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"bare Pyodide unavailable in CI: {reason}")
+        pytest.skip(reason)
+    return _run_in_pyodide

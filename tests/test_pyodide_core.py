@@ -1,0 +1,240 @@
+"""lab.core in bare Pyodide (npm `pyodide`, the version Panel's converter pins).
+
+(a) the Pyodide we test against is the one the browser build will use;
+(b) every lab.core module imports with the standard library alone;
+(c) simulate/summarize give bit-identical results in CPython and Pyodide.
+"""
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.pyodide
+
+REPO = Path(__file__).resolve().parent.parent
+CORE = REPO / "lab" / "core"
+
+_OUTPUT = {"dist": "lognormal", "median": 200, "sigma": 0.5, "min": 10, "max": 800}
+_PROMPT = {"dist": "fixed", "value": 2000}
+_SLO = {"ttft_s": 1.5, "tpot_ms": 25}
+
+
+def _scenario(fleet, model=None, workload=None, seed=1):
+    wl = {"rate": 8, "duration_s": 20, "prompt_tokens": _PROMPT, "output_tokens": _OUTPUT}
+    wl.update(workload or {})
+    return {"seed": seed, "workload": wl, "fleet": fleet, "model": model or {"cost": "linear"}, "slo": _SLO}
+
+
+SCENARIOS = {
+    "colocated-whole": _scenario({"layout": "colocated", "gpus": 3}),
+    "colocated-chunked": _scenario({"layout": "colocated", "gpus": 3, "chunk_tokens": 512}, seed=2),
+    "disagg-fifo": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
+         "link": {"gbytes_per_s": 50, "sharing": "fifo", "layerwise": False}, "first_token": "decode"},
+        seed=3,
+    ),
+    "disagg-independent-layerwise": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
+         "link": {"gbytes_per_s": 10, "sharing": "independent", "layerwise": True}, "first_token": "prefill"},
+        seed=4,
+    ),
+    "roofline": _scenario(
+        {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024},
+        model={"cost": "roofline", "gpu": "h100"},
+        workload={"prompt_tokens": {"dist": "uniform", "low": 200, "high": 4000}},
+        seed=5,
+    ),
+    # Exercises the other random paths: mixes, uniform lengths, rate phases.
+    "mixed-phases": _scenario(
+        {"layout": "colocated", "gpus": 3, "chunk_tokens": 256},
+        workload={
+            "prompt_tokens": {"dist": "mix", "components": [
+                {"weight": 3, "length": {"dist": "uniform", "low": 100, "high": 1500}},
+                {"weight": 1, "length": {"dist": "lognormal", "median": 3000, "sigma": 0.4, "min": 500, "max": 8000}},
+            ]},
+            "phases": [{"start_s": 8, "rate": 14}, {"start_s": 14, "rate": 4}],
+        },
+        seed=6,
+    ),
+}
+
+
+def _mission_files():
+    """missions/*.json that hold a scenario, when the core can load them."""
+    import lab.core as core
+
+    if not (hasattr(core, "load_mission") or hasattr(core, "load_scenario")):
+        return []
+    out = []
+    for path in sorted((REPO / "missions").glob("*.json")):
+        if path.name == "schema.json":
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # a malformed mission is some other test's business
+        if isinstance(data, dict) and ("scenario" in data or "workload" in data):
+            out.append(path.relative_to(REPO).as_posix())
+    return out
+
+
+# The same program runs in CPython and in Pyodide (cwd = repo root / /repo).
+# It prints one JSON object: {name: {"summary": ..., "fingerprint": ..., ...}}.
+# Floats become repr() strings so the comparison is exact, NaN included.
+_DETERMINISM_PROGRAM = r'''
+import hashlib, json, os, sys
+sys.path.insert(0, os.getcwd())
+import lab.core as core
+
+SPECS = json.loads(%(specs)r)
+
+def canon(v):
+    if isinstance(v, float):
+        return "float:" + repr(v)
+    if isinstance(v, dict):
+        return {str(k): canon(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [canon(x) for x in v]
+    return v
+
+def load(spec):
+    if "scenario" in spec:
+        return core.load_scenario(spec["scenario"])
+    path = spec["mission"]
+    if hasattr(core, "load_mission"):
+        mission = core.load_mission(path)
+        scenario = getattr(mission, "scenario", mission)
+        if isinstance(scenario, dict):
+            scenario = core.load_scenario(scenario, base_dir=os.path.dirname(os.path.abspath(path)))
+        return scenario
+    return core.load_scenario(path)
+
+out = {}
+for name, spec in SPECS.items():
+    result = core.simulate(load(spec))
+    h = hashlib.sha256()
+    for r in result.requests:
+        h.update(repr((r.id, r.arrival, r.prompt_tokens, r.output_tokens, r.prefill_gpu, r.decode_gpu,
+                       r.prefill_start, r.prefill_end, r.first_token, r.finish)).encode())
+        h.update(b"\n")
+    t = hashlib.sha256()
+    for x in result.transfers:
+        t.update(repr((x.request, x.src_gpu, x.dst_gpu, x.ready, x.reserved, x.start, x.end, x.bytes)).encode())
+    out[name] = {
+        "summary": canon(core.summarize(result)),
+        "requests": len(result.requests),
+        "request_fingerprint": h.hexdigest(),
+        "transfer_fingerprint": t.hexdigest(),
+        "steps": [len(g) for g in result.gpus],
+        "end_time": canon(result.end_time),
+    }
+print(json.dumps(out, sort_keys=True))
+'''
+
+
+def _specs():
+    specs = {name: {"scenario": s} for name, s in SCENARIOS.items()}
+    for path in _mission_files():
+        specs["mission:" + Path(path).stem] = {"mission": path}
+    return specs
+
+
+def _determinism_program():
+    return _DETERMINISM_PROGRAM % {"specs": json.dumps(_specs(), sort_keys=True)}
+
+
+@pytest.fixture(scope="module")
+def cpython_results(tmp_path_factory):
+    program = tmp_path_factory.mktemp("cpython") / "determinism.py"
+    program.write_text(_determinism_program(), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(program)], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def pyodide_results(run_in_pyodide):
+    return json.loads(run_in_pyodide(_determinism_program()))
+
+
+# ---------------------------------------------------------------- (a) version
+
+
+def test_pyodide_version_matches_package_json_and_panel(run_in_pyodide):
+    from panel.io import convert
+
+    panel_pin = convert.PYODIDE_VERSION.lstrip("v")
+    package = json.loads((REPO / "package.json").read_text(encoding="utf-8"))
+    npm_pin = package["dependencies"]["pyodide"]
+    lock = json.loads((REPO / "package-lock.json").read_text(encoding="utf-8"))
+    locked = lock["packages"]["node_modules/pyodide"]["version"]
+
+    running = run_in_pyodide(
+        "import sys, pyodide\n"
+        "print(pyodide.__version__)\n"
+        "print(sys.platform)\n"
+    ).split()
+
+    assert running[1] == "emscripten"
+    assert npm_pin == panel_pin, f"package.json pins pyodide {npm_pin}, Panel's converter uses {panel_pin}"
+    assert locked == npm_pin, f"package-lock.json has pyodide {locked}, package.json pins {npm_pin}"
+    assert running[0] == npm_pin, f"Pyodide reports {running[0]}, package.json pins {npm_pin}"
+
+
+# ---------------------------------------------------------------- (b) imports
+
+
+def _core_modules():
+    names = ["lab.core"]
+    for info in pkgutil.walk_packages([str(CORE)], prefix="lab.core."):
+        names.append(info.name)
+    return sorted(names)
+
+
+def test_every_core_module_imports_in_bare_pyodide(run_in_pyodide):
+    modules = _core_modules()
+    assert len(modules) > 1, "lab/core has no modules?"
+    out = run_in_pyodide(
+        "import importlib, json, sys, traceback\n"
+        f"MODULES = {modules!r}\n"
+        "failed = {}\n"
+        "for name in MODULES:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except BaseException:\n"
+        "        failed[name] = traceback.format_exc()\n"
+        # Pyodide's own runtime modules (pyodide, _pyodide, _pyodide_core, pyodide_js, js) are not packages.
+        "allowed = set(sys.stdlib_module_names) | {'lab', 'js', '__main__'}\n"
+        "foreign = sorted(m for m in {m.split('.')[0] for m in sys.modules} - allowed\n"
+        "                 if not m.lstrip('_').startswith('pyodide'))\n"
+        "print(json.dumps({'failed': failed, 'foreign': foreign}))\n"
+    )
+    report = json.loads(out)
+    assert not report["failed"], "\n".join(f"{k}:\n{v}" for k, v in report["failed"].items())
+    assert report["foreign"] == [], f"non-stdlib top-level modules loaded: {report['foreign']}"
+
+
+# ---------------------------------------------------------------- (c) determinism
+
+
+@pytest.mark.parametrize("name", sorted(_specs()))
+def test_same_results_in_cpython_and_pyodide(name, cpython_results, pyodide_results):
+    cp, py = cpython_results[name], pyodide_results[name]
+    assert cp["requests"] > 0, f"{name}: the scenario generated no requests"
+    diff = {
+        k: (cp["summary"].get(k), py["summary"].get(k))
+        for k in sorted(set(cp["summary"]) | set(py["summary"]))
+        if cp["summary"].get(k) != py["summary"].get(k)
+    }
+    assert not diff, (
+        f"{name}: summarize() differs (cpython {sys.version.split()[0]}, pyodide): {diff}\n"
+        "hint: Python >= 3.12 (Pyodide) sums floats with compensated summation, so sum() of floats "
+        "can differ from 3.11 in the last bits; math.fsum is correctly rounded everywhere"
+    )
+    for key in ("requests", "request_fingerprint", "transfer_fingerprint", "steps", "end_time"):
+        assert cp[key] == py[key], f"{name}: {key} differs: cpython {cp[key]!r}, pyodide {py[key]!r}"
+    assert cp == py
