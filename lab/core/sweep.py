@@ -16,24 +16,25 @@ def parse_range(text, field="--vary"):
     path, spec = (part.strip() for part in text.split("=", 1))
     if not path:
         raise LabError(field, f"{text!r} has no field name before '='")
-    try:
-        if ":" in spec:
-            parts = [float(p) for p in spec.split(":")]
-            if len(parts) != 3:
-                raise ValueError
-            start, stop, step = parts
-            if step <= 0:
-                raise LabError(field, f"step {step:g} must be positive")
-            if stop < start:
-                raise LabError(field, f"stop {stop:g} is below start {start:g}")
-            count = int((stop - start) / step + 1e-9) + 1
-            if count > MAX_SWEEP_POINTS:
-                raise LabError(field, f"{count} points; at most {MAX_SWEEP_POINTS} (use a larger step)")
-            values = [round(start + i * step, 10) for i in range(count)]
-        else:
+    bad = LabError(field, f"{spec!r} is not start:stop:step or a comma-separated list of numbers")
+    if ":" in spec:
+        try:
+            start, stop, step = (float(p) for p in spec.split(":"))
+        except ValueError:
+            raise bad from None
+        if step <= 0:
+            raise LabError(field, f"step {step:g} must be positive")
+        if stop < start:
+            raise LabError(field, f"stop {stop:g} is below start {start:g}")
+        count = int((stop - start) / step + 1e-9) + 1
+        if count > MAX_SWEEP_POINTS:
+            raise LabError(field, f"{count} points; at most {MAX_SWEEP_POINTS} (use a larger step)")
+        values = [round(start + i * step, 10) for i in range(count)]
+    else:
+        try:
             values = [float(p) for p in spec.split(",") if p.strip()]
-    except ValueError:
-        raise LabError(field, f"{spec!r} is not start:stop:step or a comma-separated list of numbers") from None
+        except ValueError:
+            raise bad from None
     if not values:
         raise LabError(field, "no values to sweep")
     if len(values) > MAX_SWEEP_POINTS:

@@ -1,0 +1,119 @@
+"""`python -m lab run | sweep`: what an instructor types, and what they get back."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import core
+from lab.cli import main
+from lab.core.metrics import METRIC_NAMES
+
+REPO = Path(__file__).resolve().parent.parent
+
+SCENARIO = {
+    "seed": 3,
+    "workload": {"rate": 6, "duration_s": 10, "prompt_tokens": 1500, "output_tokens": {"dist": "mix", "components": [
+        {"weight": 1, "length": 1}, {"weight": 3, "length": {"dist": "uniform", "low": 2, "high": 120}}]}},
+    "fleet": {"layout": "colocated", "gpus": 2},
+    "slo": {"ttft_s": 1.5, "tpot_ms": 25},
+}
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(SCENARIO))
+    return path
+
+
+def run_json(capsys, *args):
+    assert main(["run", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_run_json_has_exactly_the_design_metric_names(scenario_file, capsys):
+    metrics = run_json(capsys, str(scenario_file))
+    assert list(metrics) == list(METRIC_NAMES)
+    expected = core.summarize(core.simulate(core.load_scenario(SCENARIO)))
+    assert metrics == json.loads(json.dumps(expected))
+
+
+def test_run_set_overrides_change_the_fleet(scenario_file, capsys):
+    split = run_json(capsys, str(scenario_file), "--set", "fleet.layout=disaggregated",
+                     "--set", "fleet.prefill_gpus=1", "--set", "fleet.decode_gpus=3")
+    assert (split["gpus"], split["prefill_gpus"], split["decode_gpus"]) == (4, 1, 3)
+    assert split["transfer_p50_ms"] is not None
+    chunked = run_json(capsys, str(scenario_file), "--set", "fleet.chunk_tokens=256")
+    whole = run_json(capsys, str(scenario_file))
+    # Chunking 1,500-token prompts into 256-token slices shortens the worst stall.
+    assert chunked["worst_gap_p99_ms"] < whole["worst_gap_p99_ms"]
+
+
+def test_run_requests_csv_has_one_row_per_request(scenario_file, tmp_path, capsys):
+    out = tmp_path / "requests.csv"
+    assert main(["run", str(scenario_file), "--requests-csv", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    result = core.simulate(core.load_scenario(SCENARIO))
+    assert len(rows) == len(result.requests)
+    assert [int(r["id"]) for r in rows] == list(range(len(rows)))
+    one_token = [r for r in rows if r["output_tokens"] == "1"]
+    assert one_token and all(r["tpot_ms"] == "" for r in one_token)
+    for row, rec in zip(rows, result.requests):
+        assert float(row["arrival_s"]) == rec.arrival
+        assert row["met_slo"] in ("True", "False")
+    table = capsys.readouterr().out
+    assert "Time to first token" in table and "p99" in table
+
+
+def test_bad_override_is_named_with_its_value(scenario_file, capsys):
+    assert main(["run", str(scenario_file), "--set", "fleet.gpus=abc"]) == 2
+    assert "fleet.gpus: expected a whole number, got 'abc'" in capsys.readouterr().err
+    assert main(["run", str(scenario_file), "--set", "fleet.gpu=3"]) == 2
+    assert "did you mean 'gpus'" in capsys.readouterr().err
+    assert main(["run", str(scenario_file), "--set", "nonsense"]) == 2
+    assert "not of the form dotted.path=value" in capsys.readouterr().err
+
+
+def test_malformed_and_missing_files_are_reported(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"workload": {\n  "rate": 3,\n}')
+    assert main(["run", str(bad)]) == 2
+    assert "bad.json: line 3, column 1: malformed JSON" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read file" in capsys.readouterr().err
+
+
+def test_sweep_reports_each_rate_and_the_goodput_rate(scenario_file, capsys):
+    assert main(["sweep", str(scenario_file), "--vary", "workload.rate=2:14:4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["value"] for p in out["points"]] == [2, 6, 10, 14]
+    attainment = [p["metrics"]["slo_attainment"] for p in out["points"]]
+    best = out["max_rate_meeting_slo"]
+    assert best is not None
+    # The goodput rate sits at or above the last swept rate that passed and below the first that failed.
+    passing = [p["value"] for p in out["points"] if p["metrics"]["slo_attainment"] >= 0.9]
+    failing = [p["value"] for p in out["points"] if p["metrics"]["slo_attainment"] < 0.9 and p["value"] > max(passing)]
+    assert max(passing) <= best and (not failing or best < min(failing)), attainment
+    assert out["max_rate_meeting_slo_per_gpu"] == best / 2
+    at_best = core.summarize(core.simulate(core.load_scenario(SCENARIO, [f"workload.rate={best}"])))
+    assert at_best["slo_attainment"] >= 0.9
+
+
+def test_sweep_rejects_bad_ranges(scenario_file, capsys):
+    assert main(["sweep", str(scenario_file), "--vary", "workload.rate=5:1:1"]) == 2
+    assert "stop 1 is below start 5" in capsys.readouterr().err
+    assert main(["sweep", str(scenario_file), "--vary", "workload.rate=0:1000:0.001"]) == 2
+    assert "at most 200" in capsys.readouterr().err
+    assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,x"]) == 2
+    assert "--vary" in capsys.readouterr().err
+
+
+def test_module_entry_point_runs_as_a_subprocess(scenario_file):
+    proc = subprocess.run([sys.executable, "-m", "lab", "run", str(scenario_file), "--json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["requests"] > 0
