@@ -59,6 +59,7 @@ def write_requests_csv(path, rows):
 
 def cmd_run(args):
     from lab import core
+    from lab.core.engine import MAX_STEPS
 
     scenario = core.load_scenario(args.file, overrides=args.set)
     started = time.perf_counter()
@@ -78,8 +79,11 @@ def cmd_run(args):
         print(f"{args.file}: {shape}")
         print(f"  {core.describe_model(scenario.model)}")
         print(format_metrics(metrics))
-        if result.capped:
+        if result.capped == "drain_s":
             print(f"  note: overloaded; the run stopped {scenario.drain_s:g} s after arrivals ended with "
+                  f"{metrics['unfinished']} requests unfinished (counted as SLO misses)")
+        elif result.capped == "max_steps":
+            print(f"  note: the run was cut at {MAX_STEPS:,} GPU steps (t = {result.end_time:.1f} s) with "
                   f"{metrics['unfinished']} requests unfinished (counted as SLO misses)")
         dropped = sum(1 for r in result.requests if r.dropped)
         if dropped:

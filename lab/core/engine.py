@@ -21,8 +21,9 @@ __all__ = ["simulate", "MAX_STEPS"]
 # Event priorities at equal times.
 ARRIVAL, LANDED, BOUNDARY = 0, 1, 2
 
-# A hard bound on logged steps so no input can eat unbounded memory (about 40 bytes a step).
-MAX_STEPS = 5_000_000
+# A hard bound on logged steps so no input can eat unbounded memory (~250 bytes a
+# step in CPython, all told, so at most about half a gigabyte).
+MAX_STEPS = 2_000_000
 
 
 class _Gpu:
@@ -76,7 +77,7 @@ class _Simulation:
         self.heap = []
         self.transfers = []
         self.steps = 0
-        self.capped = False
+        self.capped = None  # why the run was cut short: "drain_s", "max_steps" or None
         if fleet.layout == "colocated":
             self.gpus = [_Gpu(i, "colocated", self.kv_tokens) for i in range(fleet.gpus)]
             self.prefill_gpus = []
@@ -108,9 +109,9 @@ class _Simulation:
         events = 0
         while heap:
             t, kind, key = heapq.heappop(heap)
-            if t > cap or self.steps > MAX_STEPS:
-                self.capped = True
-                heapq.heappush(heap, (t, kind, key))
+            if t > cap or self.steps >= MAX_STEPS:
+                self.capped = "max_steps" if self.steps >= MAX_STEPS else "drain_s"
+                stop = cap if self.capped == "drain_s" else t
                 break
             events += 1
             if kind == BOUNDARY:
@@ -120,10 +121,10 @@ class _Simulation:
             else:
                 self._land(key, t)
         if self.capped:
-            _drop_steps_after(self.gpus, cap)
-        end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
-        if self.capped:
-            end_time = cap
+            _cut_at(self.gpus, self.records, stop)
+            end_time = stop
+        else:
+            end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
         result = Result(
             scenario=self.scenario,
             requests=self.records,
@@ -465,12 +466,23 @@ class _Simulation:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
 
-def _drop_steps_after(gpus, cap):
-    """A capped run ends at `cap`: steps still running then never completed."""
+def _cut_at(gpus, records, stop):
+    """A run cut short ends at `stop`: steps still running then never completed.
+
+    GPUs that ran ahead on the fast path may have logged (and applied) steps past a
+    step-bound stop; those are undone here so the result reads as of `stop`.
+    """
     for gpu in gpus:
         log = gpu.log
         keep = len(log.end)
-        while keep and log.end[keep - 1] > cap:
+        while keep and log.end[keep - 1] > stop:
             keep -= 1
         for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
+    for rec in records:
+        if rec.finish is not None and rec.finish > stop:
+            rec.finish = None
+        if rec.first_token is not None and rec.first_token > stop:
+            rec.first_token = None
+        if rec.prefill_end is not None and rec.prefill_end > stop:
+            rec.prefill_end = None

@@ -78,7 +78,9 @@ class Result:
     transfers: list
     end_time: float  # simulated time when the run stopped
     arrivals_end: float  # when arrivals stopped (the workload's duration)
-    capped: bool = False  # the drain cap cut the run short: some requests never finished
+    # Why the run was cut short, leaving requests unfinished: "drain_s" (overload: the
+    # drain time after arrivals ran out) or "max_steps" (the step bound); None if not.
+    capped: str = None
     events: int = 0  # loop iterations, for benchmarks and bounds
 
     @property

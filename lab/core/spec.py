@@ -307,8 +307,10 @@ class Model:
             cost=F.read_choice(data, "cost", path, cls.COSTS, default=d.cost),
             llm=F.read_choice(data, "llm", path, tuple(LLM_PRESETS), default=d.llm),
             gpu=F.read_choice(data, "gpu", path, tuple(GPU_PRESETS), default=d.gpu),
-            prefill_ms_per_token=F.read_number(data, "prefill_ms_per_token", path, default=d.prefill_ms_per_token, lo=0, hi=100, lo_open=True),
-            decode_step_ms=F.read_number(data, "decode_step_ms", path, default=d.decode_step_ms, lo=0, hi=10_000, lo_open=True),
+            # Lower bounds keep every step measurably long, so no setting can make a run
+            # take millions of near-zero steps.
+            prefill_ms_per_token=F.read_number(data, "prefill_ms_per_token", path, default=d.prefill_ms_per_token, lo=0.0001, hi=100),
+            decode_step_ms=F.read_number(data, "decode_step_ms", path, default=d.decode_step_ms, lo=0.1, hi=10_000),
             decode_ms_per_seq=F.read_number(data, "decode_ms_per_seq", path, default=d.decode_ms_per_seq, lo=0, hi=1_000),
             decode_ms_per_context_token=F.read_number(data, "decode_ms_per_context_token", path, default=d.decode_ms_per_context_token, lo=0, hi=1),
             efficiency=F.read_number(data, "efficiency", path, default=d.efficiency, lo=0, hi=1, lo_open=True),
