@@ -4,6 +4,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import sys
 import time
 
@@ -138,26 +139,48 @@ def cmd_sweep(args):
     return 0
 
 
+def mission_files(paths):
+    """Expand folders to their *.json files; leave out the JSON Schema, which is no mission."""
+    out = []
+    for path in paths:
+        if os.path.isdir(path):
+            out.extend(sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".json")))
+        else:
+            out.append(path)
+    return [p for p in out if os.path.basename(p) != "schema.json"]
+
+
 def cmd_check(args):
+    from lab.core import LabError
     from lab.core.missions import load_mission
     from lab.core.solver import check_mission
 
+    files = mission_files(args.files)
+    if not files:
+        raise LabError("check", f"no mission files in {' '.join(args.files)}")
     failed = 0
-    for path in args.files:
-        from lab.core import LabError
-
+    reports = []
+    for path in files:
         try:
             mission = load_mission(path)
         except LabError as exc:
-            print(f"FAIL {path}\n  {exc}")
             failed += 1
+            if args.json:
+                reports.append({"file": path, "ok": False, "problems": [str(exc)]})
+            else:
+                print(f"FAIL {path}\n  {exc}")
             continue
         report = check_mission(mission, time_budget_s=args.time_budget)
-        print(report.format())
+        if args.json:
+            reports.append({"file": path, **report.to_dict()})
+        else:
+            print(report.format())
         if not report.ok:
             failed += 1
-    if len(args.files) > 1:
-        print(f"{len(args.files) - failed} of {len(args.files)} missions OK")
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    elif len(files) > 1:
+        print(f"{len(files) - failed} of {len(files)} missions OK")
     return 1 if failed else 0
 
 
@@ -191,7 +214,8 @@ def build_parser():
     sw.set_defaults(func=cmd_sweep)
 
     chk = sub.add_parser("check", help="validate and solve mission files")
-    chk.add_argument("files", nargs="+")
+    chk.add_argument("files", nargs="+", help="mission files or folders (schema.json is skipped)")
+    chk.add_argument("--json", action="store_true", help="print the reports as JSON")
     chk.add_argument("--time-budget", type=float, default=10.0, help="seconds allowed per mission (default 10)")
     chk.set_defaults(func=cmd_check)
 

@@ -3,6 +3,9 @@
     s = load_scenario("missions/01-mixing-hurts.json")   # or a dict
     result = simulate(s)                                   # requests, step logs, transfers
     metrics = summarize(result)                            # {metric name: value}
+
+    mission = load_mission("missions/01-mixing-hurts.json")  # brief, controls, stars
+    evaluate_stars(mission, metrics)                          # [True, False, False]
 """
 
 from .cost import describe_model, step_time_fn
@@ -10,6 +13,9 @@ from .engine import simulate
 from .errors import LabError
 from .loading import load_scenario, parse_json, read_json
 from .metrics import METRIC_NAMES, percentile, request_gaps, request_metrics, summarize
+from .missions import CONTROL_PATHS, Control, Mission, default_missions_dir, list_missions, load_mission
+from .solver import CheckReport, check_mission
+from .stars import Predicate, Star, evaluate_stars
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .spec import Fleet, LengthDist, Link, Model, Scenario, Slo, Workload
 from .workload import generate_requests, parse_trace_text
@@ -22,4 +28,6 @@ __all__ = [
     "simulate", "Result", "GpuLog", "RequestRecord", "Transfer",
     "summarize", "request_metrics", "request_gaps", "percentile", "METRIC_NAMES",
     "step_time_fn", "describe_model",
+    "Mission", "Control", "CONTROL_PATHS", "load_mission", "list_missions", "default_missions_dir",
+    "Star", "Predicate", "evaluate_stars", "check_mission", "CheckReport",
 ]

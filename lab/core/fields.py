@@ -21,6 +21,7 @@ __all__ = [
     "read_dict",
     "read_list",
     "describe",
+    "number",
 ]
 
 
@@ -107,17 +108,24 @@ def read_int(data, key, path, default=MISSING, lo=None, hi=None):
     return value
 
 
+def number(value):
+    """A number as a person writes it: 2,000,000 rather than 2e+06; 0.05 stays 0.05."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
 def _check_range(where, value, lo, hi, lo_open):
     if lo is not None and (value < lo or (lo_open and value == lo)):
-        bound = f"greater than {lo:g}" if lo_open else f"at least {lo:g}"
+        bound = f"greater than {number(lo)}" if lo_open else f"at least {number(lo)}"
         if hi is not None:
-            bound += f" and at most {hi:g}"
-        raise LabError(where, f"{value:g} is out of range: must be {bound}")
+            bound += f" and at most {number(hi)}"
+        raise LabError(where, f"{number(value)} is out of range: must be {bound}")
     if hi is not None and value > hi:
-        bound = f"at most {hi:g}"
+        bound = f"at most {number(hi)}"
         if lo is not None:
-            bound = ("greater than" if lo_open else "at least") + f" {lo:g} and {bound}"
-        raise LabError(where, f"{value:g} is out of range: must be {bound}")
+            bound = ("greater than" if lo_open else "at least") + f" {number(lo)} and {bound}"
+        raise LabError(where, f"{number(value)} is out of range: must be {bound}")
 
 
 def read_bool(data, key, path, default=MISSING):

@@ -88,6 +88,8 @@ def weighted_percentile(values, counts, qs):
 def _step_gaps(log):
     """gaps[j] = end[j] - end[j-1]: what a sequence decoding in step j waited (j >= 1)."""
     end = log.end
+    if not end:
+        return []
     gaps = [0.0]
     gaps.extend(map(sub, end[1:], end))
     return gaps
@@ -129,8 +131,8 @@ def request_metrics(result, step_gaps=None):
                 slo.max_gap_ms is None or worst_ms <= slo.max_gap_ms
             )
         transfer_ms = None
-        if rec.transfer >= 0:
-            tr = transfers[rec.transfer]
+        if rec.transfer >= 0 and transfers[rec.transfer].end <= result.end_time:
+            tr = transfers[rec.transfer]  # (one still on the wire when a run was cut has no latency yet)
             transfer_ms = (tr.end - tr.ready) * 1000.0
         rows.append({
             "id": rec.id,
@@ -203,7 +205,7 @@ def summarize(result, rows=None):
     for log in result.gpus:
         busy[log.role] += min(log.busy_s(), span)
         count[log.role] += 1
-    wire = math.fsum(t.end - t.start for t in result.transfers)
+    wire = math.fsum(min(t.end, span) - t.start for t in result.transfers if t.start < span)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
     def util(role):

@@ -57,7 +57,7 @@ def _frozen_dict_of(obj):
         if f.metadata.get("derived"):
             continue
         value = getattr(obj, f.name)
-        if value is None:
+        if value is None or value == ():
             continue
         if dataclasses.is_dataclass(value):
             value = value.to_dict()

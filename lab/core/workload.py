@@ -88,13 +88,28 @@ def _trace_requests(workload):
     return out
 
 
+# Parsed traces by (path, modification time, size): the lab re-simulates a trace
+# mission on every control change, and parsing is most of a small run's cost.
+_TRACE_CACHE = {}
+_TRACE_CACHE_SIZE = 8
+
+
 def read_trace(path, field="trace"):
+    """[(arrival_s, prompt, output)] of a trace file (a cached, read-only tuple)."""
     try:
+        info = os.stat(path)
+        key = (os.path.abspath(path), info.st_mtime_ns, info.st_size)
+        if key in _TRACE_CACHE:
+            return _TRACE_CACHE[key]
         with open(path, newline="", encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
         raise LabError(field, f"cannot read trace file {path!r}: {exc.strerror or exc}") from None
-    return parse_trace_text(text, os.path.basename(path))
+    rows = tuple(parse_trace_text(text, os.path.basename(path)))
+    if len(_TRACE_CACHE) >= _TRACE_CACHE_SIZE:
+        _TRACE_CACHE.pop(next(iter(_TRACE_CACHE)))
+    _TRACE_CACHE[key] = rows
+    return rows
 
 
 def parse_trace_text(text, name="trace"):
