@@ -1,0 +1,371 @@
+"""A deliberately naive, per-token reference simulator of the lab's model.
+
+Written from the model's rules (DESIGN.md "The model" and the reference rules in
+tests/test_reference.py), independently of `lab/core/engine.py`. It is meant to be
+obviously correct, not fast:
+
+- one loop; each iteration scans for the earliest pending thing: the next arrival,
+  the next KV landing, the next GPU step boundary (ties: arrivals by request id, then
+  landings by request id, then GPU boundaries by GPU index);
+- every request is an explicit `Seq` that keeps the list of every token timestamp;
+- batch sizes, context sums, free KV and free slots are recomputed from scratch from
+  the sequence objects every time they are needed (no incremental counters).
+
+Only two things are shared with the engine by design: the cost model
+(`lab.core.step_time_fn`) and the request list (`lab.core.generate_requests`).
+"""
+
+from lab.core import generate_requests, step_time_fn
+
+__all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate"]
+
+
+class Seq:
+    """One request, with everything that happened to it."""
+
+    def __init__(self, rid, arrival, prompt, output):
+        self.id = rid
+        self.arrival = arrival
+        self.P = prompt
+        self.O = output
+        self.dropped = False
+        self.prefill_gpu = -1
+        self.decode_gpu = -1
+        self.prefill_start = None
+        self.prefill_end = None
+        self.first_token = None
+        self.finish = None
+        self.prefilled = 0  # prompt tokens processed so far
+        self.tokens = []  # timestamp of every emitted token, in order
+        self.generated = 0  # tokens the sequence owns (decode side: the first token counts)
+        self.joined = False  # decode GPU: added to the running batch
+        self.landed = None  # disaggregated: time the KV landed on the decode GPU
+        self.prefill_end_planned = None  # disaggregated: end time of its prefill batch
+
+    @property
+    def kv_need(self):
+        return self.P + self.O
+
+    @property
+    def finished(self):
+        return self.finish is not None
+
+
+class RefTransfer:
+    def __init__(self, request, src, dst, ready, reserved, start, end, nbytes):
+        self.request = request
+        self.src_gpu = src
+        self.dst_gpu = dst
+        self.ready = ready
+        self.reserved = reserved
+        self.start = start
+        self.end = end
+        self.bytes = nbytes
+
+    def as_tuple(self):
+        return (self.request, self.src_gpu, self.dst_gpu, self.ready, self.reserved, self.start, self.end, self.bytes)
+
+
+class RefGpu:
+    def __init__(self, index, role, kv_capacity, max_seqs):
+        self.index = index
+        self.role = role  # "colocated" | "prefill" | "decode"
+        self.kv_capacity = kv_capacity
+        self.max_seqs = max_seqs
+        self.boundary = None  # time of the next step boundary; None = idle
+        self.step = None  # the step in progress: {"decode": [seq], "prefill": [(seq, n)], ...}
+        self.members = []  # sequences holding KV + a slot here (admitted / reserved), unfinished
+        self.landed = []  # decode: landed, not yet joined, in landing order
+        self.steps = []  # (start, end, decode_seqs, prefill_tokens, context_tokens)
+
+    # Recomputed from scratch every time: no counters.
+    def free_kv(self):
+        return self.kv_capacity - sum(s.kv_need for s in self.members)
+
+    def free_slots(self):
+        return self.max_seqs - len(self.members)
+
+
+class RefResult:
+    def __init__(self, requests, gpus, transfers, cap):
+        self.requests = requests  # list of Seq, by id
+        self.gpus = gpus  # list of RefGpu
+        self.transfers = transfers  # list of RefTransfer, in creation order
+        self.cap = cap
+
+
+class _Sim:
+    def __init__(self, scenario, requests):
+        self.sc = scenario
+        self.fleet = scenario.fleet
+        self.model = scenario.model
+        self.step_s = step_time_fn(scenario.model)
+        self.kv_cap = scenario.model.kv_tokens_per_gpu
+        self.seqs = [Seq(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        for s in self.seqs:
+            if s.kv_need > self.kv_cap:
+                s.dropped = True
+        self.pending = [s for s in self.seqs if not s.dropped]  # arrivals to come, by (arrival, id)
+        self.pending.sort(key=lambda s: (s.arrival, s.id))
+        self.queue = []  # fleet FIFO of arrived, not admitted requests
+        self.waiting = []  # disaggregated: prefilled, waiting for decode room (FIFO)
+        self.in_flight = []  # disaggregated: (seq, dst gpu) whose KV is crossing the link
+        self.transfers = []
+        self.link_free = 0.0
+        f = self.fleet
+        if f.layout == "colocated":
+            self.gpus = [RefGpu(i, "colocated", self.kv_cap, f.max_batch_seqs) for i in range(f.gpus)]
+        else:
+            p, d = f.prefill_gpus, f.decode_gpus
+            self.gpus = [RefGpu(i, "prefill", self.kv_cap, f.max_batch_seqs) for i in range(p)]
+            self.gpus += [RefGpu(p + j, "decode", self.kv_cap, f.max_batch_seqs) for j in range(d)]
+        self.transfer_of = {}
+
+    # ------------------------------------------------------------ loop
+
+    def run(self, arrivals_end):
+        cap = arrivals_end + self.sc.drain_s
+        while True:
+            best = None  # (time, class, tiebreak, what)
+            if self.pending:
+                s = self.pending[0]
+                best = (s.arrival, 0, s.id, ("arrival", s))
+            for seq, dst in self.in_flight:
+                tr = self.transfers[self.transfer_of[seq.id]]
+                cand = (tr.end, 1, seq.id, ("landing", (seq, dst)))
+                if best is None or cand[:3] < best[:3]:
+                    best = cand
+            for g in self.gpus:
+                if g.boundary is not None:
+                    cand = (g.boundary, 2, g.index, ("gpu", g))
+                    if best is None or cand[:3] < best[:3]:
+                        best = cand
+            if best is None:
+                break
+            t = best[0]
+            if t > cap:
+                break
+            kind, obj = best[3]
+            if kind == "arrival":
+                self.pending.pop(0)
+                self.on_arrival(obj, t)
+            elif kind == "landing":
+                self.in_flight.remove(obj)
+                self.on_landing(obj[0], obj[1], t)
+            else:
+                self.on_boundary(obj, t)
+        # A step still running at the cap never completed: it emitted nothing and is not
+        # part of the run (its tokens were never counted above either).
+        for g in self.gpus:
+            g.steps = [st for st in g.steps if st[1] <= cap]
+        return RefResult(self.seqs, self.gpus, self.transfers, cap)
+
+    def on_arrival(self, seq, t):
+        self.queue.append(seq)
+        for g in self.gpus:
+            if g.role in ("colocated", "prefill") and g.boundary is None:
+                g.boundary = t  # wake: it decides at this arrival time
+
+    def on_landing(self, seq, dst, t):
+        seq.landed = t
+        dst.landed.append(seq)
+        if dst.boundary is None:
+            dst.boundary = t
+
+    def on_boundary(self, g, t):
+        if g.role == "colocated":
+            self.colocated_boundary(g, t)
+        elif g.role == "prefill":
+            self.prefill_boundary(g, t)
+        else:
+            self.decode_boundary(g, t)
+
+    def start_step(self, g, t, decode, prefill):
+        """Begin a step at t with `decode` sequences and `prefill` [(seq, tokens)] parts."""
+        n = len(decode)
+        ctx = 0
+        for s in decode:
+            ctx += s.P + s.generated
+        ptoks = 0
+        for _, k in prefill:
+            ptoks += k
+        if n == 0 and ptoks == 0:
+            g.step = None
+            g.boundary = None  # idle
+            return
+        end = t + self.step_s(n, ctx, ptoks)
+        g.steps.append((t, end, n, ptoks, ctx))
+        g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
+        g.boundary = end
+
+    @staticmethod
+    def emit(seq, t):
+        seq.tokens.append(t)
+        seq.generated += 1
+        if seq.generated == seq.O:
+            seq.finish = t
+
+    # ------------------------------------------------------------ colocated
+
+    def colocated_boundary(self, g, t):
+        step = g.step
+        if step is not None:
+            for s in step["decode"]:
+                self.emit(s, t)
+            for s, k in step["prefill"]:
+                s.prefilled += k
+                if s.prefilled == s.P:
+                    s.prefill_end = t
+                    s.first_token = t
+                    self.emit(s, t)
+            g.members = [s for s in g.members if not s.finished]
+        decode = [s for s in g.members if s.prefilled == s.P]
+        prefill = []
+        f = self.fleet
+
+        def admissible(s):
+            return s.kv_need <= g.free_kv() and g.free_slots() > 0
+
+        def admit(s):
+            self.queue.pop(0)
+            g.members.append(s)
+            s.prefill_gpu = g.index
+            if s.O > 1:  # decode_gpu = the GPU that emits tokens 2..O (none for one token)
+                s.decode_gpu = g.index
+            s.prefill_start = t
+
+        if f.chunk_tokens is None:
+            total = 0
+            while self.queue:
+                s = self.queue[0]
+                if not admissible(s):
+                    break
+                if prefill and total + s.P > f.prefill_batch_tokens:
+                    break
+                admit(s)
+                prefill.append((s, s.P))
+                total += s.P
+        else:
+            budget = f.chunk_tokens
+            for s in g.members:  # partly prefilled prompts first, in admission order
+                if budget == 0:
+                    break
+                if 0 < s.prefilled < s.P:
+                    k = min(s.P - s.prefilled, budget)
+                    prefill.append((s, k))
+                    budget -= k
+            while budget > 0 and self.queue:
+                s = self.queue[0]
+                if not admissible(s):
+                    break
+                admit(s)
+                k = min(s.P, budget)
+                prefill.append((s, k))
+                budget -= k
+        self.start_step(g, t, decode, prefill)
+
+    # ------------------------------------------------------------ disaggregated
+
+    def decode_gpus(self):
+        return [g for g in self.gpus if g.role == "decode"]
+
+    def reserve(self, t):
+        link = self.fleet.link
+        while self.waiting:
+            s = self.waiting[0]
+            best = None
+            for g in self.decode_gpus():
+                if g.free_slots() <= 0:
+                    continue
+                if best is None or g.free_kv() > best.free_kv():
+                    best = g
+            if best is None or best.free_kv() < s.kv_need:
+                return
+            self.waiting.pop(0)
+            best.members.append(s)
+            s.decode_gpu = best.index
+            nbytes = s.P * self.model.kv_bytes_per_token
+            wire = nbytes / (link.gbytes_per_s * 1e9)
+            start = t
+            if link.sharing == "fifo":
+                start = max(t, self.link_free)
+            end = start + wire
+            if link.layerwise:
+                end = max(end, s.prefill_end_planned + wire / self.model.shape["layers"])
+            if link.sharing == "fifo":
+                self.link_free = end
+            self.transfer_of[s.id] = len(self.transfers)
+            self.transfers.append(RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, start, end, nbytes))
+            self.in_flight.append((s, best))
+
+    def prefill_boundary(self, g, t):
+        f = self.fleet
+        step = g.step
+        if step is not None:
+            for s, k in step["prefill"]:
+                s.prefilled += k
+                s.prefill_end = t
+                if s.O == 1:
+                    self.emit(s, t)
+                    s.first_token = t
+                    continue
+                if f.first_token == "prefill":
+                    s.first_token = t
+                    s.tokens.append(t)  # the prefill GPU emits the first token
+                if not f.link.layerwise:
+                    self.waiting.append(s)
+            self.reserve(t)
+        batch = []
+        total = 0
+        while self.queue:
+            s = self.queue[0]
+            if batch and total + s.P > f.prefill_batch_tokens:
+                break
+            self.queue.pop(0)
+            s.prefill_gpu = g.index
+            s.prefill_start = t
+            batch.append((s, s.P))
+            total += s.P
+        self.start_step(g, t, [], batch)
+        if g.step is not None:
+            for s, _ in batch:
+                s.prefill_end_planned = g.step["end"]
+            if f.link.layerwise:
+                for s, _ in batch:
+                    if s.O > 1:
+                        self.waiting.append(s)
+                self.reserve(t)
+
+    def decode_boundary(self, g, t):
+        step = g.step
+        if step is not None:
+            for s in step["decode"]:
+                self.emit(s, t)
+            before = len(g.members)
+            g.members = [s for s in g.members if not s.finished]
+            if len(g.members) < before:
+                self.reserve(t)
+        for s in g.landed:
+            s.joined = True
+            s.generated = 1  # the first token already exists
+            if self.fleet.first_token == "decode":
+                s.first_token = t
+                s.tokens.append(t)
+        g.landed = []
+        decode = [s for s in g.members if s.joined and not s.finished]
+        self.start_step(g, t, decode, [])
+
+
+def reference_simulate(scenario, requests=None):
+    """Run the reference model. `requests`: [(arrival, prompt, output)] (default: generated)."""
+    if requests is None:
+        requests = generate_requests(scenario.workload, scenario.seed)
+    wl = scenario.workload
+    if wl.trace is None:
+        arrivals_end = wl.duration_s
+    elif wl.duration_s is not None:
+        arrivals_end = wl.duration_s
+    else:
+        arrivals_end = max((a for a, _, _ in requests), default=0.0)
+    sim = _Sim(scenario, list(requests))
+    return sim.run(arrivals_end)

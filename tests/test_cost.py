@@ -1,0 +1,156 @@
+"""Cost models: the linear constants, KV bytes per token, and the roofline."""
+
+import pytest
+
+from lab.core import describe_model, load_scenario, step_time_fn
+from lab.core.spec import GPU_PRESETS, LLM_PRESETS, Model
+
+
+def model(**fields):
+    return Model.from_dict(fields)
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-12, abs=0)
+
+
+# ---------------------------------------------------------------- linear
+
+
+def test_linear_decode_step_constants():
+    step = step_time_fn(model())
+    # 8 ms + 0.25 ms per sequence + 0.00004 ms per context token
+    assert step(1, 0, 0) == approx((8 + 0.25) / 1000)
+    assert step(32, 64_000, 0) == approx((8 + 0.25 * 32 + 0.00004 * 64_000) / 1000)
+    assert step(200, 1_000_000, 0) == approx((8 + 50 + 40) / 1000)
+
+
+def test_linear_prefill_is_0_05_ms_per_token():
+    step = step_time_fn(model())
+    assert step(0, 0, 1) == approx(0.05 / 1000)
+    assert step(0, 0, 2000) == approx(0.1)
+    # no fixed decode cost for a prefill-only step
+    assert step(0, 0, 4000) == approx(2 * step(0, 0, 2000))
+
+
+def test_linear_mixed_step_adds_prefill_to_decode():
+    step = step_time_fn(model())
+    assert step(10, 20_000, 512) == approx(step(10, 20_000, 0) + step(0, 0, 512))
+    assert step(10, 20_000, 512) == approx((8 + 2.5 + 0.8 + 25.6) / 1000)
+
+
+def test_linear_empty_step_is_free_and_time_grows_with_work():
+    step = step_time_fn(model())
+    assert step(0, 0, 0) == 0
+    assert step(2, 100, 0) > step(1, 100, 0)
+    assert step(2, 200, 0) > step(2, 100, 0)
+    assert step(2, 200, 10) > step(2, 200, 0)
+
+
+def test_linear_constants_are_configurable():
+    step = step_time_fn(model(decode_step_ms=4, decode_ms_per_seq=1, decode_ms_per_context_token=0.001,
+                              prefill_ms_per_token=0.1))
+    assert step(3, 1000, 100) == approx((4 + 3 + 1 + 10) / 1000)
+
+
+def test_linear_defaults_are_the_documented_constants():
+    m = model()
+    assert (m.cost, m.decode_step_ms, m.decode_ms_per_seq, m.decode_ms_per_context_token, m.prefill_ms_per_token) == (
+        "linear", 8.0, 0.25, 0.00004, 0.05)
+
+
+# ---------------------------------------------------------------- KV bytes
+
+
+def test_kv_bytes_per_token_llama3_8b():
+    m = model(llm="llama3-8b")
+    assert m.kv_bytes_per_token == 131072 == 2 * 32 * 8 * 128 * 2 == 128 * 1024
+
+
+def test_kv_bytes_per_token_llama3_70b():
+    assert model(llm="llama3-70b", kv_capacity_tokens=1000).kv_bytes_per_token == 2 * 80 * 8 * 128 * 2
+
+
+def test_kv_capacity_derived_from_memory():
+    m = model(gpu="h100", memory_utilization=0.9)
+    usable = 80e9 * 0.9 - 8.03e9 * 2
+    assert m.kv_tokens_per_gpu == int(usable // 131072)
+    assert 400_000 < m.kv_tokens_per_gpu < 450_000
+    assert model(gpu="h200").kv_tokens_per_gpu > m.kv_tokens_per_gpu
+    assert model(memory_utilization=0.5).kv_tokens_per_gpu < m.kv_tokens_per_gpu
+    assert model(kv_capacity_tokens=1234).kv_tokens_per_gpu == 1234
+
+
+# ---------------------------------------------------------------- roofline
+
+
+def roofline_parts(m, decode_seqs, context, prefill):
+    shape, hw = LLM_PRESETS[m.llm], GPU_PRESETS[m.gpu]
+    weights = shape["params"] * shape["bytes_per_value"]
+    kv = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * shape["bytes_per_value"]
+    memory_s = (weights + kv * (context + prefill)) / (hw["hbm_tb_s"] * 1e12)
+    compute_s = 2 * shape["params"] * (decode_seqs + prefill) / (hw["peak_tflops"] * 1e12 * m.efficiency)
+    return memory_s, compute_s
+
+
+def test_roofline_h100_presets():
+    assert GPU_PRESETS["h100"]["hbm_tb_s"] == 3.35
+    assert GPU_PRESETS["h100"]["peak_tflops"] == 989.0
+    assert model(cost="roofline").efficiency == 0.5
+
+
+def test_roofline_decode_step_is_memory_bound_on_h100():
+    m = model(cost="roofline", gpu="h100")
+    step = step_time_fn(m)
+    memory_s, compute_s = roofline_parts(m, 32, 64_000, 0)
+    assert memory_s > compute_s
+    assert step(32, 64_000, 0) == approx(memory_s)
+    # reads 16 GB of weights + 8.4 GB of KV at 3.35 TB/s: about 7.3 ms
+    assert 0.007 < step(32, 64_000, 0) < 0.0075
+
+
+def test_roofline_2000_token_prefill_is_compute_bound_on_h100():
+    m = model(cost="roofline", gpu="h100")
+    step = step_time_fn(m)
+    memory_s, compute_s = roofline_parts(m, 0, 0, 2000)
+    assert compute_s > memory_s
+    assert step(0, 0, 2000) == approx(compute_s)
+    # 2 x 8.03e9 x 2000 FLOPs at 494.5 TFLOP/s: about 65 ms
+    assert step(0, 0, 2000) == approx(2 * 8.03e9 * 2000 / (989e12 * 0.5))
+
+
+def test_roofline_is_the_max_of_memory_and_compute():
+    for gpu in ("h100", "a100", "h200"):
+        m = model(cost="roofline", gpu=gpu, efficiency=0.7)
+        step = step_time_fn(m)
+        for args in [(1, 100, 0), (256, 500_000, 0), (0, 0, 1), (0, 0, 50_000), (64, 100_000, 512)]:
+            memory_s, compute_s = roofline_parts(m, *args)
+            assert step(*args) == approx(max(memory_s, compute_s)), (gpu, args)
+
+
+def test_roofline_crossover_in_prefill_tokens():
+    m = model(cost="roofline", gpu="h100")
+    step = step_time_fn(m)
+    # a tiny prefill is memory-bound (the weights must be read once), a big one compute-bound
+    small_mem, small_cmp = roofline_parts(m, 0, 0, 10)
+    assert small_mem > small_cmp and step(0, 0, 10) == approx(small_mem)
+    # the weight read alone: 16.06 GB / 3.35 TB/s
+    assert step(1, 0, 0) == approx((8.03e9 * 2 + 0) / 3.35e12)
+
+
+def test_roofline_a100_is_slower_than_h100():
+    h100 = step_time_fn(model(cost="roofline", gpu="h100"))
+    a100 = step_time_fn(model(cost="roofline", gpu="a100"))
+    assert a100(32, 64_000, 0) > h100(32, 64_000, 0)
+    assert a100(0, 0, 2000) > h100(0, 0, 2000)
+
+
+def test_scenario_model_is_what_the_engine_uses():
+    sc = load_scenario({"workload": {"rate": 1, "prompt_tokens": 10, "output_tokens": 2},
+                        "fleet": {"layout": "colocated", "gpus": 1}, "model": {"cost": "roofline", "gpu": "a100"}})
+    assert step_time_fn(sc.model)(0, 0, 2000) == approx(roofline_parts(sc.model, 0, 0, 2000)[1])
+
+
+def test_describe_model_mentions_the_model():
+    text = describe_model(model(cost="roofline", gpu="h200"))
+    assert "roofline" in text and "h200" in text and "128 KiB" in text

@@ -1,0 +1,318 @@
+"""The engine on small, hand-worked cases: every expected time is built from the cost
+model's step function in the order the model adds it up (step k+1 starts at step k's end)."""
+
+import pytest
+
+from lab.core import load_scenario, request_gaps, simulate, step_time_fn, summarize
+
+KV_BYTES = 131072  # llama3-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+
+
+def colocated(**fleet):
+    return {"layout": "colocated", "gpus": 1, **fleet}
+
+
+def disaggregated(**fleet):
+    return {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, **fleet}
+
+
+def run(fleet, requests, duration=10.0, drain=100.0, **extra):
+    raw = {"workload": {"rate": 1, "duration_s": duration, "prompt_tokens": 1, "output_tokens": 1},
+           "fleet": fleet, "drain_s": drain, **extra}
+    sc = load_scenario(raw)
+    return simulate(sc, requests=requests)
+
+
+STEP = step_time_fn(load_scenario({"workload": {"rate": 1, "prompt_tokens": 1, "output_tokens": 1},
+                                   "fleet": colocated()}).model)
+
+
+def prefill(p):
+    return STEP(0, 0, p)
+
+
+def decode(n, ctx):
+    return STEP(n, ctx, 0)
+
+
+def steps(log):
+    return list(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens))
+
+
+def tokens(res, rec):
+    """Every token time of a request: first token, then the gaps added up."""
+    out = [rec.first_token]
+    for g in request_gaps(res, rec):
+        out.append(out[-1] + g)
+    return out
+
+
+# ---------------------------------------------------------------- colocated
+
+
+def test_single_request_colocated_timeline():
+    res = run(colocated(), [(0.5, 100, 4)])
+    rec = res.requests[0]
+    t0 = 0.5  # the arrival wakes the idle GPU at once
+    t1 = t0 + prefill(100)
+    t2 = t1 + decode(1, 101)
+    t3 = t2 + decode(1, 102)
+    t4 = t3 + decode(1, 103)
+    assert steps(res.gpus[0]) == [(t0, t1, 0, 100, 0), (t1, t2, 1, 0, 101), (t2, t3, 1, 0, 102), (t3, t4, 1, 0, 103)]
+    assert (rec.prefill_gpu, rec.decode_gpu) == (0, 0)
+    assert (rec.prefill_start, rec.prefill_end, rec.first_token, rec.finish) == (t0, t1, t1, t4)
+    assert request_gaps(res, rec) == [t2 - t1, t3 - t2, t4 - t3]
+    assert not res.capped
+
+
+def test_one_token_request_finishes_at_its_prefill():
+    res = run(colocated(), [(0.0, 300, 1)])
+    rec = res.requests[0]
+    assert rec.first_token == rec.finish == rec.prefill_end == prefill(300)
+    assert steps(res.gpus[0]) == [(0.0, prefill(300), 0, 300, 0)]
+    assert request_gaps(res, rec) == []
+
+
+def test_arrival_joins_the_running_batch():
+    # r1 arrives while r0 decodes: the next step decodes r0 and prefills r1 together
+    res = run(colocated(), [(0.0, 100, 5), (0.006, 200, 2)])
+    r0, r1 = res.requests
+    t1 = prefill(100)
+    t2 = t1 + decode(1, 101)  # r1 arrived during this step
+    t3 = t2 + STEP(1, 102, 200)
+    assert steps(res.gpus[0])[:3] == [(0.0, t1, 0, 100, 0), (t1, t2, 1, 0, 101), (t2, t3, 1, 200, 102)]
+    assert r1.prefill_start == t2 and r1.first_token == t3
+    assert tokens(res, r1) == [t3, t3 + decode(2, 103 + 201)]
+
+
+def test_whole_prefill_takes_queued_prompts_up_to_the_batch_budget():
+    reqs = [(0.0, 1000, 2)] * 3
+    # budget 8192: GPU 0 takes all three at once, GPU 1 finds the queue empty
+    res = run(colocated(gpus=2), reqs)
+    assert [r.prefill_gpu for r in res.requests] == [0, 0, 0]
+    assert steps(res.gpus[0])[0] == (0.0, prefill(3000), 0, 3000, 0)
+    assert len(res.gpus[1]) == 0
+    # budget 1000: one prompt per step; GPU 0 then GPU 1 (by index), the third waits
+    res = run(colocated(gpus=2, prefill_batch_tokens=1000), reqs)
+    assert [r.prefill_gpu for r in res.requests] == [0, 1, 0]
+    assert res.requests[2].prefill_start == prefill(1000)
+    # a prompt larger than the budget is still taken, alone
+    res = run(colocated(prefill_batch_tokens=500), [(0.0, 1000, 2), (0.0, 10, 2)])
+    assert steps(res.gpus[0])[0] == (0.0, prefill(1000), 0, 1000, 0)
+
+
+def test_chunked_prefill_splits_and_packs_prompts():
+    res = run(colocated(chunk_tokens=256), [(0.0, 300, 3), (0.0, 300, 2)])
+    r0, r1 = res.requests
+    t1 = prefill(256)  # 256 of r0
+    t2 = t1 + prefill(256)  # last 44 of r0 + first 212 of r1
+    t3 = t2 + STEP(1, 301, 88)  # r0 decodes, last 88 of r1
+    t4 = t3 + decode(2, 302 + 301)
+    assert steps(res.gpus[0])[:4] == [(0.0, t1, 0, 256, 0), (t1, t2, 0, 256, 0), (t2, t3, 1, 88, 301),
+                                      (t3, t4, 2, 0, 603)]
+    assert (r0.prefill_start, r0.first_token) == (0.0, t2)
+    assert (r1.prefill_start, r1.first_token) == (t1, t3)
+    assert r0.finish == t4 and r1.finish == t4
+
+
+def test_chunked_prefill_of_a_long_prompt():
+    res = run(colocated(chunk_tokens=64), [(0.0, 1000, 2)])
+    log = res.gpus[0]
+    assert log.prefill_tokens == [64] * 15 + [40, 0]
+    assert res.requests[0].first_token == log.end[15]
+
+
+def test_kv_memory_blocks_admission_in_fifo_order():
+    # capacity 3000: r0 holds 2000; r1 (2000) must wait for r0 to finish, and r2 (110),
+    # which would fit, waits behind it: no skipping the queue's head
+    res = run(colocated(), [(0.0, 1500, 500), (0.01, 1500, 500), (0.02, 100, 10)],
+              model={"kv_capacity_tokens": 3000})
+    r0, r1, r2 = res.requests
+    assert r1.prefill_start == r0.finish
+    assert r2.prefill_start == r0.finish
+    assert max(res.gpus[0].context_tokens) <= 3000
+
+
+def test_batch_slots_limit_admission():
+    res = run(colocated(max_batch_seqs=1), [(0.0, 100, 3), (0.0, 100, 3)])
+    r0, r1 = res.requests
+    assert r1.prefill_start == r0.finish
+    assert max(res.gpus[0].decode_seqs) == 1
+
+
+def test_too_large_requests_are_dropped():
+    res = run(colocated(), [(0.0, 600, 400), (0.1, 600, 401), (0.2, 10, 2)], model={"kv_capacity_tokens": 1000})
+    ok, big, small = res.requests
+    assert ok.finished and not ok.dropped
+    assert big.dropped and "1,001" in big.dropped and "1,000" in big.dropped
+    assert big.prefill_start is None and big.first_token is None and not big.finished
+    assert small.finished
+    m = summarize(res)
+    assert (m["requests"], m["finished"], m["unfinished"]) == (3, 2, 1)
+
+
+def test_gpus_run_on_their_own_clocks():
+    res = run(colocated(gpus=2, prefill_batch_tokens=100), [(0.0, 100, 3), (0.001, 50, 3)])
+    a, b = res.gpus
+    assert a.start[0] == 0.0 and b.start[0] == 0.001
+    assert b.end[0] == 0.001 + prefill(50)
+
+
+# ---------------------------------------------------------------- disaggregated
+
+
+def wire(p, gbytes_per_s):
+    return p * KV_BYTES / (gbytes_per_s * 1e9)
+
+
+def test_single_request_disaggregated_timeline():
+    res = run(disaggregated(link={"gbytes_per_s": 2}), [(0.25, 1000, 3)])
+    rec = res.requests[0]
+    ready = 0.25 + prefill(1000)
+    land = ready + wire(1000, 2)
+    t2 = land + decode(1, 1001)
+    t3 = t2 + decode(1, 1002)
+    assert steps(res.gpus[0]) == [(0.25, ready, 0, 1000, 0)]
+    assert steps(res.gpus[1]) == [(land, t2, 1, 0, 1001), (t2, t3, 1, 0, 1002)]
+    [tr] = res.transfers
+    assert (tr.request, tr.src_gpu, tr.dst_gpu) == (0, 0, 1)
+    assert (tr.ready, tr.reserved, tr.start, tr.end, tr.bytes) == (ready, ready, ready, land, 1000 * KV_BYTES)
+    assert (rec.prefill_gpu, rec.decode_gpu, rec.transfer) == (0, 1, 0)
+    assert (rec.prefill_end, rec.first_token, rec.finish) == (ready, land, t3)
+    assert request_gaps(res, rec) == [t2 - land, t3 - t2]
+
+
+def test_first_token_at_prefill_moves_only_the_first_token():
+    reqs = [(0.0, 1000, 5), (0.05, 3000, 3), (0.3, 800, 1)]
+    at_decode = run(disaggregated(link={"gbytes_per_s": 1}), reqs)
+    at_prefill = run(disaggregated(link={"gbytes_per_s": 1}, first_token="prefill"), reqs)
+    assert [steps(g) for g in at_decode.gpus] == [steps(g) for g in at_prefill.gpus]
+    assert at_decode.transfers == at_prefill.transfers
+    for a, b in zip(at_decode.requests, at_prefill.requests):
+        assert a.finish == b.finish
+        assert b.first_token == b.prefill_end
+        if a.output_tokens > 1:
+            assert a.first_token == at_decode.transfers[a.transfer].end > b.first_token
+            # the transfer now sits inside the first gap
+            assert request_gaps(at_prefill, b)[0] == request_gaps(at_decode, a)[0] + (a.first_token - b.first_token)
+
+
+def test_one_token_request_needs_no_transfer():
+    res = run(disaggregated(), [(0.0, 500, 1)])
+    rec = res.requests[0]
+    assert res.transfers == [] and rec.transfer == -1 and rec.decode_gpu == -1
+    assert rec.first_token == rec.finish == rec.prefill_end == prefill(500)
+    assert len(res.gpus[1]) == 0
+
+
+def test_fifo_link_queues_transfers_independent_does_not():
+    reqs = [(0.0, 1000, 2), (0.0, 2000, 2)]  # one prefill batch: both ready together
+    ready = prefill(3000)
+    fifo = run(disaggregated(decode_gpus=2, link={"gbytes_per_s": 1, "sharing": "fifo"}), reqs)
+    a, b = fifo.transfers
+    assert (a.request, a.start, a.end) == (0, ready, ready + wire(1000, 1))
+    assert (b.request, b.reserved, b.start, b.end) == (1, ready, a.end, a.end + wire(2000, 1))
+    indep = run(disaggregated(decode_gpus=2, link={"gbytes_per_s": 1, "sharing": "independent"}), reqs)
+    a, b = indep.transfers
+    assert (a.start, a.end) == (ready, ready + wire(1000, 1))
+    assert (b.start, b.end) == (ready, ready + wire(2000, 1))
+
+
+def test_fifo_link_is_shared_across_prefill_gpus():
+    res = run(disaggregated(prefill_gpus=2, prefill_batch_tokens=1000, link={"gbytes_per_s": 0.5}),
+              [(0.0, 1000, 2), (0.0, 1000, 2)])
+    a, b = res.transfers
+    assert a.src_gpu != b.src_gpu and a.ready == b.ready
+    assert b.start == a.end
+
+
+def test_layerwise_streams_during_the_prefill():
+    # fast link: the wire time is short, so the last layer (1/32 of it) lands right after the prefill
+    res = run(disaggregated(link={"gbytes_per_s": 400, "layerwise": True}), [(0.0, 2000, 2)])
+    [tr] = res.transfers
+    end = prefill(2000)
+    assert (tr.ready, tr.reserved, tr.start) == (end, 0.0, 0.0)
+    assert tr.end == end + wire(2000, 400) / 32
+    assert res.requests[0].first_token == tr.end
+    # slow link: the wire itself is the bottleneck, but it started with the prefill
+    res = run(disaggregated(link={"gbytes_per_s": 1, "layerwise": True}), [(0.0, 2000, 2)])
+    [tr] = res.transfers
+    assert tr.end == 0.0 + wire(2000, 1)
+    assert tr.end > prefill(2000) + wire(2000, 1) / 32
+
+
+def test_decode_gpu_with_most_free_kv_is_chosen():
+    # decode GPUs 1 and 2 (10,000 tokens each); requests one at a time through the prefill GPU
+    reqs = [(0.0, 1000, 3000), (0.1, 1000, 100), (0.2, 100, 100), (0.3, 100, 5000)]
+    res = run(disaggregated(decode_gpus=2), reqs, model={"kv_capacity_tokens": 10_000})
+    # r0: tie, lowest index (1); r1: GPU 2 (10,000 free vs 6,000); r2: GPU 2 (8,900 vs 6,000);
+    # r3: GPU 2 (8,700 vs 6,000)
+    assert [r.decode_gpu for r in res.requests] == [1, 2, 2, 2]
+
+
+def test_decode_room_blocks_in_fifo_order():
+    # one decode GPU of 5,000 tokens: r0 holds 4,000; r1 (2,000) waits for it to finish,
+    # and r2 (200), which would fit, waits behind r1
+    reqs = [(0.0, 1000, 3000), (0.01, 1500, 500), (0.02, 100, 100)]
+    res = run(disaggregated(), reqs, model={"kv_capacity_tokens": 5000})
+    t0, t1, t2 = res.transfers
+    r0 = res.requests[0]
+    assert t1.ready < r0.finish and t2.ready < r0.finish
+    assert t1.reserved == r0.finish and t2.reserved == r0.finish
+    assert [t.request for t in res.transfers] == [0, 1, 2]
+
+
+def test_decode_slots_block_reservations():
+    res = run(disaggregated(max_batch_seqs=1), [(0.0, 100, 20), (0.0, 100, 20)])
+    t0, t1 = res.transfers
+    assert t1.reserved == res.requests[0].finish
+
+
+# ---------------------------------------------------------------- ending
+
+
+def test_drain_cap_cuts_an_overloaded_run():
+    res = run(colocated(), [(0.0, 100, 5000), (0.1, 100, 3)], duration=1.0, drain=2.0)
+    assert res.capped
+    assert res.end_time == 3.0
+    r0, r1 = res.requests
+    assert not r0.finished and r1.finished
+    for log in res.gpus:
+        assert all(e <= res.end_time for e in log.end)
+    assert len(tokens(res, r0)) == sum(1 for e in res.gpus[0].end if e > r0.first_token) + 1
+    m = summarize(res)
+    assert m["unfinished"] == 1 and m["slo_attainment"] == 0.5
+
+
+def test_run_without_requests():
+    res = run(colocated(gpus=2), [])
+    assert res.requests == [] and res.transfers == [] and all(len(g) == 0 for g in res.gpus)
+    assert not res.capped
+    m = summarize(res)
+    assert m["requests"] == 0 and m["ttft_p50_s"] is None
+
+
+def test_zero_drain_stops_at_the_last_arrival_time():
+    res = run(colocated(), [(0.0, 100, 100)], duration=0.5, drain=0.0)
+    assert res.capped and res.end_time == 0.5
+    assert not res.requests[0].finished
+
+
+def test_requests_argument_overrides_the_workload():
+    sc = load_scenario({"workload": {"rate": 50, "duration_s": 10, "prompt_tokens": 100, "output_tokens": 2},
+                        "fleet": colocated()})
+    assert len(simulate(sc).requests) > 300
+    assert len(simulate(sc, requests=[(1.0, 10, 2)]).requests) == 1
+
+
+@pytest.mark.parametrize("fleet", [colocated(gpus=3), colocated(gpus=2, chunk_tokens=128),
+                                   disaggregated(prefill_gpus=2, decode_gpus=2),
+                                   disaggregated(link={"layerwise": True, "sharing": "independent"})])
+def test_results_are_repeatable(fleet):
+    raw = {"workload": {"rate": 8, "duration_s": 10, "prompt_tokens": {"dist": "lognormal", "median": 800, "sigma": 1},
+                        "output_tokens": {"dist": "uniform", "low": 1, "high": 200}}, "fleet": fleet, "seed": 3}
+    a = simulate(load_scenario(raw))
+    b = simulate(load_scenario(raw))
+    assert a == b
+    c = simulate(load_scenario({**raw, "seed": 4}))
+    assert [r.arrival for r in c.requests] != [r.arrival for r in a.requests]

@@ -1,0 +1,259 @@
+"""Metrics: percentiles bit-for-bit numpy's, per-request TPOT / gaps / SLO on a hand-built
+Result, fleet summaries, and the same numbers recomputed with numpy on real runs."""
+
+import random
+
+import numpy as np
+import pytest
+
+from lab.core import (
+    METRIC_NAMES, GpuLog, RequestRecord, Result, Transfer, load_scenario, percentile, request_gaps,
+    request_metrics, simulate, summarize,
+)
+from lab.core.metrics import weighted_percentile
+
+QS = [0, 1, 5, 10, 25, 33.3, 50, 66.7, 75, 90, 95, 99, 99.9, 100]
+
+
+# ---------------------------------------------------------------- percentiles
+
+
+def test_percentile_equals_numpy_exactly():
+    rng = random.Random(5)
+    for trial in range(300):
+        n = rng.choice([1, 2, 3, 4, 7, 10, 99, 100, 101, 1000])
+        kind = trial % 3
+        if kind == 0:
+            xs = [rng.random() * 10 ** rng.randint(-3, 3) for _ in range(n)]
+        elif kind == 1:
+            xs = [rng.lognormvariate(0, 2) for _ in range(n)]
+        else:
+            xs = [float(rng.randint(0, 5)) for _ in range(n)]  # many ties
+        q = rng.choice(QS) if trial % 2 else rng.uniform(0, 100)
+        assert percentile(xs, q) == np.percentile(xs, q), (xs, q)
+
+
+def test_percentile_presorted_and_input_untouched():
+    xs = [3.0, 1.0, 2.0]
+    assert percentile(xs, 50) == 2.0
+    assert xs == [3.0, 1.0, 2.0]
+    assert percentile(sorted(xs), 75, presorted=True) == np.percentile(xs, 75)
+
+
+def test_percentile_of_nothing_is_none():
+    assert percentile([], 50) is None
+
+
+def expand(values, counts):
+    return np.repeat(np.array(values, dtype=float), np.array(counts, dtype=int))
+
+
+def test_weighted_percentile_equals_numpy_on_expanded_data():
+    rng = random.Random(9)
+    for _ in range(300):
+        k = rng.randint(1, 30)
+        values = [rng.choice([rng.random(), float(rng.randint(0, 4))]) for _ in range(k)]
+        counts = [rng.choice([0, 1, 1, 2, 3, 50]) for _ in range(k)]
+        if sum(counts) == 0:
+            counts[0] = 1
+        qs = rng.sample(QS, 3) + [rng.uniform(0, 100)]
+        got = weighted_percentile(values, counts, qs)
+        want = [np.percentile(expand(values, counts), q) for q in qs]
+        assert got == want, (values, counts, qs)
+
+
+def test_weighted_percentile_of_nothing():
+    assert weighted_percentile([], [], [50, 99]) == [None, None]
+    assert weighted_percentile([1.0, 2.0], [0, 0], [50]) == [None]
+
+
+# ---------------------------------------------------------------- a hand-built run
+
+SLO = {"ttft_s": 1.0, "tpot_ms": 70, "max_gap_ms": 150}
+
+
+def hand_built(slo=SLO):
+    """One colocated GPU; times are binary fractions so every difference is exact.
+
+    step  start   end     decodes         prefill
+    0     0       0.125   -               A (100)
+    1     0.125   0.1875  A               -
+    2     0.1875  0.375   A               B (50), C (10)
+    3     0.375   0.4375  A, B            -
+    4     0.4375  0.5     B               -
+    A: O=4, tokens 0.125 | 0.1875 0.375 0.4375  gaps 62.5, 187.5, 62.5 ms
+    B: O=3, tokens 0.375 | 0.4375 0.5           gaps 62.5, 62.5 ms
+    C: O=1, token 0.375
+    D: never started; E: dropped
+    """
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 0.75, "prompt_tokens": 10, "output_tokens": 2},
+                        "fleet": {"layout": "colocated", "gpus": 1}, "slo": slo})
+    log = GpuLog(0, "colocated", start=[0.0, 0.125, 0.1875, 0.375, 0.4375], end=[0.125, 0.1875, 0.375, 0.4375, 0.5],
+                 decode_seqs=[0, 1, 1, 2, 1], prefill_tokens=[100, 0, 60, 0, 0], context_tokens=[0, 101, 102, 156, 52])
+    reqs = [
+        RequestRecord(0, 0.0, 100, 4, 0, 0, 0.0, 0.125, 0.125, 0.4375, 1, 3),
+        RequestRecord(1, 0.125, 50, 3, 0, 0, 0.1875, 0.375, 0.375, 0.5, 3, 4),
+        RequestRecord(2, 0.25, 10, 1, 0, -1, 0.1875, 0.375, 0.375, 0.375),
+        RequestRecord(3, 0.3125, 10, 5),
+        RequestRecord(4, 0.5, 10**6, 5, dropped="too big"),
+    ]
+    return Result(scenario=sc, requests=reqs, gpus=[log], transfers=[], end_time=1.0, arrivals_end=0.75)
+
+
+def test_request_gaps_from_the_step_log():
+    res = hand_built()
+    assert request_gaps(res, res.requests[0]) == [0.0625, 0.1875, 0.0625]
+    assert request_gaps(res, res.requests[1]) == [0.0625, 0.0625]
+    assert request_gaps(res, res.requests[2]) == []
+    assert request_gaps(res, res.requests[3]) == []
+    assert request_gaps(res, res.requests[4]) == []
+
+
+def test_request_metrics_tpot_worst_gap_and_slo():
+    rows = {r["id"]: r for r in request_metrics(hand_built())}
+    a, b, c, d, e = (rows[i] for i in range(5))
+    assert a["ttft_s"] == 0.125 and a["tpot_ms"] == (0.4375 - 0.125) / 3 * 1000 and a["worst_gap_ms"] == 187.5
+    assert a["met_slo"] is False  # TPOT 104 ms > 70 (and its worst gap 187.5 > 150)
+    assert b["ttft_s"] == 0.25 and b["tpot_ms"] == 62.5 and b["worst_gap_ms"] == 62.5 and b["met_slo"] is True
+    # one-token output: no TPOT, no gaps, meets any TPOT / gap target
+    assert c["tpot_ms"] is None and c["worst_gap_ms"] is None and c["ttft_s"] == 0.125 and c["met_slo"] is True
+    # never started: TTFT counts to the end of the run, a lower bound
+    assert d["ttft_s"] == 1.0 - 0.3125 and d["finished"] is False and d["met_slo"] is False
+    assert e["finished"] is False and e["met_slo"] is False and e["dropped"] == "too big"
+    assert a["finish_s"] == 0.4375 and d["finish_s"] is None
+
+
+@pytest.mark.parametrize("slo,met", [
+    ({}, [True, True, True, False, False]),
+    ({"ttft_s": 0.2}, [True, False, True, False, False]),
+    ({"tpot_ms": 104.2}, [True, True, True, False, False]),
+    ({"tpot_ms": 104.1}, [False, True, True, False, False]),
+    ({"max_gap_ms": 187.5}, [True, True, True, False, False]),
+    ({"max_gap_ms": 187.4}, [False, True, True, False, False]),
+    ({"tpot_ms": 62.4}, [False, False, True, False, False]),
+    ({"ttft_s": 0.1, "tpot_ms": 1}, [False, False, False, False, False]),
+])
+def test_met_slo_needs_every_target(slo, met):
+    assert [r["met_slo"] for r in request_metrics(hand_built(slo))] == met
+
+
+def test_summarize_hand_built():
+    m = summarize(hand_built())
+    assert set(m) == set(METRIC_NAMES)
+    assert (m["requests"], m["finished"], m["unfinished"]) == (5, 3, 2)
+    ttfts = [0.125, 0.25, 0.125, 1.0 - 0.3125, 1.0 - 0.5]
+    for q in (50, 90, 99):
+        assert m[f"ttft_p{q}_s"] == np.percentile(ttfts, q)
+    tpots = [(0.4375 - 0.125) / 3 * 1000, 62.5]
+    assert m["tpot_p50_ms"] == np.percentile(tpots, 50) and m["tpot_p99_ms"] == np.percentile(tpots, 99)
+    itl = [62.5, 187.5, 62.5, 62.5, 62.5]
+    assert m["itl_p50_ms"] == np.percentile(itl, 50) and m["itl_p99_ms"] == np.percentile(itl, 99)
+    assert m["worst_gap_p50_ms"] == np.percentile([187.5, 62.5], 50)
+    assert m["slo_attainment"] == 2 / 5
+    assert m["goodput_rps"] == 2 / 0.75 and m["goodput_rps_per_gpu"] == 2 / 0.75
+    assert m["throughput_tokens_per_s"] == (4 + 3 + 1) / 1.0
+    assert m["util_gpu"] == 0.5
+    assert (m["gpus"], m["prefill_gpus"], m["decode_gpus"]) == (1, 0, 0)
+    assert m["util_link"] is None and m["transfer_p50_ms"] is None
+    assert m["util_prefill"] is None and m["util_decode"] is None
+
+
+def test_one_token_outputs_only():
+    sc = load_scenario({"workload": {"rate": 5, "duration_s": 10, "prompt_tokens": 500, "output_tokens": 1},
+                        "fleet": {"layout": "colocated", "gpus": 1}, "slo": {"tpot_ms": 1, "max_gap_ms": 1}})
+    res = simulate(sc)
+    m = summarize(res)
+    assert m["finished"] == m["requests"] > 20
+    assert all(request_gaps(res, r) == [] for r in res.requests)
+    assert all(r.finish == r.first_token for r in res.requests)
+    assert m["tpot_p50_ms"] is None and m["itl_p50_ms"] is None and m["worst_gap_p99_ms"] is None
+    assert m["slo_attainment"] == 1.0  # gap and TPOT targets do not apply to one-token answers
+    assert m["throughput_tokens_per_s"] == m["requests"] / res.end_time
+
+
+def test_summarize_with_a_gpu_that_never_ran():
+    """Two colocated GPUs, one request: GPU 1 never takes a step. Its empty log must
+    not break the pooled-gap percentiles."""
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 10, "output_tokens": 3},
+                        "fleet": {"layout": "colocated", "gpus": 2}})
+    res = simulate(sc, requests=[(0.0, 10, 3)])
+    assert len(res.gpus[1]) == 0
+    m = summarize(res)
+    gaps = request_gaps(res, res.requests[0])
+    assert len(gaps) == 2
+    assert m["itl_p50_ms"] == np.percentile(gaps, 50) * 1000
+
+
+# ---------------------------------------------------------------- real runs vs numpy
+
+RUNS = {
+    "colocated": {"workload": {"rate": 6, "duration_s": 20, "prompt_tokens": {"dist": "lognormal", "median": 1200, "sigma": 0.8, "max": 8000},
+                               "output_tokens": {"dist": "uniform", "low": 1, "high": 250}},
+                  "fleet": {"layout": "colocated", "gpus": 2, "chunk_tokens": 512},
+                  "slo": {"ttft_s": 1.0, "tpot_ms": 30, "max_gap_ms": 100}},
+    "disaggregated": {"workload": {"rate": 6, "duration_s": 20, "prompt_tokens": {"dist": "lognormal", "median": 1200, "sigma": 0.8, "max": 8000},
+                                   "output_tokens": {"dist": "uniform", "low": 1, "high": 250}},
+                      "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2, "link": {"gbytes_per_s": 5}},
+                      "slo": {"ttft_s": 0.3, "tpot_ms": 10, "max_gap_ms": 40}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_summary_equals_numpy_recomputation(name):
+    res = simulate(load_scenario(RUNS[name]))
+    assert not res.capped
+    m = summarize(res)
+    rows = request_metrics(res)
+    slo = res.scenario.slo
+    all_gaps, tpots, worst, met = [], [], [], 0
+    for rec, row in zip(res.requests, rows):
+        gaps = request_gaps(res, rec)
+        assert len(gaps) == rec.output_tokens - 1
+        all_gaps.extend(gaps)
+        if gaps:
+            tpot = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000
+            assert row["tpot_ms"] == tpot
+            assert row["worst_gap_ms"] == max(gaps) * 1000
+            assert sum(gaps) == pytest.approx(rec.finish - rec.first_token, rel=1e-9)
+            tpots.append(tpot)
+            worst.append(max(gaps) * 1000)
+        ok = rec.finished and row["ttft_s"] <= slo.ttft_s
+        if gaps:
+            ok = ok and (slo.tpot_ms is None or row["tpot_ms"] <= slo.tpot_ms)
+            ok = ok and (slo.max_gap_ms is None or row["worst_gap_ms"] <= slo.max_gap_ms)
+        assert row["met_slo"] == ok
+        met += ok
+    ttfts = [r.first_token - r.arrival for r in res.requests]
+    for q in (50, 90, 99):
+        assert m[f"ttft_p{q}_s"] == np.percentile(ttfts, q)
+    assert m["tpot_p50_ms"] == np.percentile(tpots, 50) and m["tpot_p99_ms"] == np.percentile(tpots, 99)
+    # pooled over every gap of every request, in seconds, then scaled
+    assert m["itl_p50_ms"] == np.percentile(all_gaps, 50) * 1000
+    assert m["itl_p99_ms"] == np.percentile(all_gaps, 99) * 1000
+    assert m["worst_gap_p50_ms"] == np.percentile(worst, 50)
+    assert m["slo_attainment"] == met / len(rows)
+    assert m["goodput_rps"] == met / res.scenario.workload.duration_s
+    assert m["goodput_rps_per_gpu"] == m["goodput_rps"] / res.scenario.fleet.total_gpus
+    assert 0 < m["slo_attainment"] < 1  # the SLO is tight enough to mean something here
+    busy = sum(e - s for g in res.gpus for s, e in zip(g.start, g.end))
+    assert m["util_gpu"] == pytest.approx(busy / (len(res.gpus) * res.end_time), rel=1e-9)
+    if res.transfers:
+        waits = [(t.end - t.ready) * 1000 for t in res.transfers]
+        assert m["transfer_p50_ms"] == np.percentile(waits, 50)
+        assert m["transfer_p99_ms"] == np.percentile(waits, 99)
+        assert m["util_link"] == pytest.approx(sum(t.end - t.start for t in res.transfers) / res.end_time, rel=1e-9)
+        decode = [g for g in res.gpus if g.role == "decode"]
+        assert m["util_decode"] == pytest.approx(sum(g.busy_s() for g in decode) / (len(decode) * res.end_time), rel=1e-9)
+
+
+def test_transfer_ms_is_wait_plus_wire():
+    sc = load_scenario(RUNS["disaggregated"])
+    res = simulate(sc)
+    rows = request_metrics(res)
+    for rec, row in zip(res.requests, rows):
+        if rec.transfer >= 0:
+            tr = res.transfers[rec.transfer]
+            assert isinstance(tr, Transfer) and tr.request == rec.id
+            assert row["transfer_ms"] == (tr.end - tr.ready) * 1000
+        else:
+            assert row["transfer_ms"] is None

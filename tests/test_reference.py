@@ -1,0 +1,326 @@
+"""The engine must match the naive reference simulator (tests/reference_sim.py) exactly.
+
+Exactly means `==` on floats: both call the same cost function and add step durations
+to the previous step's end, so any difference is a difference in the model, not in
+rounding. Compared: per request the GPUs, prefill start/end, first token, finish and
+every inter-token gap; per GPU every step; every transfer.
+"""
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from lab.core import load_scenario, request_gaps, simulate
+
+from reference_sim import reference_simulate
+
+# ---------------------------------------------------------------- comparison
+
+
+def diff_engine_reference(scenario, requests=None, limit=8):
+    """Every way the engine's result differs from the reference's (empty list = equal)."""
+    res = simulate(scenario, requests=requests)
+    ref = reference_simulate(scenario, requests=requests)
+    out = []
+    if len(res.requests) != len(ref.requests):
+        out.append(f"request count: engine {len(res.requests)}, reference {len(ref.requests)}")
+    for rec, seq in zip(res.requests, ref.requests):
+        fields = ("prefill_gpu", "decode_gpu", "prefill_start", "prefill_end", "first_token", "finish")
+        mine = {f: getattr(seq, f) for f in fields}
+        theirs = {f: getattr(rec, f) for f in fields}
+        if seq.dropped:
+            mine = {f: (-1 if f.endswith("gpu") else None) for f in fields}
+        for f in fields:
+            if mine[f] != theirs[f]:
+                out.append(f"request {rec.id} (P={rec.prompt_tokens}, O={rec.output_tokens}, arrival {rec.arrival}): "
+                           f"{f} engine {theirs[f]!r}, reference {mine[f]!r}")
+        if bool(rec.dropped) != seq.dropped:
+            out.append(f"request {rec.id}: dropped engine {rec.dropped!r}, reference {seq.dropped}")
+        gaps = request_gaps(res, rec)
+        ref_gaps = [b - a for a, b in zip(seq.tokens, seq.tokens[1:])]
+        if gaps != ref_gaps:
+            k = next((i for i, (a, b) in enumerate(zip(gaps, ref_gaps)) if a != b), min(len(gaps), len(ref_gaps)))
+            out.append(f"request {rec.id} (O={rec.output_tokens}, finish engine {rec.finish}): gaps differ at index {k}: "
+                       f"engine has {len(gaps)} gaps ({gaps[k:k + 2]}), reference {len(ref_gaps)} ({ref_gaps[k:k + 2]}); "
+                       f"reference tokens end at {seq.tokens[-1] if seq.tokens else None}, run cap {ref.cap}")
+    if len(res.gpus) != len(ref.gpus):
+        out.append(f"gpu count: engine {len(res.gpus)}, reference {len(ref.gpus)}")
+    for log, rg in zip(res.gpus, ref.gpus):
+        if log.role != rg.role:
+            out.append(f"gpu {log.index}: role engine {log.role}, reference {rg.role}")
+        steps = list(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens))
+        if steps != rg.steps:
+            k = next((i for i, (a, b) in enumerate(zip(steps, rg.steps)) if a != b), min(len(steps), len(rg.steps)))
+            out.append(f"gpu {log.index}: step {k} differs (engine {len(steps)} steps, reference {len(rg.steps)}): "
+                       f"engine {steps[k] if k < len(steps) else None}, reference {rg.steps[k] if k < len(rg.steps) else None} "
+                       "(start, end, decode_seqs, prefill_tokens, context_tokens)")
+    engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes) for t in res.transfers]
+    ref_tr = [t.as_tuple() for t in ref.transfers]
+    if engine_tr != ref_tr:
+        k = next((i for i, (a, b) in enumerate(zip(engine_tr, ref_tr)) if a != b), min(len(engine_tr), len(ref_tr)))
+        out.append(f"transfer {k} differs (engine {len(engine_tr)}, reference {len(ref_tr)}): "
+                   f"engine {engine_tr[k] if k < len(engine_tr) else None}, reference {ref_tr[k] if k < len(ref_tr) else None} "
+                   "(request, src, dst, ready, reserved, start, end, bytes)")
+    for rec in res.requests:
+        if rec.transfer >= 0:
+            tr = res.transfers[rec.transfer]
+            if tr.request != rec.id:
+                out.append(f"request {rec.id}: its transfer index {rec.transfer} points at request {tr.request}'s transfer")
+    # Gap differences last, so that a field-level difference is always shown.
+    out.sort(key=lambda line: "gaps differ" in line)
+    return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def assert_matches(scenario, requests=None):
+    problems = diff_engine_reference(scenario, requests)
+    assert not problems, "engine != reference:\n  " + "\n  ".join(problems)
+
+
+def scenario(base, **changes):
+    """A copy of `base` with dotted-path changes, loaded and validated."""
+    raw = copy.deepcopy(base)
+    overrides = []
+    for key, value in changes.items():
+        overrides.append((key.replace("__", "."), value))
+    for dotted, value in overrides:
+        node = raw
+        parts = dotted.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return load_scenario(raw)
+
+
+# ---------------------------------------------------------------- scenarios
+
+COLOCATED = {
+    "workload": {"rate": 3, "duration_s": 20, "prompt_tokens": 1500, "output_tokens": 100},
+    "fleet": {"layout": "colocated", "gpus": 2},
+    "drain_s": 60,
+    "seed": 1,
+}
+MIXED_LENGTHS = {
+    "prompt_tokens": {"dist": "lognormal", "median": 900, "sigma": 0.9, "min": 1, "max": 7000},
+    "output_tokens": {"dist": "mix", "components": [
+        {"weight": 1, "length": 1},
+        {"weight": 2, "length": {"dist": "uniform", "low": 1, "high": 150}},
+        {"weight": 1, "length": {"dist": "lognormal", "median": 60, "sigma": 1.0, "min": 1, "max": 400}},
+    ]},
+}
+DISAGG = {
+    "workload": {"rate": 4, "duration_s": 20, **MIXED_LENGTHS},
+    "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2},
+    "drain_s": 60,
+    "seed": 2,
+}
+
+MISSION_TRACES = Path(__file__).resolve().parent.parent / "missions" / "traces"
+CONV_TRACE = MISSION_TRACES / "azure_conv_2023_640s-940s.csv"
+CODE_TRACE = MISSION_TRACES / "azure_code_2023_1175s-1375s.csv"
+
+CASES = {
+    "colocated-whole": scenario(COLOCATED),
+    "colocated-whole-batched": scenario(COLOCATED, **{"workload.rate": 6, "fleet.prefill_batch_tokens": 3500}),
+    "colocated-whole-batch-1-token": scenario(COLOCATED, **{"workload.rate": 6, "fleet.prefill_batch_tokens": 1}),
+    "colocated-chunk-512": scenario(COLOCATED, **{"fleet.chunk_tokens": 512}),
+    "colocated-chunk-64": scenario(COLOCATED, **{"fleet.chunk_tokens": 64, "workload.duration_s": 10}),
+    "colocated-chunk-16-mixed": scenario(COLOCATED, **{"fleet.chunk_tokens": 16, "workload.duration_s": 8,
+                                                       "workload.prompt_tokens": {"dist": "uniform", "low": 1, "high": 300},
+                                                       "workload.output_tokens": {"dist": "uniform", "low": 1, "high": 40}}),
+    "colocated-chunk-2048": scenario(COLOCATED, **{"fleet.chunk_tokens": 2048, "workload.rate": 5}),
+    "colocated-chunk-mixed": scenario(COLOCATED, **{"fleet.chunk_tokens": 300, "workload.prompt_tokens": MIXED_LENGTHS["prompt_tokens"],
+                                                    "workload.output_tokens": MIXED_LENGTHS["output_tokens"]}),
+    "colocated-kv-limited": scenario(COLOCATED, **{"model.kv_capacity_tokens": 5000, "workload.rate": 4}),
+    "colocated-kv-limited-chunked": scenario(COLOCATED, **{"model.kv_capacity_tokens": 4000, "fleet.chunk_tokens": 256, "workload.rate": 4}),
+    "colocated-kv-drops": scenario(COLOCATED, **{"model.kv_capacity_tokens": 3000, **{f"workload.{k}": v for k, v in MIXED_LENGTHS.items()}}),
+    "colocated-max-seqs-2": scenario(COLOCATED, **{"fleet.max_batch_seqs": 2}),
+    "colocated-max-seqs-1-chunked": scenario(COLOCATED, **{"fleet.max_batch_seqs": 1, "fleet.chunk_tokens": 128, "workload.rate": 1}),
+    "colocated-mixed-lengths": scenario(COLOCATED, **{f"workload.{k}": v for k, v in MIXED_LENGTHS.items()}),
+    "colocated-output-1": scenario(COLOCATED, **{"workload.output_tokens": 1, "workload.rate": 8}),
+    "colocated-phases": scenario(COLOCATED, **{"workload.phases": [{"start_s": 8, "rate": 8, "prompt_tokens": 3000},
+                                                                   {"start_s": 12, "rate": 1}]}),
+    "colocated-roofline": scenario(COLOCATED, **{"model.cost": "roofline", "workload.rate": 8}),
+    "colocated-roofline-chunked-a100": scenario(COLOCATED, **{"model.cost": "roofline", "model.gpu": "a100",
+                                                              "fleet.chunk_tokens": 512, "workload.rate": 6}),
+    "colocated-overloaded-capped": scenario(COLOCATED, **{"workload.rate": 12, "fleet.gpus": 1, "drain_s": 2}),
+    "colocated-chunked-overloaded-capped": scenario(COLOCATED, **{"workload.rate": 12, "fleet.gpus": 1, "drain_s": 1.5,
+                                                                  "fleet.chunk_tokens": 256}),
+    "disagg-fifo": scenario(DISAGG),
+    "disagg-independent": scenario(DISAGG, **{"fleet.link.sharing": "independent"}),
+    "disagg-slow-fifo-link": scenario(DISAGG, **{"fleet.link.gbytes_per_s": 0.5}),
+    "disagg-slow-independent-link": scenario(DISAGG, **{"fleet.link.gbytes_per_s": 0.5, "fleet.link.sharing": "independent"}),
+    "disagg-layerwise-fifo": scenario(DISAGG, **{"fleet.link.layerwise": True, "fleet.link.gbytes_per_s": 2}),
+    "disagg-layerwise-independent": scenario(DISAGG, **{"fleet.link.layerwise": True, "fleet.link.sharing": "independent"}),
+    "disagg-layerwise-fast-link": scenario(DISAGG, **{"fleet.link.layerwise": True, "fleet.link.gbytes_per_s": 5000}),
+    "disagg-first-token-prefill": scenario(DISAGG, **{"fleet.first_token": "prefill"}),
+    "disagg-first-token-prefill-layerwise": scenario(DISAGG, **{"fleet.first_token": "prefill", "fleet.link.layerwise": True,
+                                                                 "fleet.link.gbytes_per_s": 3}),
+    "disagg-decode-kv-limited": scenario(DISAGG, **{"model.kv_capacity_tokens": 4000, "workload.rate": 8}),
+    "disagg-decode-kv-limited-layerwise": scenario(DISAGG, **{"model.kv_capacity_tokens": 4000, "workload.rate": 8,
+                                                               "fleet.link.layerwise": True}),
+    "disagg-decode-max-seqs-3": scenario(DISAGG, **{"fleet.max_batch_seqs": 3, "fleet.decode_gpus": 3}),
+    "disagg-batched-prefill": scenario(DISAGG, **{"fleet.prefill_batch_tokens": 2500, "fleet.prefill_gpus": 2, "workload.rate": 6}),
+    "disagg-roofline": scenario(DISAGG, **{"model.cost": "roofline", "model.gpu": "h200", "workload.rate": 6}),
+    "disagg-output-1": scenario(DISAGG, **{"workload.output_tokens": 1}),
+    "disagg-overloaded-capped": scenario(DISAGG, **{"workload.rate": 15, "drain_s": 2}),
+    "disagg-overloaded-decode-capped": scenario(DISAGG, **{"workload.rate": 10, "drain_s": 1, "fleet.prefill_gpus": 3,
+                                                           "fleet.decode_gpus": 1, "model.kv_capacity_tokens": 20000}),
+    "disagg-layerwise-overloaded-capped": scenario(DISAGG, **{"workload.rate": 15, "drain_s": 0.3, "fleet.link.layerwise": True,
+                                                               "fleet.prefill_batch_tokens": 20000}),
+    "trace-conv-window-colocated": scenario({"workload": {"trace": {"path": str(CONV_TRACE), "duration_s": 25}},
+                                             "fleet": {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024}}),
+    "trace-code-whole-disagg": scenario({"workload": {"trace": {"path": str(CODE_TRACE), "time_scale": 0.5}},
+                                         "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
+                                                   "link": {"gbytes_per_s": 10}}}),
+    "disagg-70b": scenario(DISAGG, **{"model.llm": "llama3-70b", "model.kv_capacity_tokens": 50000, "workload.rate": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_engine_matches_reference(name):
+    sc = CASES[name]
+    if sc.workload.trace is not None and not Path(sc.workload.trace.path).exists():
+        pytest.skip(f"trace excerpt {sc.workload.trace.path} is not in this checkout")
+    assert_matches(sc)
+
+
+def test_cases_exercise_what_they_claim():
+    """Guard the scenario list itself: the special cases really are special."""
+    from lab.core import simulate as sim
+
+    res = sim(CASES["colocated-kv-drops"])
+    assert any(r.dropped for r in res.requests)
+    ref = reference_simulate(CASES["colocated-overloaded-capped"])
+    assert any(not s.finished for s in ref.requests if not s.dropped)
+    ref = reference_simulate(CASES["colocated-chunk-64"])
+    # prompts of 1,500 tokens at 64 a step: each prompt spans many steps
+    assert max(len([st for st in g.steps if st[3] > 0]) for g in ref.gpus) > 100
+    # KV memory, not compute, limits admission: with ample memory the schedule differs
+    limited = reference_simulate(CASES["colocated-kv-limited"])
+    ample = reference_simulate(scenario(COLOCATED, **{"workload.rate": 4}))
+    assert [s.prefill_start for s in limited.requests] != [s.prefill_start for s in ample.requests]
+    assert not any(s.dropped for s in limited.requests)
+    ref = reference_simulate(CASES["disagg-decode-kv-limited"])
+    assert any(t.reserved > t.ready for t in ref.transfers)
+    ref = reference_simulate(CASES["disagg-slow-fifo-link"])
+    assert any(t.start > t.reserved for t in ref.transfers)
+    ref = reference_simulate(CASES["disagg-layerwise-fifo"])
+    assert any(t.reserved < t.ready for t in ref.transfers)
+
+
+# ---------------------------------------------------------------- exact ties
+
+
+def _boundary_times(ref):
+    times = set()
+    for g in ref.gpus:
+        for start, end, *_ in g.steps:
+            times.add(start)
+            times.add(end)
+    for t in ref.transfers:
+        times.add(t.end)
+    return sorted(times)
+
+
+@pytest.mark.parametrize("base", ["colocated-whole", "colocated-chunk-512", "colocated-kv-limited",
+                                  "disagg-fifo", "disagg-independent", "disagg-layerwise-fifo", "disagg-first-token-prefill"])
+def test_arrivals_exactly_at_step_boundaries_and_landings(base):
+    """Arrivals placed on the exact float times of step boundaries and KV landings, and
+    several arrivals at one instant, exercise every tie-break rule."""
+    sc = CASES[base]
+    from lab.core import generate_requests
+
+    requests = [r for r in generate_requests(sc.workload, sc.seed) if r[0] < 10]
+    for _ in range(2):
+        ref = reference_simulate(sc, requests)
+        times = [t for t in _boundary_times(ref) if 0 < t < 10]
+        extra = []
+        for i, t in enumerate(times[::7][:25]):
+            extra.append((t, 200 + 37 * (i % 11), 1 + (i * 13) % 40))
+            if i % 3 == 0:
+                extra.append((t, 150, 1))  # two arrivals at one instant, one a single token
+        requests = sorted(requests + extra, key=lambda r: r[0])
+    assert_matches(sc, requests)
+
+
+def test_simultaneous_burst():
+    """Many requests at the same instant: FIFO by id across GPUs."""
+    for base in ("colocated-whole", "colocated-chunk-512", "disagg-fifo", "disagg-independent"):
+        sc = CASES[base]
+        requests = [(1.0, 100 * (1 + i % 5), 1 + i % 7) for i in range(12)] + [(2.5, 700, 30)] * 5
+        assert_matches(sc, requests)
+
+
+# ---------------------------------------------------------------- hand-checked
+
+
+def test_reference_on_a_hand_computed_colocated_run():
+    """The reference itself, against numbers worked out from the linear constants."""
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 100, "output_tokens": 3},
+                        "fleet": {"layout": "colocated", "gpus": 1}, "drain_s": 10})
+    ref = reference_simulate(sc, [(0.0, 100, 3)])
+    seq = ref.requests[0]
+    prefill = 0.05 * 100 / 1000
+    d1 = (8 + 0.25 + 0.00004 * 101) / 1000
+    d2 = (8 + 0.25 + 0.00004 * 102) / 1000
+    assert seq.tokens == [prefill, prefill + d1, prefill + d1 + d2]
+    assert ref.gpus[0].steps == [(0.0, prefill, 0, 100, 0), (prefill, prefill + d1, 1, 0, 101),
+                                 (prefill + d1, prefill + d1 + d2, 1, 0, 102)]
+
+
+def test_reference_on_a_hand_computed_disaggregated_run():
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 100, "output_tokens": 3},
+                        "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
+                                  "link": {"gbytes_per_s": 1.0}}, "drain_s": 10})
+    ref = reference_simulate(sc, [(0.0, 100, 3)])
+    seq = ref.requests[0]
+    prefill = 0.05 * 100 / 1000
+    wire = 100 * 131072 / 1e9
+    land = prefill + wire
+    d1 = (8 + 0.25 + 0.00004 * 101) / 1000
+    d2 = (8 + 0.25 + 0.00004 * 102) / 1000
+    assert ref.transfers[0].as_tuple() == (0, 0, 1, prefill, prefill, prefill, land, 100 * 131072)
+    assert seq.tokens == [land, land + d1, land + d1 + d2]
+    assert seq.first_token == land and seq.prefill_end == prefill
+    assert_matches(sc, [(0.0, 100, 3)])
+
+
+# ---------------------------------------------------------------- the drain cap
+
+
+def test_unfinished_request_has_no_token_after_the_run_stopped():
+    """Minimal case for the drain cap: one request, 10 output tokens, cap at 0.03 s.
+
+    Tokens: first at 0.005 (100-token prefill), then every ~8.25 ms: 0.01325, 0.02155,
+    0.0298, and the next step would end at ~0.0381, after the cap. The run stops there,
+    the request is unfinished, so it has emitted 4 tokens: 3 gaps, all ending by the cap.
+    """
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 0.01, "prompt_tokens": 100, "output_tokens": 10},
+                        "fleet": {"layout": "colocated", "gpus": 1}, "drain_s": 0.02})
+    res = simulate(sc, requests=[(0.0, 100, 10)])
+    rec = res.requests[0]
+    assert rec.finish is None
+    gaps = request_gaps(res, rec)
+    last_token = rec.first_token + sum(gaps)
+    assert last_token <= res.end_time, (
+        f"request_gaps counts a token at {last_token}, after the run stopped at {res.end_time}")
+    assert len(gaps) == 3
+    assert_matches(sc, [(0.0, 100, 10)])
+
+
+def test_prefill_still_running_at_the_cap_has_no_prefill_end():
+    """Minimal case: layerwise link, one 8,000-token prompt (0.4 s of prefill), run cap
+    at 0.3 s. The prefill never ended inside the run, so the request has no prefill_end
+    (the reference leaves it None); a provisional end time after the run must not leak
+    into the record."""
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 0.1, "prompt_tokens": 8000, "output_tokens": 10},
+                        "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
+                                  "link": {"layerwise": True}},
+                        "drain_s": 0.2})
+    res = simulate(sc, requests=[(0.0, 8000, 10)])
+    rec = res.requests[0]
+    assert res.capped and rec.first_token is None
+    assert rec.prefill_end is None or rec.prefill_end <= res.end_time, (
+        f"prefill_end {rec.prefill_end} is after the run stopped at {res.end_time}")
+    assert_matches(sc, [(0.0, 8000, 10)])
