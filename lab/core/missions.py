@@ -1,0 +1,607 @@
+"""Missions: a starting scenario, the knobs a student may move, and the stars to earn.
+
+    m = load_mission("missions/01-mixing-hurts.json")     # or a dict; raises LabError
+    m.settings(m.scenario)                               # {"chunk_tokens": 0, "gpus": 4}
+    s = m.apply({"chunk_tokens": 512})                   # a new, validated Scenario
+    evaluate_stars(m, summarize(simulate(s)))            # [True, False, False]
+
+A mission file is JSON (see missions/schema.json and missions/README.md):
+`id`, `title`, `order`, `summary`, `brief`, `scenario`, `controls`, `stars`.
+Every mistake is reported as `LabError(path, message)` naming the field, the bad
+value and what is allowed; malformed JSON names the file, line and column.
+Nothing here runs a simulation (that is `solver.py`).
+"""
+
+import difflib
+import json
+import json.decoder
+import json.scanner
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+from . import fields as F
+from .errors import LabError
+from .loading import parse_json
+from .spec import Fleet, Link, Scenario
+from .stars import evaluate_stars, parse_stars
+
+__all__ = [
+    "CONTROL_PATHS",
+    "CONTROL_SPECS",
+    "Control",
+    "Mission",
+    "load_mission",
+    "list_missions",
+    "default_missions_dir",
+    "parse_mission_text",
+]
+
+# Control name -> dotted path of the scenario field it moves.
+CONTROL_PATHS = {
+    "layout": "fleet.layout",
+    "gpus": "fleet.gpus",
+    "prefill_gpus": "fleet.prefill_gpus",
+    "decode_gpus": "fleet.decode_gpus",
+    "chunk_tokens": "fleet.chunk_tokens",
+    "link_gbytes_per_s": "fleet.link.gbytes_per_s",
+    "link_sharing": "fleet.link.sharing",
+    "layerwise": "fleet.link.layerwise",
+    "first_token": "fleet.first_token",
+    "rate": "workload.rate",
+    "prefill_batch_tokens": "fleet.prefill_batch_tokens",
+}
+
+# Per control: kind, default label, the layouts it matters for, and for choices every
+# allowed value (a mission may offer a subset). Numeric controls need min and max.
+CONTROL_SPECS = {
+    "layout": ("choice", "Layout", ("colocated", "disaggregated"), Fleet.LAYOUTS),
+    "gpus": ("int", "GPUs (colocated)", ("colocated",), None),
+    "prefill_gpus": ("int", "Prefill GPUs", ("disaggregated",), None),
+    "decode_gpus": ("int", "Decode GPUs", ("disaggregated",), None),
+    "chunk_tokens": ("int", "Prefill chunk (tokens; 0 = whole prompt)", ("colocated",), None),
+    "link_gbytes_per_s": ("float", "Link bandwidth (GB/s)", ("disaggregated",), None),
+    "link_sharing": ("choice", "Link sharing", ("disaggregated",), Link.SHARING),
+    "layerwise": ("choice", "Layer-wise KV streaming", ("disaggregated",), (False, True)),
+    "first_token": ("choice", "First token counted at", ("disaggregated",), Fleet.FIRST_TOKEN),
+    "rate": ("float", "Request rate (req/s)", ("colocated", "disaggregated"), None),
+    "prefill_batch_tokens": ("int", "Prefill batch (tokens)", ("colocated", "disaggregated"), None),
+}
+
+MISSION_KEYS = ("id", "title", "order", "summary", "brief", "scenario", "controls", "stars")
+# "$schema" may point an editor at missions/schema.json; the loader ignores it.
+EDITOR_KEYS = ("$schema",)
+ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_SUMMARY = 200
+# How many values a numeric control may offer (a slider's notches).
+MAX_NOTCHES = 100_000
+
+
+def _on_grid(value, lo, step):
+    if step is None:
+        return True
+    k = (value - lo) / step
+    return abs(k - round(k)) <= 1e-9 * max(1.0, abs(k))
+
+
+def _fmt(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Control:
+    """One knob the student may move: a choice, or a number in [min, max] in steps."""
+
+    name: str
+    path: str
+    kind: str  # "choice" | "int" | "float"
+    choices: tuple = None
+    min: float = None
+    max: float = None
+    step: float = None
+    label: str = ""
+
+    @property
+    def layouts(self):
+        """The layouts this control has an effect in."""
+        return CONTROL_SPECS[self.name][2]
+
+    def applies(self, scenario):
+        """Whether the control changes anything for this scenario's layout."""
+        return scenario.fleet.layout in self.layouts
+
+    def value(self, scenario):
+        """The control's current value in `scenario` (chunk_tokens: 0 = whole prompt)."""
+        fleet = scenario.fleet
+        if self.name == "chunk_tokens":
+            return fleet.chunk_tokens or 0
+        if self.name == "gpus":
+            return fleet.gpus if fleet.gpus is not None else fleet.total_gpus
+        node = scenario
+        for part in self.path.split("."):
+            node = getattr(node, part)
+        if self.kind == "float" and node is not None:
+            return float(node)
+        return node
+
+    def check(self, value, path=None):
+        """`value` normalised for this control, or LabError naming the control."""
+        where = path or F.join("controls", self.name)
+        if self.kind == "choice":
+            if isinstance(value, bool) != isinstance(self.choices[0], bool) or value not in self.choices:
+                options = ", ".join(_fmt(c) if isinstance(c, bool) else repr(c) for c in self.choices)
+                raise LabError(where, f"{F.describe(value)} is not one of {options}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise LabError(where, f"expected a number, got {F.describe(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise LabError(where, f"expected a finite number, got {F.describe(value)}")
+        if self.kind == "int":
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise LabError(where, f"expected a whole number, got {F.describe(value)}")
+                value = int(value)
+        else:
+            value = float(value)
+        if value < self.min or value > self.max:
+            raise LabError(where, f"{_fmt(value)} is out of range: must be at least {_fmt(self.min)} and at most {_fmt(self.max)}")
+        if not _on_grid(value, self.min, self.step):
+            raise LabError(where, f"{_fmt(value)} is not a setting of this control: it moves from {_fmt(self.min)} in steps of {_fmt(self.step)}")
+        return value
+
+    def grid(self):
+        """Every value the control offers (None for a continuous control without a step)."""
+        if self.kind == "choice":
+            return list(self.choices)
+        if self.step is None:
+            return None
+        count = int(math.floor((self.max - self.min) / self.step + 1e-9)) + 1
+        values = [self.min + i * self.step for i in range(count)]
+        if self.kind == "int":
+            return [int(round(v)) for v in values]
+        return [round(v, 12) for v in values]
+
+    def to_dict(self):
+        out = {}
+        if self.kind == "choice":
+            out["choices"] = list(self.choices)
+        else:
+            out["min"] = self.min
+            out["max"] = self.max
+            if self.step is not None:
+                out["step"] = self.step
+        if self.label != CONTROL_SPECS[self.name][1]:
+            out["label"] = self.label
+        return out
+
+    @classmethod
+    def from_dict(cls, name, data, path):
+        if name not in CONTROL_SPECS:
+            close = difflib.get_close_matches(name, list(CONTROL_SPECS), n=1, cutoff=0.6)
+            close = close or [n for n in CONTROL_SPECS if n.startswith(name[:4])]
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise LabError(path, f"{F.describe(name)} is not a control; {hint}controls are: {', '.join(CONTROL_SPECS)}")
+        kind, label, _, all_choices = CONTROL_SPECS[name]
+        if kind == "choice":
+            F.check_keys(data, path, ("choices", "label"))
+            raw = F.read_list(data, "choices", path, default=list(all_choices))
+            if not raw:
+                raise LabError(F.join(path, "choices"), "offers nothing; list at least one of " + ", ".join(_fmt(c) if isinstance(c, bool) else repr(c) for c in all_choices))
+            choices = []
+            for i, c in enumerate(raw):
+                where = F.join(F.join(path, "choices"), i)
+                if isinstance(c, bool) != isinstance(all_choices[0], bool) or c not in all_choices:
+                    options = ", ".join(_fmt(a) if isinstance(a, bool) else repr(a) for a in all_choices)
+                    raise LabError(where, f"{F.describe(c)} is not one of {options}")
+                if c in choices:
+                    raise LabError(where, f"{F.describe(c)} is listed twice")
+                choices.append(c)
+            text = F.read_str(data, "label", path, default=label)
+            return cls(name, CONTROL_PATHS[name], kind, choices=tuple(choices), label=text)
+        F.check_keys(data, path, ("min", "max", "step", "label"))
+        reader = F.read_int if kind == "int" else F.read_number
+        lo = reader(data, "min", path)
+        hi = reader(data, "max", path)
+        if hi < lo:
+            raise LabError(F.join(path, "max"), f"{_fmt(hi)} is below min ({_fmt(lo)})")
+        if kind == "int":
+            step = F.read_int(data, "step", path, default=1, lo=1)
+        else:
+            step = F.read_number(data, "step", path, default=None, lo=0, lo_open=True)
+        if step is not None:
+            if (hi - lo) / step + 1 > MAX_NOTCHES:
+                raise LabError(F.join(path, "step"), f"{_fmt(step)} gives over {MAX_NOTCHES:,} settings between {_fmt(lo)} and {_fmt(hi)}; use a larger step")
+            if not _on_grid(hi, lo, step):
+                raise LabError(F.join(path, "max"), f"{_fmt(hi)} is not reached from min {_fmt(lo)} in steps of {_fmt(step)}")
+        text = F.read_str(data, "label", path, default=label)
+        return cls(name, CONTROL_PATHS[name], kind, min=lo, max=hi, step=step, label=text)
+
+
+@dataclass(frozen=True)
+class Mission:
+    id: str
+    title: str
+    order: int
+    summary: str
+    brief: str
+    scenario: Scenario
+    controls: dict = field(hash=False)  # name -> Control, in the file's order
+    stars: tuple
+    path: str = None
+
+    # ------------------------------------------------------------ settings
+
+    def settings(self, scenario=None):
+        """{control name: value} of this mission's controls in `scenario` (default: the start)."""
+        scenario = self.scenario if scenario is None else scenario
+        return {name: c.value(scenario) for name, c in self.controls.items()}
+
+    def active_controls(self, scenario=None):
+        """The controls that matter for `scenario`'s layout (the UI greys out the rest)."""
+        scenario = self.scenario if scenario is None else scenario
+        return [c for c in self.controls.values() if c.applies(scenario)]
+
+    def apply(self, settings, base=None):
+        """A validated Scenario: `base` (default: the start) with `settings` applied.
+
+        Raises LabError("controls.NAME", ...) for an unknown control, one this mission
+        does not let students move, or a value outside the control's range or choices.
+        """
+        base = self.scenario if base is None else base
+        if not isinstance(settings, dict):
+            raise LabError("controls", f"expected an object of control settings, got {F.describe(settings)}")
+        changes = {}
+        for name, value in settings.items():
+            where = F.join("controls", str(name))
+            if name not in CONTROL_PATHS:
+                raise LabError(where, f"unknown control; controls are: {', '.join(CONTROL_PATHS)}")
+            control = self.controls.get(name)
+            if control is None:
+                allowed = ", ".join(self.controls) or "none"
+                raise LabError(where, f"this mission does not let students change {name}; it allows: {allowed}")
+            changes[control.path] = control.check(value, where)
+        if not changes:
+            return base
+        return _with_changes(base, changes)
+
+    # ------------------------------------------------------------ stars
+
+    def evaluate(self, metrics):
+        """[earned?] per star."""
+        return evaluate_stars(self.stars, metrics)
+
+    def to_dict(self):
+        return {
+            "id": self.id,
+            "title": self.title,
+            "order": self.order,
+            "summary": self.summary,
+            "brief": self.brief,
+            "scenario": _scenario_dict(self.scenario),
+            "controls": {name: c.to_dict() for name, c in self.controls.items()},
+            "stars": [s.to_dict() for s in self.stars],
+        }
+
+    @classmethod
+    def from_dict(cls, data, base_dir="", path=None):
+        if not isinstance(data, dict):
+            raise LabError("", f"expected a mission object, got {F.describe(data)}")
+        if "json-schema.org" in str(data.get("$schema", "")) and "id" not in data:
+            raise LabError("", "this is a JSON Schema (missions/schema.json describes missions), not a mission")
+        F.check_keys(data, "", MISSION_KEYS + EDITOR_KEYS)
+        mid = F.read_str(data, "id", "")
+        if not ID_PATTERN.match(mid):
+            raise LabError("id", f"{F.describe(mid)} is not a slug: use lowercase letters, digits and single hyphens, like 'mixing-hurts'")
+        title = F.read_str(data, "title", "").strip()
+        order = F.read_int(data, "order", "", lo=0, hi=1_000_000)
+        summary = F.read_str(data, "summary", "").strip()
+        if "\n" in summary:
+            raise LabError("summary", "must be one line (it is shown on the mission hub); put details in brief")
+        if len(summary) > MAX_SUMMARY:
+            raise LabError("summary", f"is {len(summary)} characters; keep it to {MAX_SUMMARY} (details go in brief)")
+        brief = _read_brief(data)
+        scenario = Scenario.from_dict(F.read_dict(data, "scenario", ""), "scenario", base_dir)
+        controls = _read_controls(data, scenario)
+        stars = parse_stars(F.read_list(data, "stars", ""), "stars")
+        _check_stars_against(stars, scenario, controls)
+        _check_trace_file(scenario)
+        return cls(mid, title, order, summary, brief, scenario, controls, stars, path)
+
+
+def _read_brief(data):
+    """Markdown text, or a list of lines (easier to write in JSON) joined with newlines."""
+    raw = data.get("brief")
+    if isinstance(raw, list):
+        for i, line in enumerate(raw):
+            if not isinstance(line, str):
+                raise LabError(f"brief[{i}]", f"expected a line of text, got {F.describe(line)}")
+        raw = "\n".join(raw)
+        if not raw.strip():
+            raise LabError("brief", "must not be empty")
+        return raw
+    if raw is not None and not isinstance(raw, str):
+        raise LabError("brief", f"expected Markdown text or a list of lines, got {F.describe(raw)}")
+    return F.read_str(data, "brief", "")
+
+
+def _scenario_dict(scenario):
+    """`scenario.to_dict()`, minus the empty generated-arrival fields a trace workload must not carry."""
+    raw = scenario.to_dict()
+    workload = raw.get("workload", {})
+    if "trace" in workload:
+        for key in ("phases", "prompt_tokens", "output_tokens", "rate"):
+            if not workload.get(key):
+                workload.pop(key, None)
+    return raw
+
+
+def _with_changes(scenario, changes):
+    """`scenario` with {dotted path: value} applied, validated again."""
+    raw = _scenario_dict(scenario)
+    for dotted, value in changes.items():
+        node = raw
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return Scenario.from_dict(raw, "", scenario.base_dir)
+
+
+def _read_controls(data, scenario):
+    raw = F.read_dict(data, "controls", "")
+    if not raw:
+        raise LabError("controls", "a mission needs at least one control for the student to move; controls are: " + ", ".join(CONTROL_SPECS))
+    controls = {}
+    for name, spec in raw.items():
+        controls[name] = Control.from_dict(name, spec, F.join("controls", name))
+    fleet = scenario.fleet
+    if "layout" in controls and fleet.layout not in controls["layout"].choices:
+        options = ", ".join(repr(x) for x in controls["layout"].choices)
+        raise LabError(
+            "scenario.fleet.layout",
+            f"{fleet.layout!r} is not among controls.layout.choices ({options}): the start must be a setting the student can return to",
+        )
+    layouts = controls["layout"].choices if "layout" in controls else (fleet.layout,)
+    # Every control must do something in some layout the student can reach.
+    for name, c in controls.items():
+        if not set(c.layouts) & set(layouts):
+            reachable = " or ".join(layouts)
+            raise LabError(
+                F.join("controls", name),
+                f"{name} only affects a {' or '.join(c.layouts)} fleet, but this fleet is always {reachable}"
+                + ("" if "layout" in controls else " (add a layout control or remove this one)"),
+            )
+    if "rate" in controls and scenario.workload.trace is not None:
+        raise LabError("controls.rate", "the workload replays a trace, which sets its own arrivals; remove the rate control or the trace")
+    # Switching to disaggregated needs the split to start from.
+    if "disaggregated" in layouts and fleet.layout == "colocated":
+        for key in ("prefill_gpus", "decode_gpus"):
+            if getattr(fleet, key) is None:
+                raise LabError(
+                    F.join("scenario.fleet", key),
+                    "required field is missing: controls.layout lets the student switch to disaggregated, so the start must say how many "
+                    f"{key.split('_')[0]} GPUs that fleet has",
+                )
+    # The start must be a setting the controls can reach again, and each control's ends valid scenarios.
+    for name, c in controls.items():
+        value = c.value(scenario)
+        where = "scenario." + c.path
+        if value is None:
+            raise LabError(where, f"required field is missing: controls.{name} needs a starting value")
+        if c.kind == "choice":
+            if value not in c.choices:
+                options = ", ".join(_fmt(x) if isinstance(x, bool) else repr(x) for x in c.choices)
+                raise LabError(where, f"{F.describe(value)} is not among controls.{name}.choices ({options}): the start must be a setting the student can return to")
+        else:
+            if value < c.min or value > c.max:
+                raise LabError(
+                    where,
+                    f"{_fmt(value)} is outside the mission's own range controls.{name} (at least {_fmt(c.min)} and at most {_fmt(c.max)}): "
+                    "the start must be a setting the student can return to",
+                )
+            if not _on_grid(value, c.min, c.step):
+                raise LabError(where, f"{_fmt(value)} is not a setting of controls.{name}: it moves from {_fmt(c.min)} in steps of {_fmt(c.step)}")
+            for end_key in ("min", "max"):
+                end = getattr(c, end_key)
+                if end == value:
+                    continue
+                try:
+                    _with_changes(scenario, {c.path: end})
+                except LabError as exc:
+                    raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {exc.detail}") from None
+    if "chunk_tokens" in controls:
+        c = controls["chunk_tokens"]
+        for v in (c.min, c.min + (c.step or 1)):
+            if 0 < v < 16 and v <= c.max:
+                raise LabError("controls.chunk_tokens.min" if v == c.min else "controls.chunk_tokens.step",
+                               f"offers chunk_tokens {_fmt(v)}; a chunk is 0 (whole prompt) or at least 16 tokens")
+    return controls
+
+
+# Metrics that count requests served per second: they grow with the request rate.
+RATE_METRICS = ("goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s", "requests", "finished")
+SLO_METRICS = ("slo_attainment", "goodput_rps", "goodput_rps_per_gpu")
+
+
+def _check_stars_against(stars, scenario, controls):
+    slo = scenario.slo
+    if slo.ttft_s is None and slo.tpot_ms is None and slo.max_gap_ms is None:
+        for i, star in enumerate(stars):
+            for j, p in enumerate(star.when):
+                if p.metric in SLO_METRICS:
+                    raise LabError(
+                        f"stars[{i}].when[{j}].metric",
+                        f"{p.metric} counts requests that meet the SLO, but scenario.slo sets no target (ttft_s, tpot_ms or max_gap_ms), so every finished request meets it",
+                    )
+    layouts = controls["layout"].choices if "layout" in controls else (scenario.fleet.layout,)
+    for i, star in enumerate(stars):
+        for j, p in enumerate(star.when):
+            if p.metric in ("transfer_p50_ms", "transfer_p99_ms", "util_link", "util_prefill", "util_decode") and "disaggregated" not in layouts:
+                raise LabError(f"stars[{i}].when[{j}].metric", f"{p.metric} is only defined for a disaggregated fleet, and this fleet is always colocated, so the star can never be earned")
+
+
+def _check_trace_file(scenario):
+    trace = scenario.workload.trace
+    if trace is None:
+        return
+    full = trace.path if os.path.isabs(trace.path) else os.path.join(trace.base_dir, trace.path)
+    if not os.path.isfile(full):
+        raise LabError("scenario.workload.trace.path", f"no trace file {trace.path!r} (looked for {full}); trace paths are relative to the mission file")
+
+
+# ------------------------------------------------------------------ JSON text
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, pos):
+        self.key = key
+        self.pos = pos
+
+
+def _strict_decoder():
+    """A JSON decoder that rejects an object with the same key twice (json.loads keeps the last)."""
+    decoder = json.JSONDecoder()
+    starts = []
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, _w=json.decoder.WHITESPACE.match):
+        s, end = s_and_end
+        starts.append(end - 1)
+        try:
+            return json.decoder.JSONObject(s_and_end, strict, scan_once, object_hook, pairs_hook, memo, _w)
+        finally:
+            starts.pop()
+
+    def pairs_hook(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key, starts[-1])
+            seen.add(key)
+        return dict(pairs)
+
+    decoder.parse_object = parse_object
+    decoder.object_pairs_hook = pairs_hook
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    return decoder
+
+
+def _second_key(text, start, key):
+    """Where `key` appears the second time among the keys of the object opening at `start`."""
+    depth = 0
+    seen = 0
+    i = start
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            token = text[i:j + 1]
+            k = j + 1
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if depth == 1 and k < n and text[k] == ":":
+                try:
+                    is_key = json.loads(token) == key
+                except ValueError:
+                    is_key = False
+                if is_key:
+                    seen += 1
+                    if seen == 2:
+                        return i
+            i = j + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    return start
+
+
+def _line_col(text, pos):
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+def parse_mission_text(text, name="mission.json"):
+    """Mission JSON text -> dict; malformed JSON or a repeated key names the line and column."""
+    data = parse_json(text, name)
+    try:
+        _strict_decoder().decode(text)
+    except _DuplicateKey as dup:
+        line, col = _line_col(text, _second_key(text, dup.pos, dup.key))
+        raise LabError(f"{name}: line {line}, column {col}", f"the key {dup.key!r} appears twice in one object; JSON would silently keep only the last") from None
+    except (ValueError, RecursionError):
+        pass
+    return data
+
+
+# ------------------------------------------------------------------ loading
+
+def load_mission(source, base_dir=None):
+    """A Mission from a file path or a dict (trace paths are relative to the file's folder)."""
+    if isinstance(source, Mission):
+        return source
+    path = None
+    if isinstance(source, (str, os.PathLike)):
+        path = str(source)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise LabError(path, f"cannot read file: {exc.strerror or exc}") from None
+        data = parse_mission_text(text, os.path.basename(path))
+        if base_dir is None:
+            base_dir = os.path.dirname(os.path.abspath(path))
+        try:
+            return Mission.from_dict(data, base_dir, path)
+        except LabError as exc:
+            exc.file = path  # the field path stays as it is; callers checking many files say which
+            raise
+    if isinstance(source, dict):
+        return Mission.from_dict(source, base_dir or "", None)
+    raise LabError("", f"expected a mission file path or object, got {F.describe(source)}")
+
+
+def default_missions_dir():
+    """The repo's top-level missions/ (a checkout) or lab/missions (an installed wheel)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = (
+        os.path.normpath(os.path.join(here, "..", "..", "missions")),
+        os.path.normpath(os.path.join(here, "..", "missions")),
+    )
+    for candidate in candidates:
+        if os.path.isdir(candidate) and any(n.endswith(".json") and n != "schema.json" for n in os.listdir(candidate)):
+            return candidate
+    return candidates[0]
+
+
+def list_missions(directory=None):
+    """Every mission in `directory` (default: default_missions_dir()), sorted by (order, id).
+
+    schema.json is skipped. A bad file raises its LabError; two files with one id raise too.
+    """
+    directory = default_missions_dir() if directory is None else str(directory)
+    missions = []
+    by_id = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json") or name == "schema.json":
+            continue
+        mission = load_mission(os.path.join(directory, name))
+        if mission.id in by_id:
+            raise LabError(f"{name}: id", f"{mission.id!r} is also the id of {by_id[mission.id]}; mission ids must be unique")
+        by_id[mission.id] = name
+        missions.append(mission)
+    missions.sort(key=lambda m: (m.order, m.id))
+    return missions

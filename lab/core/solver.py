@@ -1,0 +1,391 @@
+"""The mission checker: run the start, then find the cheapest setting that earns each star.
+
+    report = check_mission(load_mission("missions/02-decode-drowns.json"))
+    print(report.format())
+    report.ok            # False when the start already earns every star, a star cannot be
+                         # earned by any allowed setting, or the time budget ran out
+
+How the search works (also in missions/README.md):
+- "Cheapest" means the fewest GPUs in total; among settings with that many GPUs, the
+  highest `slo_attainment`, then the highest `goodput_rps`, then the fewest controls
+  moved away from the start.
+- Fleet sizes are tried in increasing total GPUs; a star is settled at the first size
+  where some setting earns it, so each star costs only the sizes below its answer.
+  Predicates on `gpus`, `prefill_gpus` and `decode_gpus` are tested before running, so
+  sizes a star rules out are never simulated for it.
+- Fleet-size controls (`gpus`, `prefill_gpus`, `decode_gpus`) are searched exhaustively
+  within their ranges. Every other control is searched on a coarse grid: all its
+  settings when there are few (up to 17 when it is the only other control of its layout,
+  7 when there are two, 5 when more), else that many spread over its range (including
+  its ends and the start), geometrically when the range spans a factor of ten or more.
+  Controls that do nothing in a layout (chunk size when disaggregated, link when
+  colocated) stay at their start values there.
+- The request rate stays at the start's rate, unless the star tests a metric that
+  grows with traffic (goodput_rps, goodput_rps_per_gpu, throughput_tokens_per_s,
+  requests, finished): then the rate control's coarse grid is searched too.
+- Every run is cached by its settings and shared between stars. The search stops when
+  `time_budget_s` runs out; the report then says so and is not ok.
+"""
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from .engine import simulate
+from .errors import LabError
+from .metrics import summarize
+from .missions import CONTROL_SPECS, RATE_METRICS, load_mission
+
+__all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "REPORT_METRICS"]
+
+DEFAULT_TIME_BUDGET_S = 5.0
+FLEET_CONTROLS = ("gpus", "prefill_gpus", "decode_gpus")
+# Metrics every report shows for the start (plus any metric a star tests).
+REPORT_METRICS = (
+    "requests", "slo_attainment", "goodput_rps", "goodput_rps_per_gpu", "ttft_p99_s", "tpot_p99_ms",
+    "worst_gap_p99_ms", "transfer_p99_ms", "util_gpu", "gpus",
+)
+
+
+@dataclass
+class StarSolution:
+    """What the search found for one star."""
+
+    index: int
+    star: object
+    earned_at_start: bool
+    settings: dict = None  # the cheapest winning control settings, or None
+    metrics: dict = None  # that setting's metrics
+    runs: int = 0  # settings tested for this star (simulated or pruned by fleet predicates)
+    note: str = ""
+
+    @property
+    def gpus(self):
+        return self.metrics["gpus"] if self.metrics else None
+
+    def to_dict(self):
+        return {
+            "label": self.star.label,
+            "when": self.star.describe(),
+            "earned_at_start": self.earned_at_start,
+            "cheapest": self.settings,
+            "metrics": self.metrics,
+            "runs": self.runs,
+            "note": self.note,
+        }
+
+
+@dataclass
+class CheckReport:
+    mission: object
+    start_settings: dict
+    start_metrics: dict
+    start_stars: list
+    solutions: list = field(default_factory=list)  # StarSolution per star, in star order
+    runs: int = 0  # simulations actually run (the cache makes repeats free)
+    elapsed_s: float = 0.0
+    start_run_s: float = 0.0  # how long one run of the start took (what the UI pays per change)
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    timed_out: bool = False
+    problems: list = field(default_factory=list)  # why the mission is not ok
+    notes: list = field(default_factory=list)  # worth knowing, not failures
+
+    @property
+    def ok(self):
+        return not self.problems
+
+    @property
+    def cheapest(self):
+        """Per star, the cheapest winning settings or None."""
+        return [s.settings for s in self.solutions]
+
+    def to_dict(self):
+        m = self.mission
+        return {
+            "mission": m.id,
+            "path": m.path,
+            "ok": self.ok,
+            "start": {"settings": self.start_settings, "metrics": self.start_metrics, "stars": self.start_stars},
+            "stars": [s.to_dict() for s in self.solutions],
+            "runs": self.runs,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "start_run_s": round(self.start_run_s, 4),
+            "time_budget_s": self.time_budget_s,
+            "timed_out": self.timed_out,
+            "problems": list(self.problems),
+            "notes": list(self.notes),
+        }
+
+    def format(self):
+        """The short text report `python -m lab check` prints."""
+        m = self.mission
+        where = f"{m.path}: " if m.path else ""
+        lines = [f"{where}{m.id} — {m.title}"]
+        lines.append(f"  start: {_settings_text(m, self.start_settings)}")
+        lines.append(f"    {_metrics_text(self.start_metrics, _star_metrics(m))}")
+        earned = sum(self.start_stars)
+        marks = "".join("★" if e else "☆" for e in self.start_stars)
+        lines.append(f"  stars at start: {marks} ({earned} of {len(self.start_stars)})")
+        shown = []
+        for sol in self.solutions:
+            head = f"  {'★' if sol.earned_at_start else '☆'} {sol.index + 1}. {sol.star.label} [{sol.star.describe()}]"
+            lines.append(head)
+            same = next((s for s in shown if s.settings == sol.settings), None) if sol.settings is not None else None
+            if same is not None:
+                lines.append(f"      cheapest: {_settings_text(m, sol.settings)} (as star {same.index + 1})")
+            elif sol.settings is not None:
+                lines.append(f"      cheapest: {_settings_text(m, sol.settings)}")
+                lines.append(f"        {_metrics_text(sol.metrics, [p.metric for p in sol.star.when])}")
+                shown.append(sol)
+            else:
+                lines.append(f"      {sol.note or 'no allowed setting earns it'}")
+        status = "ok" if self.ok else "NOT OK"
+        timing = f"{self.runs} runs in {self.elapsed_s:.1f} s (budget {self.time_budget_s:g} s; one run of the start {self.start_run_s * 1000:.0f} ms)"
+        lines.append(f"  {timing}: {status}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        for problem in self.problems:
+            lines.append(f"  problem: {problem}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ formatting
+
+def _fmt_value(value):
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e6:
+            return str(int(value))
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _settings_text(mission, settings):
+    layout = settings.get("layout", mission.scenario.fleet.layout)
+    parts = []
+    if "layout" not in settings:
+        parts.append(layout)
+    for name, value in settings.items():
+        if layout not in CONTROL_SPECS[name][2]:
+            continue
+        parts.append(f"{name}={_fmt_value(value)}")
+    return ", ".join(parts)
+
+
+def _star_metrics(mission):
+    out = []
+    for star in mission.stars:
+        for p in star.when:
+            if p.metric not in out:
+                out.append(p.metric)
+    return out
+
+
+def _metrics_text(metrics, extra=()):
+    names = list(REPORT_METRICS)
+    for name in extra:
+        if name not in names:
+            names.append(name)
+    return "  ".join(f"{n} {_fmt_value(metrics.get(n))}" for n in names if metrics.get(n) is not None)
+
+
+# ------------------------------------------------------------------ grids
+
+def _coarse(control, start, limit):
+    """At most about `limit` values of a non-fleet control, always with its ends and the start."""
+    grid = control.grid()
+    if grid is not None and len(grid) <= limit:
+        return grid
+    lo, hi = control.min, control.max
+    if control.kind == "choice":
+        return list(control.choices)
+    picks = {lo, hi, start}
+    positive_lo = lo if lo > 0 else (control.step or hi / 64)
+    geometric = positive_lo > 0 and hi / positive_lo >= 10
+    n = max(limit - 2, 2)
+    for i in range(n):
+        t = i / (n - 1)
+        v = positive_lo * (hi / positive_lo) ** t if geometric else lo + (hi - lo) * t
+        picks.add(_snap(control, v))
+    values = sorted(v for v in picks if lo <= v <= hi)
+    return values
+
+
+def _snap(control, v):
+    if control.step is not None:
+        k = round((v - control.min) / control.step)
+        v = control.min + k * control.step
+        v = min(max(v, control.min), control.max)
+    if control.kind == "int":
+        return int(round(v))
+    return round(v, 6)
+
+
+def _fleet_shapes(mission, layout, start):
+    """[(settings for the fleet-size controls, prefill, decode, total)] for one layout."""
+    controls = mission.controls
+    fleet = mission.scenario.fleet
+    if layout == "colocated":
+        sizes = controls["gpus"].grid() if "gpus" in controls else [start.get("gpus", fleet.gpus if fleet.gpus is not None else fleet.total_gpus)]
+        return [({"gpus": g} if "gpus" in controls else {}, 0, 0, g) for g in sizes]
+    prefills = controls["prefill_gpus"].grid() if "prefill_gpus" in controls else [fleet.prefill_gpus]
+    decodes = controls["decode_gpus"].grid() if "decode_gpus" in controls else [fleet.decode_gpus]
+    shapes = []
+    for p in prefills:
+        for d in decodes:
+            chosen = {}
+            if "prefill_gpus" in controls:
+                chosen["prefill_gpus"] = p
+            if "decode_gpus" in controls:
+                chosen["decode_gpus"] = d
+            shapes.append((chosen, p, d, p + d))
+    return shapes
+
+
+def _extra_grids(mission, layout, start, vary_rate):
+    """[(name, values)] for the non-fleet controls that matter in `layout`."""
+    names = [
+        n for n, c in mission.controls.items()
+        if n not in FLEET_CONTROLS and n != "layout" and layout in c.layouts and (n != "rate" or vary_rate)
+    ]
+    limit = 17 if len(names) <= 1 else 7 if len(names) == 2 else 5
+    return [(n, _coarse(mission.controls[n], start[n], limit)) for n in names]
+
+
+# ------------------------------------------------------------------ search
+
+class _Search:
+    def __init__(self, mission, budget_s, clock):
+        self.mission = mission
+        self.budget_s = budget_s
+        self.clock = clock
+        self.t0 = clock()
+        self.cache = {}
+        self.runs = 0
+        self.timed_out = False
+        self.start = mission.settings()
+
+    def out_of_time(self):
+        if self.clock() - self.t0 > self.budget_s:
+            self.timed_out = True
+        return self.timed_out
+
+    def metrics(self, settings):
+        """The metrics of `settings` (cached); None when the settings make no valid scenario."""
+        key = tuple(sorted((k, repr(v)) for k, v in settings.items()))
+        if key in self.cache:
+            return self.cache[key]
+        try:
+            scenario = self.mission.apply(settings)
+        except LabError:
+            self.cache[key] = None
+            return None
+        result = summarize(simulate(scenario))
+        self.runs += 1
+        self.cache[key] = result
+        return result
+
+    def candidates_by_total(self, vary_rate):
+        """{total GPUs: [(settings, fleet metrics)]} over every allowed setting on the coarse grid."""
+        m = self.mission
+        layouts = m.controls["layout"].choices if "layout" in m.controls else (m.scenario.fleet.layout,)
+        by_total = {}
+        for layout in layouts:
+            extras = _extra_grids(m, layout, self.start, vary_rate)
+            names = [n for n, _ in extras]
+            for chosen, p, d, total in _fleet_shapes(m, layout, self.start):
+                fleet_metrics = {"gpus": total, "prefill_gpus": p, "decode_gpus": d}
+                for combo in itertools.product(*(values for _, values in extras)):
+                    settings = dict(self.start)
+                    if "layout" in m.controls:
+                        settings["layout"] = layout
+                    settings.update(chosen)
+                    settings.update(zip(names, combo, strict=True))
+                    by_total.setdefault(total, []).append((settings, fleet_metrics))
+        return by_total
+
+
+def _rank(settings, metrics, start):
+    slo = metrics.get("slo_attainment")
+    goodput = metrics.get("goodput_rps")
+    moved = sum(1 for k, v in settings.items() if start.get(k) != v)
+    return (-(slo if slo is not None else -1.0), -(goodput if goodput is not None else -1.0), moved)
+
+
+def _vary_rate(mission, star):
+    return "rate" in mission.controls and any(p.metric in RATE_METRICS for p in star.when)
+
+
+def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_counter):
+    """Validate (when given a path or dict), run the start, and solve every star."""
+    mission = load_mission(mission)
+    search = _Search(mission, time_budget_s, clock)
+    t = clock()
+    start_metrics = search.metrics(dict(search.start))
+    start_run_s = clock() - t
+    start_stars = mission.evaluate(start_metrics)
+    report = CheckReport(mission, dict(search.start), start_metrics, start_stars, time_budget_s=time_budget_s, start_run_s=start_run_s)
+    solutions = [StarSolution(i, star, start_stars[i]) for i, star in enumerate(mission.stars)]
+    report.solutions = solutions
+
+    # Candidates grouped by total GPUs; one table for fixed-rate stars, one for rate stars.
+    tables = {}
+    for sol in solutions:
+        vary = _vary_rate(mission, sol.star)
+        if vary not in tables:
+            tables[vary] = search.candidates_by_total(vary)
+    totals = sorted(set().union(*(set(t) for t in tables.values())))
+    open_stars = list(solutions)
+    for total in totals:
+        if not open_stars or search.out_of_time():
+            break
+        for sol in list(open_stars):
+            fleet_preds = [p for p in sol.star.when if p.about_fleet]
+            best = None
+            for settings, fleet_metrics in tables[_vary_rate(mission, sol.star)].get(total, ()):
+                if not all(p.holds(fleet_metrics) for p in fleet_preds):
+                    sol.runs += 1
+                    continue
+                if search.out_of_time():
+                    break
+                metrics = search.metrics(settings)
+                sol.runs += 1
+                if metrics is None or not sol.star.earned(metrics):
+                    continue
+                rank = _rank(settings, metrics, search.start)
+                if best is None or rank < best[0]:
+                    best = (rank, settings, metrics)
+            if best is not None:
+                sol.settings, sol.metrics = best[1], best[2]
+                open_stars.remove(sol)
+    report.runs = search.runs
+    report.elapsed_s = clock() - search.t0
+    report.timed_out = search.timed_out
+
+    # Verdict.
+    if all(start_stars):
+        report.problems.append("the start already earns every star: there is nothing for the student to do")
+    for sol in solutions:
+        if sol.settings is None:
+            if search.timed_out:
+                sol.note = f"not found within the {time_budget_s:g} s budget ({sol.runs} settings tried)"
+            else:
+                sol.note = f"no allowed setting earns it ({sol.runs} settings tried)"
+                report.problems.append(f"star {sol.index + 1} ({sol.star.label!r}) cannot be earned with the allowed controls")
+    if search.timed_out:
+        report.problems.append(
+            f"checking took longer than the {time_budget_s:g} s budget ({search.runs} runs); "
+            "narrow the control ranges or shorten the run"
+        )
+    if "rate" in mission.controls and not any(_vary_rate(mission, s) for s in mission.stars):
+        report.notes.append("students may lower the request rate, and no star rewards traffic served (goodput_rps, ...): the SLO stars get easier that way")
+    return report

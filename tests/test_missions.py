@@ -1,0 +1,435 @@
+"""Missions: every shipped file loads, checks and is playable; broken files are rejected
+with the field's path and a useful message; controls apply and validate; the schema agrees."""
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lab.core import Scenario, simulate, summarize
+from lab.core.errors import LabError
+from lab.core.metrics import METRIC_NAMES
+from lab.core.missions import (
+    CONTROL_PATHS,
+    CONTROL_SPECS,
+    Control,
+    Mission,
+    default_missions_dir,
+    list_missions,
+    load_mission,
+)
+from lab.core.solver import check_mission
+from lab.core.stars import Star
+
+REPO = Path(__file__).resolve().parent.parent
+MISSIONS = REPO / "missions"
+CORPUS = Path(__file__).resolve().parent / "mission_corpus"
+MISSION_FILES = sorted(p for p in MISSIONS.glob("*.json") if p.name != "schema.json")
+# Not a timed test (performance is benchmarked elsewhere): a generous budget so a busy
+# CI machine cannot fail a playable mission.
+CHECK_BUDGET_S = 120.0
+
+
+def run(scenario):
+    return summarize(simulate(scenario))
+
+
+# ---------------------------------------------------------------- the shipped missions
+
+def test_there_are_missions_and_the_default_dir_finds_them():
+    assert len(MISSION_FILES) >= 8
+    assert Path(default_missions_dir()) == MISSIONS
+    missions = list_missions()
+    assert [m.path for m in missions] == [str(MISSIONS / p.name) for p in sorted(MISSION_FILES, key=lambda p: (load_mission(p).order, load_mission(p).id))]
+    orders = [m.order for m in missions]
+    assert orders == sorted(orders)
+    assert len({m.id for m in missions}) == len(missions)
+    assert len(set(orders)) == len(orders), "two missions share an order: the hub's sequence is ambiguous"
+
+
+@pytest.mark.parametrize("path", MISSION_FILES, ids=lambda p: p.name)
+def test_mission_loads(path):
+    m = load_mission(path)
+    assert isinstance(m, Mission)
+    assert isinstance(m.scenario, Scenario)
+    assert m.path == str(path)
+    assert 1 <= len(m.stars) <= 3
+    assert all(isinstance(s, Star) for s in m.stars)
+    assert m.controls and all(isinstance(c, Control) for c in m.controls.values())
+    assert "\n" not in m.summary and len(m.summary) <= 200
+    # The brief is short, concrete, and ends with what to try.
+    assert len(m.brief) < 1200
+    assert m.brief.strip().split("\n\n")[-1].startswith("**Try:**")
+    assert any(ch.isdigit() for ch in m.brief)
+    # 60 s of arrivals unless a trace sets its own window.
+    if m.scenario.workload.trace is None:
+        assert m.scenario.workload.duration_s == 60
+    # The file name carries the order and the id.
+    assert path.name == f"{m.order:02d}-{m.id}.json"
+
+
+@pytest.mark.parametrize("path", MISSION_FILES, ids=lambda p: p.name)
+def test_mission_checks_ok_solvable_and_not_solved_at_start(path):
+    report = check_mission(load_mission(path), time_budget_s=CHECK_BUDGET_S)
+    assert report.ok, report.format()
+    assert not all(report.start_stars)
+    for sol in report.solutions:
+        assert sol.settings is not None, report.format()
+        assert sol.star.earned(sol.metrics)
+        # The winning settings really are allowed: apply() accepts them.
+        load_mission(path).apply(sol.settings)
+    text = report.format()
+    assert "stars at start" in text and "cheapest:" in text
+    json.dumps(report.to_dict())
+
+
+@pytest.mark.parametrize("path", MISSION_FILES, ids=lambda p: p.name)
+def test_settings_round_trip(path):
+    m = load_mission(path)
+    start = m.settings()
+    assert set(start) == set(m.controls)
+    for name, c in m.controls.items():
+        assert c.check(start[name]) == start[name]
+    assert m.apply(start) == m.scenario
+    assert m.apply({}) is m.scenario
+    again = load_mission(m.to_dict(), base_dir=str(MISSIONS))
+    assert again.to_dict() == m.to_dict()
+    assert again.scenario == m.scenario
+
+
+def test_trace_slices_are_attributed():
+    readme = (MISSIONS / "traces" / "README.md").read_text(encoding="utf-8")
+    for needle in ("CC-BY", "Azure/AzurePublicDataset", "Splitwise", "ISCA 2024"):
+        assert needle in readme
+    traced = [m for m in list_missions() if m.scenario.workload.trace is not None]
+    assert traced
+    for m in traced:
+        name = os.path.basename(m.scenario.workload.trace.path)
+        assert (MISSIONS / "traces" / name).is_file()
+        assert name in readme
+        assert "Splitwise" in m.brief and "CC-BY" in m.brief
+
+
+def test_missions_load_from_a_copied_folder(tmp_path):
+    """Like the wheel's lab/missions: trace paths resolve against the mission file."""
+    target = tmp_path / "missions"
+    shutil.copytree(MISSIONS, target)
+    missions = list_missions(target)
+    assert [m.id for m in missions] == [m.id for m in list_missions()]
+    trace_mission = next(m for m in missions if m.scenario.workload.trace is not None)
+    assert trace_mission.scenario.workload.trace.base_dir == str(target)
+    assert run(trace_mission.scenario)["requests"] > 0
+
+
+def test_duplicate_ids_in_a_folder_are_rejected(tmp_path):
+    shutil.copy(MISSIONS / "07-book-store.json", tmp_path / "07-book-store.json")
+    shutil.copy(MISSIONS / "07-book-store.json", tmp_path / "70-copy.json")
+    with pytest.raises(LabError) as err:
+        list_missions(tmp_path)
+    assert err.value.path == "70-copy.json: id"
+    assert "also the id of 07-book-store.json" in err.value.detail
+
+
+def test_schema_json_is_not_a_mission():
+    with pytest.raises(LabError, match="this is a JSON Schema"):
+        load_mission(MISSIONS / "schema.json")
+
+
+# ---------------------------------------------------------------- the blog's numbers
+
+def by_id(mid):
+    return next(m for m in list_missions() if m.id == mid)
+
+
+def test_blog_mission_1_mixing_hurts():
+    m = by_id("mixing-hurts")
+    start = run(m.scenario)
+    assert m.scenario.fleet.layout == "colocated" and m.scenario.fleet.gpus == 4
+    assert m.scenario.workload.rate == 12
+    assert 0.84 <= start["slo_attainment"] <= 0.90
+    assert start["worst_gap_p99_ms"] > 200
+
+
+def test_blog_mission_2_decode_drowns():
+    m = by_id("decode-drowns")
+    f = m.scenario.fleet
+    assert (f.layout, f.prefill_gpus, f.decode_gpus, m.scenario.workload.rate) == ("disaggregated", 6, 2, 22)
+    assert 0.10 <= run(m.scenario)["slo_attainment"] <= 0.16
+    assert run(m.apply({"prefill_gpus": 3, "decode_gpus": 3}))["slo_attainment"] >= 0.95
+
+
+def test_blog_mission_3_slow_link():
+    m = by_id("slow-link")
+    s = m.scenario
+    assert s.fleet.link.gbytes_per_s == 50 / 8
+    assert s.model.kv_bytes_per_token * 4000 == pytest.approx(524e6, rel=0.01)
+    start = run(s)
+    assert start["transfer_p99_ms"] > 2000  # transfers queue for seconds
+    assert start["slo_attainment"] < 0.5
+    # No split fixes it; colocated does.
+    for p, d in ((2, 6), (3, 5), (5, 3), (6, 6)):
+        assert run(m.apply({"prefill_gpus": p, "decode_gpus": d}))["slo_attainment"] < 0.95
+    assert run(m.apply({"layout": "colocated", "gpus": 8}))["slo_attainment"] >= 0.95
+
+
+def test_blog_mission_4_surge():
+    m = by_id("long-document-surge")
+    assert m.scenario.workload.phases
+    assert run(m.scenario)["slo_attainment"] < 0.95
+    assert run(m.apply({"gpus": 9}))["slo_attainment"] < 0.95
+    assert run(m.apply({"gpus": 10}))["slo_attainment"] >= 0.95
+    assert run(m.apply({"layout": "disaggregated", "prefill_gpus": 5, "decode_gpus": 3}))["slo_attainment"] >= 0.95
+
+
+def test_trace_missions_want_different_splits():
+    conv, code = by_id("conversation-trace"), by_id("code-trace")
+    assert conv.scenario.fleet == code.scenario.fleet
+    assert run(conv.apply({"prefill_gpus": 2, "decode_gpus": 4}))["slo_attainment"] >= 0.95
+    assert run(code.apply({"prefill_gpus": 2, "decode_gpus": 4}))["slo_attainment"] < 0.95
+    assert run(code.apply({"prefill_gpus": 5, "decode_gpus": 1}))["slo_attainment"] >= 0.95
+    assert run(conv.apply({"prefill_gpus": 5, "decode_gpus": 1}))["slo_attainment"] < 0.95
+
+
+# ---------------------------------------------------------------- controls and apply()
+
+@pytest.fixture(scope="module")
+def book():
+    return load_mission(MISSIONS / "07-book-store.json")
+
+
+def test_controls_metadata(book):
+    assert list(book.controls) == ["layout", "gpus", "prefill_gpus", "decode_gpus"]
+    gpus = book.controls["gpus"]
+    assert (gpus.name, gpus.path, gpus.kind, gpus.min, gpus.max, gpus.step) == ("gpus", "fleet.gpus", "int", 2, 8, 1)
+    assert gpus.label == "GPUs (colocated)"
+    assert gpus.grid() == [2, 3, 4, 5, 6, 7, 8]
+    layout = book.controls["layout"]
+    assert (layout.kind, layout.choices, layout.min) == ("choice", ("colocated", "disaggregated"), None)
+    assert gpus.value(book.scenario) == 4
+    assert book.settings() == {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2}
+    assert [c.name for c in book.active_controls()] == ["layout", "gpus"]
+    split = book.apply({"layout": "disaggregated"})
+    assert [c.name for c in book.active_controls(split)] == ["layout", "prefill_gpus", "decode_gpus"]
+    assert set(CONTROL_PATHS) == set(CONTROL_SPECS)
+    assert CONTROL_PATHS["link_gbytes_per_s"] == "fleet.link.gbytes_per_s"
+
+
+def test_apply_changes_only_what_it_is_told(book):
+    s = book.apply({"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 1})
+    assert (s.fleet.layout, s.fleet.prefill_gpus, s.fleet.decode_gpus, s.fleet.total_gpus) == ("disaggregated", 3, 1, 4)
+    assert s.workload == book.scenario.workload and s.slo == book.scenario.slo
+    assert book.settings(s) == {"layout": "disaggregated", "gpus": 4, "prefill_gpus": 3, "decode_gpus": 1}
+    # From a base other than the start.
+    s2 = book.apply({"decode_gpus": 2}, base=s)
+    assert (s2.fleet.prefill_gpus, s2.fleet.decode_gpus) == (3, 2)
+    assert book.apply({"gpus": 6.0}).fleet.gpus == 6  # 6.0 is a whole number
+
+
+@pytest.mark.parametrize(
+    "settings, path, message",
+    [
+        ({"gpus": 12}, "controls.gpus", "12 is out of range: must be at least 2 and at most 8"),
+        ({"gpus": 1}, "controls.gpus", "1 is out of range: must be at least 2 and at most 8"),
+        ({"gpus": 4.5}, "controls.gpus", "expected a whole number, got 4.5"),
+        ({"gpus": "4"}, "controls.gpus", "expected a number, got '4'"),
+        ({"gpus": True}, "controls.gpus", "expected a number, got true"),
+        ({"layout": "split"}, "controls.layout", "'split' is not one of 'colocated', 'disaggregated'"),
+        ({"chunk_tokens": 512}, "controls.chunk_tokens", "this mission does not let students change chunk_tokens; it allows: layout, gpus, prefill_gpus, decode_gpus"),
+        ({"warp_drive": 1}, "controls.warp_drive", "unknown control; controls are: layout, gpus"),
+    ],
+)
+def test_apply_rejects_bad_settings(book, settings, path, message):
+    with pytest.raises(LabError) as err:
+        book.apply(settings)
+    assert err.value.path == path
+    assert message in err.value.detail
+
+
+def test_apply_respects_steps_and_choice_types():
+    m = load_mission(MISSIONS / "05-chunk-it.json")
+    assert m.apply({"chunk_tokens": 0}).fleet.chunk_tokens is None  # 0 = whole prompts
+    assert m.apply({"chunk_tokens": 384}).fleet.chunk_tokens == 384
+    with pytest.raises(LabError, match=r"^controls\.chunk_tokens: 300 is not a setting of this control: it moves from 0 in steps of 128$"):
+        m.apply({"chunk_tokens": 300})
+    with pytest.raises(LabError, match="expected an object of control settings"):
+        m.apply([("chunk_tokens", 128)])
+    lw = Control.from_dict("layerwise", {}, "controls.layerwise")
+    assert lw.choices == (False, True)
+    assert lw.check(True) is True
+    with pytest.raises(LabError, match="is not one of false, true"):
+        lw.check(1)
+
+
+def test_apply_on_a_trace_mission():
+    m = load_mission(MISSIONS / "08-conversation-trace.json")
+    s = m.apply({"prefill_gpus": 2, "decode_gpus": 4})
+    assert s.workload == m.scenario.workload
+    assert s.workload.trace.base_dir == str(MISSIONS)
+    assert (s.fleet.prefill_gpus, s.fleet.decode_gpus) == (2, 4)
+
+
+def test_float_controls_and_grids():
+    c = Control.from_dict("link_gbytes_per_s", {"min": 6.25, "max": 50, "step": 6.25}, "controls.link_gbytes_per_s")
+    assert c.kind == "float"
+    assert c.grid() == [6.25, 12.5, 18.75, 25.0, 31.25, 37.5, 43.75, 50.0]
+    assert c.check(12.5) == 12.5 and c.check(50) == 50.0
+    with pytest.raises(LabError, match="not a setting of this control"):
+        c.check(10)
+    free = Control.from_dict("rate", {"min": 1, "max": 30}, "controls.rate")
+    assert free.grid() is None and free.check(7.3) == 7.3
+    with pytest.raises(LabError, match="at most 30"):
+        free.check(31)
+    assert Control.from_dict("rate", {"min": 1, "max": 30, "label": "Traffic"}, "c").to_dict() == {"min": 1, "max": 30, "label": "Traffic"}
+
+
+# ---------------------------------------------------------------- the broken corpus
+
+# file -> (field path, substring of the message)
+BROKEN = {
+    "missing-id.json": ("id", "required field is missing"),
+    "id-not-a-slug.json": ("id", "'Mixing Hurts' is not a slug"),
+    "order-is-text.json": ("order", "expected a whole number, got '1'"),
+    "brief-is-a-number.json": ("brief", "expected Markdown text or a list of lines, got 5"),
+    "summary-two-lines.json": ("summary", "must be one line"),
+    "unknown-top-field.json": ("control", "unknown field"),
+    "unknown-metric.json": ("stars[0].when[0].metric", "'slo_attainmnet' is not a metric; did you mean 'slo_attainment'?"),
+    "bad-op.json": ("stars[0].when[0].op", "'=>' is not an operator; use one of <, <=, >, >=, =="),
+    "star-value-is-text.json": ("stars[1].when[1].value", "expected a number, got '8'"),
+    "star-value-is-bool.json": ("stars[0].when[0].value", "expected a number, got true"),
+    "no-stars.json": ("stars", "expected 1 to 3 stars, got 0"),
+    "four-stars.json": ("stars", "expected 1 to 3 stars, got 4"),
+    "star-without-predicates.json": ("stars[0].when", "a star needs at least one predicate"),
+    "duplicate-star-label.json": ("stars[1].label", "'meet the SLO' is already the label of stars[0]"),
+    "contradictory-star.json": ("stars[0].when", "slo_attainment >= 0.95 and slo_attainment < 0.9 cannot all hold"),
+    "start-outside-control-range.json": ("scenario.fleet.gpus", "12 is outside the mission's own range controls.gpus (at least 2 and at most 8)"),
+    "start-split-outside-range.json": ("scenario.fleet.prefill_gpus", "6 is outside the mission's own range controls.prefill_gpus (at least 1 and at most 4)"),
+    "start-off-the-step-grid.json": ("scenario.fleet.chunk_tokens", "300 is not a setting of controls.chunk_tokens: it moves from 0 in steps of 256"),
+    "start-layout-not-offered.json": ("scenario.fleet.layout", "'colocated' is not among controls.layout.choices ('disaggregated')"),
+    "unknown-control.json": ("controls.link_speed", "'link_speed' is not a control; did you mean 'link_gbytes_per_s'?"),
+    "control-choice-unknown.json": ("controls.layout.choices[1]", "'split' is not one of 'colocated', 'disaggregated'"),
+    "control-min-above-max.json": ("controls.gpus.max", "2 is below min (8)"),
+    "control-missing-max.json": ("controls.gpus.max", "required field is missing"),
+    "control-beyond-scenario-limits.json": ("controls.gpus.max", "100 is not a valid fleet.gpus"),
+    "chunk-control-below-16.json": ("controls.chunk_tokens.step", "a chunk is 0 (whole prompt) or at least 16 tokens"),
+    "control-that-does-nothing.json": ("controls.link_gbytes_per_s", "only affects a disaggregated fleet, but this fleet is always colocated"),
+    "switch-layout-without-split.json": ("scenario.fleet.prefill_gpus", "controls.layout lets the student switch to disaggregated"),
+    "rate-control-with-trace.json": ("controls.rate", "the workload replays a trace"),
+    "missing-trace-file.json": ("scenario.workload.trace.path", "no trace file 'traces/no-such-trace.csv'"),
+    "slo-star-without-slo.json": ("stars[0].when[0].metric", "scenario.slo sets no target"),
+    "link-star-on-colocated-fleet.json": ("stars[1].when[2].metric", "transfer_p99_ms is only defined for a disaggregated fleet"),
+    "scenario-bad-layout.json": ("scenario.fleet.layout", "'split' is not one of 'colocated', 'disaggregated'"),
+    "scenario-missing-workload.json": ("scenario.workload", "required field is missing"),
+    "malformed-json.json": ("malformed-json.json: line 4, column 14", "malformed JSON"),
+    "trailing-comma.json": ("trailing-comma.json: line 19, column 5", "malformed JSON"),
+    "duplicate-key.json": ("duplicate-key.json: line 17, column 7", "the key 'gpus' appears twice in one object"),
+}
+
+
+def test_corpus_is_complete():
+    on_disk = {p.name for p in CORPUS.glob("*.json")}
+    assert on_disk == set(BROKEN), "every broken file needs an expected message, and every expectation a file"
+    assert len(on_disk) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_mission_is_rejected(name):
+    path, message = BROKEN[name]
+    with pytest.raises(LabError) as err:
+        load_mission(CORPUS / name)
+    assert err.value.path == path, str(err.value)
+    assert message in err.value.detail, str(err.value)
+    assert str(err.value) == f"{path}: {err.value.detail}"
+
+
+TEXT_MISTAKES = {"malformed-json.json", "trailing-comma.json", "duplicate-key.json"}
+
+
+@pytest.mark.parametrize("name", sorted(set(BROKEN) - TEXT_MISTAKES))
+def test_broken_mission_as_a_dict_is_rejected_the_same_way(name):
+    data = json.loads((CORPUS / name).read_text(encoding="utf-8"))
+    path, message = BROKEN[name]
+    with pytest.raises(LabError) as err:
+        load_mission(data, base_dir=str(CORPUS))
+    assert err.value.path == path
+    assert message in err.value.detail
+
+
+def test_file_errors_remember_the_file():
+    with pytest.raises(LabError) as err:
+        load_mission(CORPUS / "unknown-metric.json")
+    assert err.value.file == str(CORPUS / "unknown-metric.json")
+    with pytest.raises(LabError, match="cannot read file"):
+        load_mission(CORPUS / "no-such-file.json")
+    with pytest.raises(LabError, match="expected a mission file path or object"):
+        load_mission(42)
+    with pytest.raises(LabError, match="expected a mission object"):
+        Mission.from_dict([1, 2])
+
+
+def test_duplicate_keys_are_found_at_any_depth():
+    from lab.core.missions import parse_mission_text
+
+    text = '{\n  "a": {"x": 1},\n  "b": {"x": 1, "y": {"x": 2}, "x": 3}\n}'
+    with pytest.raises(LabError) as err:
+        parse_mission_text(text, "m.json")
+    assert err.value.path == "m.json: line 3, column 32"  # the second "x" of "b", not the nested one
+    assert parse_mission_text('{"a": {"x": 1}, "b": {"x": 2}}') == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+def test_brief_as_lines_or_text():
+    base = json.loads((MISSIONS / "07-book-store.json").read_text(encoding="utf-8"))
+    as_text = copy.deepcopy(base)
+    as_text["brief"] = "\n".join(base["brief"])
+    assert load_mission(as_text).brief == load_mission(base).brief
+    bad = copy.deepcopy(base)
+    bad["brief"] = ["fine", 3]
+    with pytest.raises(LabError, match=r"^brief\[1\]: expected a line of text, got 3$"):
+        load_mission(bad)
+
+
+# ---------------------------------------------------------------- schema.json
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra (pip install -e .[test])")
+
+
+@pytest.fixture(scope="module")
+def validator():
+    schema = json.loads((MISSIONS / "schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+@pytest.mark.parametrize("path", MISSION_FILES, ids=lambda p: p.name)
+def test_schema_accepts_every_shipped_mission(validator, path):
+    errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(json.loads(path.read_text(encoding="utf-8")))]
+    assert not errors
+
+
+SCHEMA_CATCHES = [
+    "missing-id.json", "id-not-a-slug.json", "order-is-text.json", "brief-is-a-number.json", "summary-two-lines.json",
+    "unknown-top-field.json", "unknown-metric.json", "bad-op.json", "star-value-is-text.json", "star-value-is-bool.json",
+    "no-stars.json", "four-stars.json", "star-without-predicates.json", "unknown-control.json",
+    "control-choice-unknown.json", "control-missing-max.json", "scenario-bad-layout.json",
+    "scenario-missing-workload.json", "control-beyond-scenario-limits.json",
+]
+
+
+@pytest.mark.parametrize("name", SCHEMA_CATCHES)
+def test_schema_rejects_broken_missions(validator, name):
+    data = json.loads((CORPUS / name).read_text(encoding="utf-8"))
+    assert list(validator.iter_errors(data)), f"schema.json accepted {name}"
+
+
+def test_schema_enums_match_the_core():
+    schema = json.loads((MISSIONS / "schema.json").read_text(encoding="utf-8"))
+    assert schema["definitions"]["predicate"]["properties"]["metric"]["enum"] == list(METRIC_NAMES)
+    assert list(schema["properties"]["controls"]["properties"]) == list(CONTROL_SPECS)
+    for name, (kind, _, _, choices) in CONTROL_SPECS.items():
+        props = schema["properties"]["controls"]["properties"][name]["properties"]
+        if kind == "choice":
+            assert props["choices"]["items"]["enum"] == list(choices)
+        else:
+            assert props["min"]["type"] == ("integer" if kind == "int" else "number")
