@@ -1,0 +1,444 @@
+"""The two pages: the mission hub and the lab for one mission.
+
+    hub_page()  -> the hub: every mission in order with its stars, the sandbox, reset
+    lab_page()  -> the lab: ?mission=ID[&embed=1][&<control>=<value>...][&t=SECONDS]
+
+Both read `pn.state.location` (filled from the request under `lab serve`, from the
+page's address in Pyodide) and return a Panel layout; `serve.py` serves them, and a
+Pyodide conversion can call them from a script ending in `.servable()`. Nothing here
+uses threads, subprocesses or the filesystem beyond reading the mission folder.
+
+Slow work never runs inside a widget callback: a change marks the state busy (the page
+shows it at once) and the run happens in a one-shot callback a moment later, which
+also coalesces quick successive changes (debounce). The rate sweep runs one point per
+callback so its progress bar moves.
+"""
+
+import html
+import os
+
+import panel as pn
+
+from .canvas import Canvas
+from .catalog import SANDBOX_ID, Catalog
+from .controls import Controls
+from .metrics_view import MetricsView, StarsView
+from .page_bridge import PageBridge
+from .plots import Plots
+from .stars_bridge import StarsBridge
+from .state import LabState, parse_search
+from .theme import CSS, HUB_CSS, PALETTE
+
+__all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "MISSIONS_ENV"]
+
+DEBOUNCE_MS = 80  # wait this long after a change before simulating (coalesces quick changes)
+MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
+_CATALOGS = {}
+TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
+           "Reshape a small simulated fleet and watch every GPU's timeline and the latency targets react.")
+
+
+def get_catalog(missions_dir=None):
+    """The catalog for a folder, loaded once per process."""
+    directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
+    key = os.path.abspath(directory) if directory else ""
+    if key not in _CATALOGS:
+        _CATALOGS[key] = Catalog(directory)
+    return _CATALOGS[key]
+
+
+def _search():
+    loc = pn.state.location
+    search = getattr(loc, "search", "") if loc is not None else ""
+    return search if isinstance(search, str) else ""
+
+
+def _static_build():
+    """True when the page is a file of a static build (index.html, lab.html)."""
+    loc = pn.state.location
+    path = getattr(loc, "pathname", "") if loc is not None else ""
+    return isinstance(path, str) and path.endswith(".html")
+
+
+def hub_href():
+    return "index.html" if _static_build() else "./"
+
+
+def lab_href(mission_id):
+    base = "lab.html" if _static_build() else "lab"
+    return f"{base}?mission={mission_id}"
+
+
+def _debug(*args):
+    if os.environ.get("STF_DEBUG"):
+        import sys
+        import time
+
+        print(f"{time.time() * 1000:.0f}", *args, file=sys.stderr, flush=True)
+
+
+def _later(callback, delay_ms):
+    """Run `callback` once, `delay_ms` from now, on the event loop (server or Pyodide)."""
+    return pn.state.add_periodic_callback(callback, period=max(1, int(delay_ms)), count=1)
+
+
+def _brand():
+    return (f'<a class="stf-brand" href="{hub_href()}" title="All missions">'
+            '<span class="logo" aria-hidden="true"></span>Split the Fleet</a>')
+
+
+def _star_text(saved, total):
+    got = sum(1 for s in saved[:total] if s)
+    glyphs = "".join(f'<span class="{"on" if i < len(saved) and saved[i] else ""}">{"★" if i < len(saved) and saved[i] else "☆"}</span>'
+                     for i in range(total))
+    return got, glyphs
+
+
+# ---------------------------------------------------------------------- lab page
+
+class LabApp:
+    """One student's lab page: the state, its views, the bridges and the scheduling."""
+
+    def __init__(self, catalog, search=""):
+        params = parse_search(search)
+        self.catalog = catalog
+        self.embed = params.get("embed", "").lower() in ("1", "true", "yes")
+        self.state = LabState.from_query(catalog, search)
+        self.state.busy = True  # the first run is on its way
+        self._auto_window = "t" not in params
+        self._pending = None
+        self._sweep_iter = None
+        self.bridge = StarsBridge()
+        self.url = PageBridge(on_key=self._on_key)
+        self.canvas = Canvas(self.state, embed=self.embed)
+        self.canvas.after_toggle = lambda: self.url.refocus("stf-play")
+        self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed)
+        self.metrics = MetricsView(self.state)
+        self.stars = StarsView(self.state)
+        self.plots = Plots(self.state, self.on_sweep, embed=self.embed)
+        self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
+                                   sizing_mode="stretch_width")
+        self.notes = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
+                                  css_classes=["stf-notes-pane"])
+        self.header_stars = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
+        s = self.state
+        s.param.watch(self._on_busy, ["busy", "run_id"])
+        s.param.watch(self._on_notes, ["notes"])
+        s.param.watch(self._on_settings, ["settings"])
+        s.param.watch(self._on_stars, ["run_id", "saved_stars"])
+        self.bridge.param.watch(self._on_bridge, ["stars", "status"])
+        self._on_busy()
+        self._on_notes()
+        self._on_stars()
+        self.view = self._layout()
+        pn.state.onload(self._on_load)
+
+    # ------------------------------------------------------------ scheduling
+
+    def _on_load(self):
+        m = self.state.mission
+        self.url.title(f"{m.title} · Split the Fleet" if m.id != SANDBOX_ID else "Sandbox · Split the Fleet")
+        self.url.replace(self.state.search(self.embed))
+        self.schedule_run(delay_ms=10)
+
+    def schedule_run(self, delay_ms=DEBOUNCE_MS):
+        """(Re)start the debounce timer; the run happens when it fires."""
+        if self._pending is not None:
+            self._pending.stop()
+        self._pending = _later(self._run_now, delay_ms)
+
+    def _run_now(self):
+        self._pending = None
+        state = self.state
+        first = state.run_id == 0
+        _debug("run start")
+        with pn.io.hold():  # one document patch for the whole update, not one per model change
+            state.run()
+        _debug("run end")
+        if first and self._auto_window and state.result is not None:
+            self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
+
+    def on_change(self, name, value):
+        _debug("change", name, value)
+        if self.state.change(name, value):
+            self.schedule_run()
+
+    def on_reset(self):
+        if self.state.reset():
+            self.schedule_run(delay_ms=10)
+
+    def on_sweep(self):
+        state = self.state
+        if self._sweep_iter is not None or not state.can_sweep():
+            return
+        self._sweep_iter = state.sweep_steps()
+        state.sweep_progress = 0.0
+        _later(self._sweep_step, 10)
+
+    def _sweep_step(self):
+        if self._sweep_iter is None:
+            return
+        try:
+            next(self._sweep_iter)
+        except StopIteration:
+            self._sweep_iter = None
+            return
+        except Exception:
+            self._sweep_iter = None
+            self.state.sweep_progress = None
+            raise
+        _later(self._sweep_step, 5)
+
+    def _on_key(self, action):
+        canvas = self.canvas
+        if action == "toggle":
+            canvas.toggle()
+        elif action == "back":
+            canvas.nudge(-1.0)
+        elif action == "forward":
+            canvas.nudge(1.0)
+        elif action == "next_slow":
+            canvas.jump_to_slow()
+
+    # ------------------------------------------------------------ watchers
+
+    def _on_busy(self, *_):
+        s = self.state
+        if s.busy:
+            text = ('<span class="stf-status busy" role="status" aria-live="polite" data-busy="true">'
+                    '<span class="stf-spin" aria-hidden="true"></span>Simulating…</span>')
+        elif s.metrics:
+            m = s.metrics
+            text = (f'<span class="stf-status" role="status" aria-live="polite" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}">'
+                    f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms</span>')
+        else:
+            text = '<span class="stf-status" data-busy="false"></span>'
+        self.status.object = text
+        self.canvas.pane.loading = s.busy and s.run_id == 0
+
+    def _on_notes(self, *_):
+        notes = list(self.state.notes)
+        status = self.bridge.status
+        if status == "recovered":
+            notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) "
+                         "and the readable ones kept.")
+        elif status == "unavailable":
+            notes.append("This browser does not let the page store data, so stars last only for this visit.")
+        if notes:
+            items = "".join(f"<li>{n}</li>" for n in notes)  # notes are built HTML-safe by the state
+            self.notes.object = f'<div class="stf-notes" role="status" data-notes="{len(notes)}"><ul>{items}</ul></div>'
+        else:
+            self.notes.object = ""
+        self.notes.visible = bool(notes)
+
+    def _on_settings(self, *_):
+        self.url.replace(self.state.search(self.embed))
+
+    def _on_stars(self, *_):
+        s = self.state
+        total = len(s.mission.stars)
+        if not total:
+            self.header_stars.object = ""
+            return
+        got, glyphs = _star_text(s.saved_stars, total)
+        self.header_stars.object = (f'<div class="stf-head-stars" data-earned="{got}"><span class="stars" '
+                                    f'aria-label="{got} of {total} stars earned">{glyphs}</span>'
+                                    f'<small>{got}/{total}</small></div>')
+        if any(s.stars_now):
+            saved = self.bridge.stars.get(s.mission.id, [])
+            new = [bool(now) and not (i < len(saved) and saved[i]) for i, now in enumerate(s.stars_now)]
+            if any(new) or not self.bridge.loaded:
+                self.bridge.earn(s.mission.id, s.stars_now)
+
+    def _on_bridge(self, *_):
+        self.state.merge_saved(self.bridge.stars.get(self.state.mission.id, []))
+        self._on_notes()
+
+    # ------------------------------------------------------------ layout
+
+    def _layout(self):
+        s = self.state
+        m = s.mission
+        pos = s.position
+        total = len(self.catalog.missions)
+        kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {total}"
+        title = html.escape(m.title)
+        brief = pn.pane.Markdown(m.brief, sizing_mode="stretch_width", margin=(0, 10), stylesheets=[CSS],
+                                 css_classes=["stf-brief"], disable_anchors=True)
+        legend = pn.pane.HTML(
+            '<div class="stf-legend" aria-label="legend">'
+            '<span><span class="sw" style="background:%(decode)s"></span>decode step</span>'
+            '<span><span class="sw slow"></span>decode step over the TPOT target</span>'
+            '<span><span class="sw" style="background:%(prefill)s"></span>prefill work</span>'
+            '<span><span class="sw mixed"></span>step that also prefills (strip = its share)</span>'
+            '<span><span class="sw" style="background:%(link)s"></span>KV on the link</span>'
+            '<span><span class="sw wait"></span>KV waiting</span></div>' % PALETTE,
+            stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4), css_classes=["stf-legend-pane"],
+        )
+        section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
+                                            margin=(10, 10, 0, 10), sizing_mode="stretch_width")
+        next_m = self.catalog.next_after(m)
+        card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px"}
+        canvas_card = pn.Column(
+            pn.Row(pn.pane.HTML('<div class="stf-section" style="margin:0">GPU timelines · 2.5 s window</div>',
+                                stylesheets=[CSS], margin=(4, 4)), self.status, sizing_mode="stretch_width", margin=0),
+            legend, self.canvas.view, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
+            css_classes=["stf-canvas-card"],
+        )
+        if self.embed:
+            head = pn.pane.HTML(
+                f'<div class="stf-header"><span class="stf-kicker">{html.escape(kicker)}</span>'
+                f'<h1 class="stf-title" style="font-size:17px">{title}</h1><span class="stf-spacer"></span></div>',
+                stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
+            )
+            brief_card = pn.Card(brief, title="Brief", collapsed=True, sizing_mode="stretch_width", margin=(4, 0))
+            controls_card = pn.Card(self.controls.view, title="Controls", collapsed=False, sizing_mode="stretch_width",
+                                    margin=(4, 0), css_classes=["stf-controls-card"])
+            body = pn.Column(
+                pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
+                self.notes, brief_card, controls_card, canvas_card, self.metrics.view,
+                section("Stars"), self.stars.view, section("Plots"), self.plots.view,
+                self.bridge, self.url, sizing_mode="stretch_width", margin=(0, 6),
+                css_classes=["stf-lab", "stf-embed"],
+            )
+            return body
+        nav = (f'<a href="{lab_href(next_m.id)}">Next: {html.escape(next_m.title)} →</a>' if next_m else "")
+        header = pn.Row(
+            pn.pane.HTML(
+                f'<div class="stf-header">{_brand()}<a href="{hub_href()}">← All missions</a>'
+                f'<span class="stf-spacer"></span>{nav}</div>',
+                stylesheets=[CSS], sizing_mode="stretch_width", margin=(8, 16, 0, 16),
+            ),
+            sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
+        )
+        title_row = pn.Row(
+            pn.pane.HTML(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>',
+                         stylesheets=[CSS], margin=(10, 10, 0, 16)),
+            pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0,
+        )
+        sidebar = pn.Column(
+            section("Brief"), brief, section("Controls"), self.controls.view, section("Stars"),
+            pn.Column(self.stars.view, margin=(4, 10)),
+            sizing_mode="stretch_width", margin=0, styles={**card_style, "flex": "0 1 340px", "min-width": "280px"},
+            css_classes=["stf-sidebar"],
+        )
+        main = pn.Column(
+            canvas_card, self.metrics.view, pn.Spacer(height=10), self.plots.view,
+            sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": "300px"},
+            css_classes=["stf-main"],
+        )
+        body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
+                          sizing_mode="stretch_width", margin=(6, 16, 16, 16))
+        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url,
+                         sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
+                         styles={"background": PALETTE["page"], "min-height": "100vh"})
+
+
+def lab_page(missions_dir=None):
+    """The lab for the mission named in the address (`?mission=ID`)."""
+    _extension()
+    app = LabApp(get_catalog(missions_dir), _search())
+    return app.view
+
+
+# ---------------------------------------------------------------------- hub page
+
+class HubApp:
+    """Every mission in order with the stars earned in this browser; the sandbox; reset."""
+
+    def __init__(self, catalog):
+        self.catalog = catalog
+        self.bridge = StarsBridge()
+        self.list = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
+                                 css_classes=["stf-hub-list"])
+        self.total = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(0, 0, 6, 0), css_classes=["stf-hub-total"])
+        self.note = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
+                                 css_classes=["stf-hub-note"])
+        self._armed = False
+        self.reset_button = pn.widgets.Button(
+            name="Reset progress", button_type="light", margin=(14, 0, 4, 0), width=190, css_classes=["stf-reset-progress"],
+            description="Forget the stars earned in this browser (asks to confirm)",
+        )
+        self.reset_button.on_click(self._on_reset)
+        self.bridge.param.watch(self._render, ["stars", "loaded", "status"])
+        self._render()
+        self.view = self._layout()
+
+    def _on_reset(self, _event):
+        if not self._armed:
+            self._armed = True
+            self.reset_button.name = "Click again to forget all stars"
+            self.reset_button.button_type = "danger"
+            return
+        self._armed = False
+        self.reset_button.name = "Reset progress"
+        self.reset_button.button_type = "light"
+        self.bridge.reset()
+
+    def _render(self, *_):
+        stars = self.bridge.stars
+        loaded = self.bridge.loaded
+        items = []
+        earned_all = 0
+        total_all = 0
+        for i, m in enumerate(self.catalog.missions):
+            total = len(m.stars)
+            saved = stars.get(m.id, [])
+            got, glyphs = _star_text(saved, total)
+            earned_all += got
+            total_all += total
+            items.append(
+                f'<li><a class="stf-mission" href="{lab_href(m.id)}" data-mission="{m.id}" data-stars="{got}">'
+                f'<span class="num">Mission {i + 1}</span><span class="name">{html.escape(m.title)}</span>'
+                f'<span class="one">{html.escape(m.summary)}</span>'
+                f'<span class="stars" aria-label="{got} of {total} stars earned">{glyphs}'
+                f"<small>{got}/{total}</small></span></a></li>"
+            )
+        items.append(
+            f'<li><a class="stf-mission sandbox" href="{lab_href(SANDBOX_ID)}" data-mission="{SANDBOX_ID}">'
+            '<span class="num">Free play</span><span class="name">Sandbox</span>'
+            '<span class="one">Every control open, no stars: try anything.</span></a></li>'
+        )
+        self.list.object = f'<ul class="stf-missions" data-loaded="{str(loaded).lower()}">{"".join(items)}</ul>'
+        self.total.object = (f'<span class="stf-total" data-earned="{earned_all}">★ {earned_all} of {total_all} stars earned '
+                             f'in this browser</span>' if loaded else '<span class="stf-total">Reading your stars…</span>')
+        notes = []
+        if self.catalog.error:
+            notes.append(html.escape(self.catalog.error))
+        if self.bridge.status == "recovered":
+            notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) and the "
+                         "readable ones kept.")
+        elif self.bridge.status == "unavailable":
+            notes.append("This browser does not let the page store data, so stars last only for this visit.")
+        self.note.object = ('<div class="stf-notes" role="status"><ul>' + "".join(f"<li>{n}</li>" for n in notes)
+                            + "</ul></div>") if notes else ""
+        self.note.visible = bool(notes)
+
+    def _layout(self):
+        header = pn.Row(
+            pn.pane.HTML(f'<div class="stf-header">{_brand()}</div>', stylesheets=[CSS], sizing_mode="stretch_width",
+                         margin=(8, 16, 0, 16)),
+            sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
+        )
+        hero = pn.pane.HTML(
+            f'<div class="stf-hero"><div class="stf-kicker">An interactive lab</div><h1>Split the Fleet</h1>'
+            f"<p>{html.escape(TAGLINE)}</p></div>",
+            stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
+        )
+        body = pn.Column(hero, self.total, self.note, self.list, self.reset_button, self.bridge,
+                         sizing_mode="stretch_width", margin=(12, 24, 24, 24), styles={"max-width": "1180px"})
+        return pn.Column(header, body, sizing_mode="stretch_width", margin=0, css_classes=["stf-hub"],
+                         styles={"background": PALETTE["page"], "min-height": "100vh"})
+
+
+def hub_page(missions_dir=None):
+    """The mission hub."""
+    _extension()
+    return HubApp(get_catalog(missions_dir)).view
+
+
+def _extension():
+    """Panel settings both pages need (idempotent; safe in Pyodide)."""
+    pn.config.raw_css = [c for c in pn.config.raw_css if "stf-page" not in c] + [
+        "/* stf-page */ body { margin: 0; background: %s; }" % PALETTE["page"]
+    ]

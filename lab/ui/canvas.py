@@ -1,0 +1,520 @@
+"""The GPU-timeline canvas: a row per GPU on its own clock, a row for the link.
+
+Each step of each GPU is a box from its start to its end. Blue: a decode step within
+the TPOT target. Vermillion, hatched and outlined: a decode step that took longer
+than the TPOT target (every sequence in it waited that long for its token). Amber:
+prefill work; a step that both decodes and prefills carries an amber strip whose
+width is the prefill's share of the step. On the link row, green boxes are KV caches
+on the wire and grey bars the time a prompt's KV waited (for decode memory or the
+link). A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview
+below shows where the slow steps are over the whole run.
+
+Data is built with numpy from the columnar step logs and sent once per run; moving
+the window only moves the x range.
+"""
+
+import math
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.events import Tap
+from bokeh.models import (
+    BoxAnnotation,
+    ColumnDataSource,
+    CustomJS,
+    FixedTicker,
+    HoverTool,
+    Label,
+    Range1d,
+    Span,
+)
+from bokeh.plotting import figure
+
+from lab.core.cost import step_time_fn
+
+from .state import WINDOW_S
+from .theme import CSS, FONT_STACK, PALETTE
+
+__all__ = ["Canvas", "timeline_data", "ROW_PX"]
+
+ROW_PX = 34  # height of one row in pixels
+BUFFER_S = 3.0  # the browser holds the window plus this much on each side (see Canvas._slice)
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait")
+HALF = 0.40  # half a row's box height, in row units
+STRIP = 0.42  # share of the row height the prefill strip of a mixed step covers
+SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
+TICK_MS = 100  # playback frame period
+
+_STEP_COLS = ("left", "right", "y", "gpu", "batch", "prompt", "start_ms", "dur_ms")
+_STRIP_COLS = ("left", "right", "y")
+_XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms")
+F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
+
+
+def _empty(cols):
+    return {c: np.zeros(0, dtype=F32) for c in cols}
+
+
+def _rows(result):
+    """(row of each GPU, link row or None, labels by row)."""
+    labels = {}
+    rows = []
+    link_row = None
+    prefill = sum(1 for g in result.gpus if g.role == "prefill")
+    split = any(g.role == "decode" for g in result.gpus)
+    for log in result.gpus:
+        row = log.index + (1 if (split and log.role == "decode") else 0)
+        rows.append(row)
+        labels[row] = f"GPU {log.index} · {log.role}"
+    if split:
+        link_row = prefill
+        labels[link_row] = "link (KV)"
+    return rows, link_row, labels
+
+
+def _decode_only_s(model, batch, ctx):
+    """Per step: how long it would take without its prompt tokens (the decode part)."""
+    if model.cost == "linear":
+        ms = model.decode_step_ms + model.decode_ms_per_seq * batch + model.decode_ms_per_context_token * ctx
+        return ms / 1000.0
+    step_s = step_time_fn(model)
+    return np.fromiter((step_s(int(b), int(c), 0) for b, c in zip(batch, ctx)), dtype=float, count=len(batch))
+
+
+def timeline_data(result, tpot_ms):
+    """Column dicts for the canvas: decode, slow, prefill, strip, wire, wait, overview.
+
+    Pure numpy over the step logs (no Bokeh), so it is tested without a browser.
+    """
+    rows, link_row, labels = _rows(result)
+    model = result.scenario.model
+    limit = (tpot_ms / 1000.0) if tpot_ms else math.inf
+    parts = {"decode": [], "slow": [], "prefill": [], "strip": []}
+    for log, row in zip(result.gpus, rows):
+        n = len(log)
+        if not n:
+            continue
+        start = np.asarray(log.start, dtype=float)
+        end = np.asarray(log.end, dtype=float)
+        batch = np.asarray(log.decode_seqs, dtype=np.int32)
+        prompt = np.asarray(log.prefill_tokens, dtype=np.int32)
+        dur = end - start
+        decodes = batch > 0
+        slow = decodes & (dur > limit)
+        groups = {"decode": decodes & ~slow, "slow": slow, "prefill": ~decodes}
+        for name, mask in groups.items():
+            k = int(mask.sum())
+            if not k:
+                continue
+            parts[name].append({
+                "left": start[mask], "right": end[mask], "y": np.full(k, row, dtype=F32),
+                "gpu": np.full(k, log.index, dtype=np.int32),
+                "batch": batch[mask], "prompt": prompt[mask],
+                "start_ms": start[mask] * 1000.0, "dur_ms": dur[mask] * 1000.0,
+            })
+        mixed = decodes & (prompt > 0)
+        if mixed.any():
+            idx = np.nonzero(mixed)[0]
+            ctx = np.asarray(log.context_tokens, dtype=float)[idx]
+            decode_only = _decode_only_s(model, batch[idx].astype(float), ctx)
+            width = dur[idx]
+            share = np.clip((width - decode_only) / np.where(width > 0, width, 1.0), 0.0, 1.0)
+            parts["strip"].append({
+                "left": start[idx], "right": start[idx] + width * share,
+                "y": np.full(len(idx), row + HALF - HALF * STRIP, dtype=F32),
+            })
+    out = {}
+    for name, chunks in parts.items():
+        cols = _STEP_COLS if name != "strip" else _STRIP_COLS
+        if chunks:
+            out[name] = {c: _narrow(np.concatenate([ch[c] for ch in chunks])) for c in cols}
+        else:
+            out[name] = _empty(cols)
+    # The link: wire time (start..end) and waiting (ready..start).
+    transfers = result.transfers
+    if transfers and link_row is not None:
+        k = len(transfers)
+        ready = np.fromiter((t.ready for t in transfers), float, k)
+        begin = np.fromiter((t.start for t in transfers), float, k)
+        finish = np.fromiter((t.end for t in transfers), float, k)
+        common = {
+            "req": np.fromiter((t.request for t in transfers), np.int32, k),
+            "src": np.fromiter((t.src_gpu for t in transfers), np.int32, k),
+            "dst": np.fromiter((t.dst_gpu for t in transfers), np.int32, k),
+            "mb": np.fromiter((t.bytes for t in transfers), float, k) / 1e6,
+            "wait_ms": (begin - ready) * 1000.0,
+            "wire_ms": (finish - begin) * 1000.0,
+            "ready_ms": ready * 1000.0,
+            "y": np.full(k, link_row, dtype=F32),
+        }
+        out["wire"] = {c: _narrow(v) for c, v in {"left": begin, "right": finish, **common}.items()}
+        waiting = begin > ready
+        out["wait"] = {c: _narrow(v[waiting]) for c, v in {"left": ready, "right": begin, **common}.items()}
+    else:
+        out["wire"] = _empty(_XFER_COLS)
+        out["wait"] = _empty(_XFER_COLS)
+    # Overview: per bin, the share of GPU time spent in slow steps and in any step.
+    span = max(result.end_time, 1e-9)
+    bins = max(1, min(240, int(math.ceil(span / 0.5))))
+    width = span / bins
+    edges = np.arange(bins + 1) * width
+    slow_time = _binned(out["slow"]["left"], out["slow"]["right"], edges)
+    busy = np.zeros(bins)
+    for name in ("decode", "slow", "prefill"):
+        busy += _binned(out[name]["left"], out[name]["right"], edges)
+    gpus = max(1, len(result.gpus))
+    out["overview"] = {
+        "x": _narrow((edges[:-1] + edges[1:]) / 2),
+        "slow": _narrow(np.clip(slow_time / (gpus * width), 0, 1)),
+        "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
+    }
+    out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "bin": width}
+    return out
+
+
+def _narrow(values):
+    values = np.asarray(values)
+    return values.astype(F32) if values.dtype == np.float64 else values
+
+
+def _binned(left, right, edges):
+    """Per bin [edges[i], edges[i+1]): the total length of the intervals [left, right) in it.
+
+    Vectorised: with F(t) = total length of the intervals' parts before t, a bin holds
+    F(b) - F(a), and F(t) = sum over left < t of (t - left) - sum over right < t of (t - right).
+    """
+    if len(left) == 0:
+        return np.zeros(len(edges) - 1)
+    left = np.sort(np.asarray(left, dtype=float))
+    right = np.sort(np.asarray(right, dtype=float))
+    cl = np.concatenate([[0.0], np.cumsum(left)])
+    cr = np.concatenate([[0.0], np.cumsum(right)])
+    nl = np.searchsorted(left, edges, side="left")
+    nr = np.searchsorted(right, edges, side="left")
+    f = (edges * nl - cl[nl]) - (edges * nr - cr[nr])
+    return np.maximum(np.diff(f), 0.0)
+
+
+class Canvas(param.Parameterized):
+    """The timeline figure, its overview and the playback controls, over a LabState."""
+
+    playing = param.Boolean(default=False)
+    speed = param.Selector(default="1×", objects=list(SPEEDS))
+
+    def __init__(self, state, embed=False, **params):
+        super().__init__(**params)
+        self.state = state
+        self.embed = embed
+        self._timer = None
+        self.after_toggle = None  # called after the play button's label changed (focus repair)
+        self._end = WINDOW_S
+        self._slow_starts = np.zeros(0)
+        self._full = {}
+        self._buffer = None
+        self.sources = {name: ColumnDataSource(_empty(_STEP_COLS)) for name in ("decode", "slow", "prefill")}
+        self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
+        self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
+        self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
+        self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
+        self._labels = None
+        self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
+        self.figure = self._make_figure()
+        self.overview = self._make_overview()
+        self._make_widgets()
+        self.view = self._layout()
+        state.param.watch(self._on_run, "run_id")
+        state.param.watch(self._on_window, "window_start")
+        if state.result is not None:
+            self._on_run()
+
+    # ------------------------------------------------------------ figures
+
+    def _make_figure(self):
+        fig = figure(
+            height=4 * ROW_PX + 60,
+            sizing_mode="stretch_width",
+            min_width=320,
+            x_range=Range1d(0, WINDOW_S, bounds=None),
+            y_range=Range1d(3.5, -0.5),
+            tools="",
+            toolbar_location=None,
+            output_backend="canvas",
+            x_axis_label="simulated time (s)",
+            name="timeline",
+        )
+        fig.min_border_left = 10
+        fig.min_border_right = 12
+        fig.min_border_top = 6
+        fig.outline_line_color = None
+        fig.background_fill_color = "#fbfcfe"
+        fig.border_fill_color = PALETTE["panel"]
+        fig.ygrid.grid_line_color = None
+        fig.xgrid.grid_line_color = PALETTE["grid"]
+        fig.xaxis.axis_label_text_font_style = "normal"
+        fig.xaxis.axis_label_text_font_size = "12px"
+        fig.xaxis.axis_label_text_color = PALETTE["muted"]
+        for ax in (fig.xaxis, fig.yaxis):
+            ax.major_label_text_font = FONT_STACK
+            ax.axis_label_text_font = FONT_STACK
+            ax.major_label_text_font_size = "12px"
+            ax.major_label_text_color = PALETTE["ink"]
+        fig.yaxis.ticker = FixedTicker(ticks=[0, 1, 2, 3])
+        fig.yaxis.major_tick_line_color = None
+        fig.yaxis.minor_tick_line_color = None
+        fig.yaxis.axis_line_color = None
+        bar = {"y": "y", "left": "left", "right": "right", "height": 2 * HALF}
+        r_decode = fig.hbar(source=self.sources["decode"], **bar,
+                            fill_color=PALETTE["decode"], line_color="white", line_width=0.6)
+        r_slow = fig.hbar(source=self.sources["slow"], **bar,
+                          fill_color=PALETTE["slow"], hatch_pattern="/", hatch_color="white", hatch_alpha=0.75,
+                          hatch_scale=7, hatch_weight=1.2, line_color="#4a1a00", line_width=1.3)
+        r_prefill = fig.hbar(source=self.sources["prefill"], **bar,
+                             fill_color=PALETTE["prefill"], line_color="white", line_width=0.6)
+        fig.hbar(source=self.sources["strip"], y="y", left="left", right="right", height=2 * HALF * STRIP,
+                 fill_color=PALETTE["prefill"], line_color=None)
+        r_wait = fig.hbar(source=self.sources["wait"], y="y", left="left", right="right", height=0.14,
+                          fill_color=PALETTE["link_wait"], line_color=None)
+        r_wire = fig.hbar(source=self.sources["wire"], **bar,
+                          fill_color=PALETTE["link"], fill_alpha=0.85, line_color="white", line_width=0.6)
+        step_tips = """
+<div style="font: 12px %s; min-width: 170px">
+  <div style="font-weight:600; margin-bottom:2px">GPU @gpu · {kind}</div>
+  <div>batch: <b>@batch</b> sequences decoding</div>
+  <div>prompt tokens: <b>@prompt{0,0}</b></div>
+  <div>start: @start_ms{0,0.0} ms · duration: <b>@dur_ms{0.0} ms</b></div>
+</div>"""
+        kinds = ((r_decode, "decode step"), (r_slow, "decode step over the TPOT target"), (r_prefill, "prefill step"))
+        for renderer, kind in kinds:
+            fig.add_tools(HoverTool(renderers=[renderer], tooltips=step_tips.replace("%s", FONT_STACK).replace("{kind}", kind),
+                                    point_policy="follow_mouse", attachment="above"))
+        wire_tips = """
+<div style="font: 12px %s; min-width: 170px">
+  <div style="font-weight:600; margin-bottom:2px">KV of request @req: GPU @src → GPU @dst</div>
+  <div>size: <b>@mb{0,0} MB</b></div>
+  <div>waited: @wait_ms{0,0.0} ms · on the wire: <b>@wire_ms{0,0.0} ms</b></div>
+  <div>prefill ended at @ready_ms{0,0.0} ms</div>
+</div>""".replace("%s", FONT_STACK)
+        fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
+        self.slow_line = Span(location=0, dimension="height", line_color=PALETTE["slow"], line_alpha=0, line_width=1)
+        fig.add_layout(self.slow_line)
+        # Tells the page (tests, benchmark) that a run's data arrived and was painted. The
+        # invisible glyph keeps `meta` in the document.
+        fig.scatter("x", "y", source=self.meta, visible=False)
+        self.meta.js_on_change("data", CustomJS(args={"meta": self.meta}, code="""
+            const run = String(meta.data.run[0]);
+            const root = document.documentElement;
+            root.dataset.canvasRows = String(meta.data.rows[0]);
+            root.dataset.canvasRun = run;
+            window.__stfArrived = {run: Number(run), at: performance.now()};
+            requestAnimationFrame(() => requestAnimationFrame(() => {
+                root.dataset.canvasPainted = run;
+                window.__stfPainted = {run: Number(run), at: performance.now()};
+            }));
+        """))
+        fig.x_range.js_on_change("start", CustomJS(code="""
+            document.documentElement.dataset.canvasWindow = cb_obj.start.toFixed(3);
+        """))
+        return fig
+
+    def _make_overview(self):
+        fig = figure(
+            height=64,
+            sizing_mode="stretch_width",
+            min_width=320,
+            x_range=Range1d(0, 60),
+            y_range=Range1d(0, 1.02),
+            tools="",
+            toolbar_location=None,
+            name="overview",
+        )
+        fig.min_border_left = 10
+        fig.min_border_right = 12
+        fig.min_border_top = 2
+        fig.min_border_bottom = 18
+        fig.outline_line_color = "#dde2ea"
+        fig.background_fill_color = "#fbfcfe"
+        fig.yaxis.visible = False
+        fig.xgrid.grid_line_color = None
+        fig.ygrid.grid_line_color = None
+        fig.xaxis.major_label_text_font_size = "11px"
+        fig.xaxis.major_label_text_color = PALETTE["muted"]
+        fig.vbar(source=self.overview_source, x="x", top="busy", width=0.5, fill_color="#c7d6e6", line_color=None)
+        fig.vbar(source=self.overview_source, x="x", top="slow", width=0.5, fill_color=PALETTE["slow"],
+                 hatch_pattern="/", hatch_color="white", hatch_alpha=0.6, hatch_scale=5, line_color=None)
+        self.window_box = BoxAnnotation(left=0, right=WINDOW_S, fill_color=PALETTE["ink"], fill_alpha=0.12,
+                                        line_color=PALETTE["ink"], line_width=1.5, line_alpha=0.8)
+        fig.add_layout(self.window_box)
+        self.arrivals_span = Span(location=60, dimension="height", line_color=PALETTE["muted"], line_dash="dashed", line_width=1)
+        fig.add_layout(self.arrivals_span)
+        fig.add_layout(Label(x=4, y=44, x_units="screen", y_units="screen", text="whole run: share of GPU time in slow steps",
+                             text_font_size="10.5px", text_color=PALETTE["muted"], background_fill_color="white",
+                             background_fill_alpha=0.7))
+        fig.on_event(Tap, self._on_tap)
+        return fig
+
+    def _make_widgets(self):
+        self.play_button = pn.widgets.Button(
+            name="▶ Play", button_type="primary", width=96, margin=(4, 6, 4, 0),
+            description="Play or pause the timeline (the window moves through the run)",
+            css_classes=["stf-play"],
+        )
+        self.play_button.on_click(lambda _e: self.toggle())
+        self.speed_select = pn.widgets.RadioButtonGroup(
+            name="Speed", options=list(SPEEDS), value=self.speed, button_type="light", margin=(4, 6), width=180,
+            css_classes=["stf-speed"], description="Playback speed (simulated seconds per real second)",
+        )
+        self.speed_select.link(self, value="speed")
+        self.slider = pn.widgets.FloatSlider(
+            name="Window start (s)", start=0.0, end=60.0, step=0.05, value=self.state.window_start,
+            sizing_mode="stretch_width", min_width=140, margin=(0, 10), format="0.00", css_classes=["stf-scrub"],
+        )
+        self.slider.param.watch(self._on_slider, "value")
+        self.next_button = pn.widgets.Button(
+            name="Next slow step »", button_type="light", width=150, margin=(4, 0, 4, 6),
+            description="Jump to the next step that took longer than the TPOT target",
+            css_classes=["stf-next-slow"],
+        )
+        self.next_button.on_click(lambda _e: self.jump_to_slow())
+
+    def _layout(self):
+        controls = pn.Row(self.play_button, self.speed_select, self.slider, self.next_button,
+                          sizing_mode="stretch_width", align="center", margin=0)
+        self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", margin=0, css_classes=["stf-canvas"])
+        overview = pn.pane.Bokeh(self.overview, sizing_mode="stretch_width", margin=0, css_classes=["stf-overview"])
+        keys = pn.pane.HTML(
+            '<div class="stf-kbd">Keys: <kbd>K</kbd> play/pause · <kbd>J</kbd>/<kbd>L</kbd> back/forward 1 s · '
+            '<kbd>N</kbd> next slow step · click the overview to jump</div>',
+            stylesheets=[CSS], margin=(2, 10, 6, 10), sizing_mode="stretch_width",
+        )
+        return pn.Column(self.pane, controls, overview, keys, sizing_mode="stretch_width", margin=0)
+
+    # ------------------------------------------------------------ updates
+
+    def _on_run(self, *_):
+        state = self.state
+        result = state.result
+        if result is None:
+            return
+        data = timeline_data(result, state.scenario.slo.tpot_ms)
+        meta = data["meta"]
+        self._full = {name: data[name] for name in LAYERS}
+        self._buffer = None  # forces a fresh slice in _on_window
+        self.overview_source.data = data["overview"]
+        bin_width = meta["bin"]
+        for r in self.overview.renderers:
+            r.glyph.width = bin_width * 0.92
+        n = meta["rows"]
+        fig = self.figure
+        labels = dict(meta["labels"])
+        if labels != self._labels:  # only then: these re-lay out the figure in the browser
+            self._labels = labels
+            fig.y_range.update(start=n - 0.5, end=-0.5)
+            fig.yaxis.ticker.ticks = list(range(n))
+            fig.yaxis.major_label_overrides = labels
+            fig.height = n * ROW_PX + 56
+        self._end = max(result.end_time, WINDOW_S)
+        if self.overview.x_range.end != self._end:
+            self.overview.x_range.update(start=0, end=self._end)
+        self.arrivals_span.location = result.arrivals_end
+        self._slow_starts = np.sort(data["slow"]["left"])
+        self.next_button.disabled = len(self._slow_starts) == 0
+        slider_end = round(max(self._end - WINDOW_S, 0.05), 2)
+        if self.slider.end != slider_end:
+            self.slider.end = slider_end
+        self._on_window()
+        rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
+        self.meta.data = {"run": [state.run_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
+
+    def _on_window(self, *_):
+        t0 = self.state.window_start
+        self._slice(t0)
+        self.figure.x_range.start = t0
+        self.figure.x_range.end = t0 + WINDOW_S
+        self.window_box.left = t0
+        self.window_box.right = t0 + WINDOW_S
+        if abs(self.slider.value - t0) > 1e-9:
+            self.slider.value = min(t0, self.slider.end)
+
+    def _slice(self, t0):
+        """Send the browser the steps around the window only (see BUFFER_S).
+
+        Drawing cost in the browser grows with every bar in a data source, not just the
+        visible ones, so a whole run (tens of thousands of steps) would make every
+        repaint slow. The buffer is re-sliced when the window nears its edge.
+        """
+        if not self._full:
+            return
+        lo, hi = t0, t0 + WINDOW_S
+        if self._buffer is not None and self._buffer[0] <= lo and hi <= self._buffer[1]:
+            return
+        lo, hi = t0 - BUFFER_S, t0 + WINDOW_S + BUFFER_S
+        self._buffer = (lo, hi)
+        for name in LAYERS:
+            cols = self._full[name]
+            keep = (cols["right"] >= lo) & (cols["left"] <= hi)
+            self.sources[name].data = {c: v[keep] for c, v in cols.items()}
+
+    def _on_slider(self, event):
+        self.set_window(event.new)
+
+    def _on_tap(self, event):
+        if event.x is not None:
+            self.set_window(event.x - WINDOW_S / 2)
+
+    def set_window(self, t0):
+        t0 = float(min(max(t0, 0.0), max(self._end - WINDOW_S, 0.0)))
+        self.state.window_start = round(t0, 3)
+
+    def nudge(self, seconds):
+        self.set_window(self.state.window_start + seconds)
+
+    def jump_to_slow(self):
+        """Put the next slow step (after the window's middle) a fifth into the window."""
+        starts = self._slow_starts
+        if not len(starts):
+            return
+        here = self.state.window_start + WINDOW_S * 0.2 + 1e-6
+        i = int(np.searchsorted(starts, here, side="right"))
+        target = starts[i] if i < len(starts) else starts[0]
+        self.set_window(target - WINDOW_S * 0.2)
+
+    # ------------------------------------------------------------ playback
+
+    def toggle(self):
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def play(self):
+        if self.playing:
+            return
+        if self.state.window_start >= self._end - WINDOW_S - 1e-6:
+            self.set_window(0.0)
+        self.playing = True
+        self.play_button.name = "❚❚ Pause"
+        self._timer = pn.state.add_periodic_callback(self._tick, period=TICK_MS, start=True)
+        if self.after_toggle is not None:
+            self.after_toggle()
+
+    def pause(self):
+        self.playing = False
+        self.play_button.name = "▶ Play"
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        if self.after_toggle is not None:
+            self.after_toggle()
+
+    def _tick(self):
+        if not self.playing:
+            return
+        step = SPEEDS[self.speed] * TICK_MS / 1000.0
+        t0 = self.state.window_start + step
+        last = max(self._end - WINDOW_S, 0.0)
+        if t0 >= last:
+            self.set_window(last)
+            self.pause()
+        else:
+            self.set_window(t0)

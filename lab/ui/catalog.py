@@ -1,0 +1,112 @@
+"""Where the UI finds missions: the mission folder, plus the sandbox.
+
+The sandbox is a pseudo-mission built here (id "sandbox"): every control open over
+wide ranges, no stars. It uses the core's own `Mission` and `Control` classes, so
+settings are validated exactly as a mission's are.
+"""
+
+from lab.core.errors import LabError
+from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, list_missions
+from lab.core.spec import Scenario
+
+__all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission"]
+
+SANDBOX_ID = "sandbox"
+
+# Every control, with the ranges the sandbox offers (display order = this order).
+_SANDBOX_CONTROLS = {
+    "layout": {},
+    "gpus": {"min": 1, "max": 16},
+    "prefill_gpus": {"min": 1, "max": 12},
+    "decode_gpus": {"min": 1, "max": 12},
+    "chunk_tokens": {"min": 0, "max": 8192, "step": 256},
+    "rate": {"min": 1, "max": 40, "step": 0.5},
+    "link_gbytes_per_s": {"min": 0.5, "max": 200, "step": 0.5},
+    "link_sharing": {},
+    "layerwise": {},
+    "first_token": {},
+    "prefill_batch_tokens": {"min": 512, "max": 32768, "step": 512},
+}
+
+_SANDBOX_SCENARIO = {
+    "workload": {"rate": 12, "duration_s": 60, "prompt_tokens": 2500, "output_tokens": 220},
+    "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2},
+    "slo": {"ttft_s": 1.5, "tpot_ms": 25},
+    "seed": 0,
+}
+
+_SANDBOX_BRIEF = """\
+**Free play.** Every knob is open and there are no stars to earn.
+
+The workload: 12 requests/s of 2,500-token prompts with 220-token answers, for 60 s,
+against a TTFT target of 1.5 s and a TPOT target of 25 ms.
+
+Try a colocated fleet with whole prefills, then chunk them, then split the fleet and
+starve the link.
+"""
+
+
+def sandbox_mission():
+    """The sandbox: a `Mission` with every control and no stars."""
+    scenario = Scenario.from_dict(_SANDBOX_SCENARIO)
+    controls = {}
+    for name, spec in _SANDBOX_CONTROLS.items():
+        if name not in CONTROL_SPECS:  # the core dropped a control: skip it
+            continue
+        controls[name] = Control.from_dict(name, spec, f"controls.{name}")
+    return Mission(
+        id=SANDBOX_ID,
+        title="Sandbox",
+        order=10_000,
+        summary="Free play: every control open, no stars.",
+        brief=_SANDBOX_BRIEF,
+        scenario=scenario,
+        controls=controls,
+        stars=(),
+    )
+
+
+class Catalog:
+    """The missions of one folder, in order, plus the sandbox.
+
+    A folder that fails to load does not take the UI down: `error` says why and the
+    hub shows it, with the sandbox still available.
+    """
+
+    def __init__(self, missions_dir=None):
+        self.directory = str(missions_dir) if missions_dir else default_missions_dir()
+        self.error = ""
+        try:
+            self.missions = list_missions(self.directory)
+        except (LabError, OSError) as exc:
+            where = getattr(exc, "file", "") or self.directory
+            self.missions = []
+            self.error = f"Could not load the missions in {where}: {exc}"
+        self.sandbox = sandbox_mission()
+
+    def get(self, mission_id):
+        """The mission with this id (or the sandbox), else None. Never touches the filesystem."""
+        if not isinstance(mission_id, str):
+            return None
+        if mission_id == SANDBOX_ID:
+            return self.sandbox
+        for m in self.missions:
+            if m.id == mission_id:
+                return m
+        return None
+
+    def first(self):
+        return self.missions[0] if self.missions else self.sandbox
+
+    def position(self, mission):
+        """1-based position in the hub's list (0 for the sandbox)."""
+        for i, m in enumerate(self.missions):
+            if m.id == mission.id:
+                return i + 1
+        return 0
+
+    def next_after(self, mission):
+        pos = self.position(mission)
+        if 0 < pos < len(self.missions):
+            return self.missions[pos]
+        return None

@@ -1,0 +1,152 @@
+"""The fleet's knobs: the mission's controls as widgets, the rest listed as locked.
+
+A widget change calls `on_change(name, value)` (the app validates it through the
+state and schedules the re-simulation). Sliders report on release and on each key
+press (`value_throttled`), so dragging does not start a run per pixel. Controls that
+do nothing in the current layout (e.g. the pool sizes of a colocated fleet) stay
+visible but disabled, with a hint saying when they matter.
+"""
+
+import html
+
+import panel as pn
+
+from lab.core.missions import CONTROL_SPECS
+
+from .state import format_value
+from .theme import CSS
+
+__all__ = ["Controls", "CHOICE_LABELS"]
+
+# How choice values read on buttons.
+CHOICE_LABELS = {
+    "layout": {"colocated": "Colocated", "disaggregated": "Split (prefill | decode)"},
+    "link_sharing": {"fifo": "One shared link (FIFO)", "independent": "Independent"},
+    "layerwise": {False: "Off", True: "On"},
+    "first_token": {"decode": "Decode GPU", "prefill": "Prefill GPU"},
+}
+LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
+UNITS = {
+    "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
+    "link_gbytes_per_s": "GB/s", "rate": "req/s", "prefill_batch_tokens": "tokens",
+}
+
+
+def _pretty(name, value):
+    if value is None:
+        return "—"
+    if name in CHOICE_LABELS:
+        return CHOICE_LABELS[name].get(value, format_value(value))
+    if name == "chunk_tokens" and not value:
+        return "whole prompt"
+    unit = UNITS.get(name, "")
+    if isinstance(value, float):
+        text = f"{value:,.2f}".rstrip("0").rstrip(".")
+    else:
+        text = f"{value:,}"
+    return f"{text} {unit}".strip()
+
+
+class Controls:
+    """Widgets for `state.mission.controls`, kept in sync with `state.settings`."""
+
+    def __init__(self, state, on_change, on_reset=None, embed=False):
+        self.state = state
+        self.embed = embed
+        self.on_change = on_change
+        self.widgets = {}
+        self._syncing = False
+        rows = []
+        for name, control in state.mission.controls.items():
+            widget = self._widget(name, control)
+            self.widgets[name] = widget
+            rows.append(widget)
+        self.hint = pn.pane.HTML("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
+                                 sizing_mode="stretch_width", visible=False)
+        self.locked = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(6, 10, 0, 10),
+                                   css_classes=["stf-locked"])
+        self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
+                                  visible=False, css_classes=["stf-control-error"])
+        self.reset_button = pn.widgets.Button(
+            name="↺ Back to the start", button_type="light", margin=(8, 10, 4, 10), width=170,
+            description="Put every control back where the mission starts", css_classes=["stf-reset"],
+        )
+        if on_reset is not None:
+            self.reset_button.on_click(lambda _e: on_reset())
+        if embed:  # compact: two controls a row in a 700 px iframe
+            for w in rows:
+                w.styles = {"flex": "1 1 300px"}
+            rows = [pn.FlexBox(*rows, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
+        self.view = pn.Column(*rows, self.hint, self.error, self.reset_button, self.locked, sizing_mode="stretch_width",
+                              margin=0, css_classes=["stf-controls"])
+        state.param.watch(self._sync, ["settings", "scenario", "error"])
+        self._sync()
+
+    def _widget(self, name, control):
+        label = control.label or CONTROL_SPECS[name][1]
+        value = self.state.settings.get(name)
+        common = {"sizing_mode": "stretch_width", "margin": (4, 10, 0, 10), "css_classes": [f"stf-control-{name}"]}
+        if control.kind == "choice":
+            labels = CHOICE_LABELS.get(name, {})
+            options = {labels.get(c, format_value(c)): c for c in control.choices}
+            widget = pn.widgets.RadioButtonGroup(name=label, options=options, value=value, button_type="primary",
+                                                 button_style="outline", **common)
+            widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value")
+            return widget
+        if control.kind == "int":
+            step = int(control.step or 1)
+            widget = pn.widgets.IntSlider(name=label, start=int(control.min), end=int(control.max), step=step,
+                                          value=int(value if value is not None else control.min), **common)
+        else:
+            step = control.step or (control.max - control.min) / 100.0
+            widget = pn.widgets.FloatSlider(name=label, start=float(control.min), end=float(control.max), step=step,
+                                            value=float(value if value is not None else control.min), **common)
+        widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value_throttled")
+        return widget
+
+    def _changed(self, name, value):
+        if self._syncing:
+            return
+        if value == self.state.settings.get(name):
+            return
+        self.on_change(name, value)
+
+    def _sync(self, *_):
+        state = self.state
+        self._syncing = True
+        try:
+            for name, widget in self.widgets.items():
+                value = state.settings.get(name)
+                if value is not None and widget.value != value:
+                    widget.value = value
+                widget.disabled = not state.applies(name)
+        finally:
+            self._syncing = False
+        idle = [n for n in self.widgets if not state.applies(n)]
+        if idle:
+            layout = state.scenario.fleet.layout
+            other = "split (disaggregated)" if layout == "colocated" else "colocated"
+            names = ", ".join(html.escape(self.widgets[n].name) for n in idle)
+            self.hint.object = (f'<span class="stf-lock">Greyed out: these matter only for a {other} fleet ({names}).</span>'
+                                if len(idle) <= 2 else
+                                f'<span class="stf-lock">Greyed-out controls matter only for a {other} fleet.</span>')
+        self.hint.visible = bool(idle)
+        locked = [n for n in CONTROL_SPECS if n not in state.mission.controls and state.applies(n)]
+        if locked:
+            items = "".join(
+                f'<li>{LOCK_SVG} {html.escape(CONTROL_SPECS[n][1])}: '
+                f"<b>{html.escape(_pretty(n, state.value_of(n)))}</b></li>"
+                for n in locked
+            )
+            self.locked.object = (
+                '<div class="stf-section">Locked in this mission</div>'
+                f'<ul class="stf-lock" style="list-style:none;padding:0;margin:2px 0">{items}</ul>'
+            )
+        else:
+            self.locked.object = ""
+        self.locked.visible = bool(locked)
+        self.error.object = (
+            f'<p class="stf-notes stf-error" role="alert">Not applied: {html.escape(state.error)}</p>' if state.error else ""
+        )
+        self.error.visible = bool(state.error)
+        self.reset_button.disabled = state.is_start

@@ -1,0 +1,171 @@
+"""The metrics users feel, and the stars with a live tick per star.
+
+Both are small HTML views over the state, rebuilt after each run. Every value is
+formatted here; pass/fail is shown with a tick or a cross as well as a colour.
+"""
+
+import html
+
+import panel as pn
+
+from .theme import CSS, PALETTE
+
+__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share"]
+
+
+def fmt_seconds(value):
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:,.0f} ms"
+    return f"{value:,.2f} s"
+
+
+def fmt_ms(value):
+    if value is None:
+        return "—"
+    if value >= 10_000:
+        return f"{value / 1000:,.1f} s"
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    return f"{value:,.1f} ms"
+
+
+def fmt_share(value):
+    if value is None:
+        return "—"
+    return f"{value * 100:.0f}%" if value < 0.995 or value == 1 else f"{value * 100:.1f}%"
+
+
+def _verdict(ok):
+    if ok is None:
+        return "", ""
+    return ("ok", '<span class="ok" aria-label="meets the target">✓</span>') if ok else (
+        "bad", '<span class="bad" aria-label="misses the target">✗</span>')
+
+
+def _card(key, value, target="", ok=None, name=""):
+    cls, mark = _verdict(ok)
+    t = f'<div class="t">{mark} {target}</div>' if (target or mark) else '<div class="t">&nbsp;</div>'
+    return (f'<div class="stf-card {cls}" data-metric="{name}"><div class="k">{html.escape(key)}</div>'
+            f'<div class="v">{value}</div>{t}</div>')
+
+
+def _bar(label, share, colour, name):
+    if share is None:
+        return ""
+    pct = max(0.0, min(1.0, share)) * 100
+    return (f'<span>{html.escape(label)}</span><span class="stf-bar" role="img" aria-label="{label} {pct:.0f}% busy">'
+            f'<span style="width:{pct:.1f}%;background:{colour}"></span></span>'
+            f'<span data-metric="{name}">{pct:.0f}%</span>')
+
+
+def metrics_html(metrics, scenario):
+    """The metric cards for one run (an empty string before the first run)."""
+    if not metrics:
+        return '<div class="stf-metrics" aria-busy="true"></div>'
+    slo = scenario.slo
+    m = metrics
+    cards = []
+    ttft99 = m.get("ttft_p99_s")
+    cards.append(_card(
+        "TTFT p50 / p99",
+        f'{fmt_seconds(m.get("ttft_p50_s"))} <small>/</small> {fmt_seconds(ttft99)}',
+        f"target ≤ {fmt_seconds(slo.ttft_s)}" if slo.ttft_s else "time to first token",
+        (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft",
+    ))
+    tpot99 = m.get("tpot_p99_ms")
+    cards.append(_card(
+        "TPOT p99", fmt_ms(tpot99),
+        f"target ≤ {fmt_ms(slo.tpot_ms)}" if slo.tpot_ms else "time per output token",
+        (tpot99 is not None and tpot99 <= slo.tpot_ms) if slo.tpot_ms else None, "tpot",
+    ))
+    gap99 = m.get("worst_gap_p99_ms")
+    gap_target = slo.max_gap_ms
+    cards.append(_card(
+        "Worst gap p99", fmt_ms(gap99),
+        f"target ≤ {fmt_ms(gap_target)}" if gap_target else "longest stall in a stream",
+        (gap99 is not None and gap99 <= gap_target) if gap_target else None, "gap",
+    ))
+    share = m.get("slo_attainment")
+    cards.append(_card(
+        "Meeting the SLO", fmt_share(share),
+        f'{m.get("requests", 0):,} requests', None, "slo",
+    ))
+    cards.append(_card(
+        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f} <small>req/s</small>',
+        f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
+    ))
+    bars = []
+    if scenario.fleet.layout == "colocated":
+        bars.append(_bar("GPUs", m.get("util_gpu"), PALETTE["decode"], "util_gpu"))
+    else:
+        bars.append(_bar("Prefill", m.get("util_prefill"), PALETTE["prefill"], "util_prefill"))
+        bars.append(_bar("Decode", m.get("util_decode"), PALETTE["decode"], "util_decode"))
+        bars.append(_bar("Link", m.get("util_link"), PALETTE["link"], "util_link"))
+    util = (f'<div class="stf-card" data-metric="util"><div class="k">Busy: share of the run</div>'
+            f'<div class="stf-util" style="margin-top:4px">{"".join(bars)}</div></div>')
+    foot = []
+    if m.get("unfinished"):
+        foot.append(f'<b>{m["unfinished"]:,} requests never finished</b> (the run hit its time cap): they count as misses.')
+    if scenario.fleet.layout == "disaggregated" and m.get("transfer_p99_ms") is not None:
+        foot.append(f'KV transfer p99 (wait + wire): {fmt_ms(m["transfer_p99_ms"])}.')
+    foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>' if foot else ""
+    return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'
+
+
+def stars_html(mission, metrics, now, saved):
+    """One row per star: saved (★/☆), live tick for the latest run, and each test's value."""
+    if not mission.stars:
+        return '<p class="stf-lock">The sandbox has no stars: play freely.</p>'
+    items = []
+    for i, star in enumerate(mission.stars):
+        earned = i < len(saved) and saved[i]
+        live = i < len(now) and now[i]
+        tests = []
+        for pred, actual, holds in star.explain(metrics or {}):
+            shown = "—" if actual is None else (f"{actual:,.3g}" if isinstance(actual, float) else f"{actual:,}")
+            mark = "✓" if holds else "✗"
+            tests.append(
+                f'<span class="stf-tick {"ok" if holds else "no"}">{mark} {html.escape(pred.describe())} '
+                f'<span style="color:#5b6472">(now {html.escape(shown)})</span></span>'
+            )
+        status = "earned" if earned else "not yet earned"
+        now_text = ("✓ this run earns it" if live else "✗ not with these settings") if metrics else "…"
+        items.append(
+            f'<li class="stf-star{" earned" if earned else ""}" data-star="{i}" data-earned="{str(bool(earned)).lower()}" '
+            f'data-live="{str(bool(live)).lower()}">'
+            f'<span class="glyph" role="img" aria-label="star {i + 1} {status}">{"★" if earned else "☆"}</span>'
+            f'<span class="label">{html.escape(star.label)}</span>'
+            f'<span class="now {"ok" if live else "no"}">{now_text}</span>'
+            f'<span class="tests">{"".join(tests)}</span></li>'
+        )
+    return f'<ul class="stf-stars">{"".join(items)}</ul>'
+
+
+class MetricsView:
+    def __init__(self, state):
+        self.state = state
+        self.pane = pn.pane.HTML(metrics_html({}, state.scenario), sizing_mode="stretch_width", stylesheets=[CSS],
+                                 margin=0, css_classes=["stf-metrics-pane"])
+        self.view = self.pane
+        state.param.watch(self._update, "run_id")
+        if state.metrics:
+            self._update()
+
+    def _update(self, *_):
+        self.pane.object = metrics_html(self.state.metrics, self.state.scenario)
+
+
+class StarsView:
+    def __init__(self, state):
+        self.state = state
+        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=0,
+                                 css_classes=["stf-stars-pane"])
+        self.view = self.pane
+        state.param.watch(self._update, ["run_id", "saved_stars"])
+        self._update()
+
+    def _update(self, *_):
+        s = self.state
+        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars)

@@ -1,0 +1,308 @@
+"""Plots people would rather look at than read.
+
+- Worst gap against prompt length: one mark per request (circle = met the SLO,
+  cross = missed), log scale, with the TPOT target as a line.
+- The inter-token-gap distribution: every token's gap, as a share of all tokens,
+  on log-spaced bins; gaps over the TPOT target are hatched vermillion.
+- Goodput against request rate: a sweep, run on demand with progress shown.
+"""
+
+import math
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource, Label, Legend, NumeralTickFormatter, Range1d, Span
+from bokeh.plotting import figure
+
+from .theme import CSS, FONT_STACK, PALETTE
+
+__all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps"]
+
+PLOT_HEIGHT = 230
+
+
+def token_gaps(result):
+    """(gaps in ms, tokens that waited each): every inter-token gap of the run, exactly.
+
+    A token emitted at the end of step j (j > 0) of a GPU waited end[j] - end[j-1],
+    except a request's second token, which waited from its first token.
+    """
+    values, weights = [], []
+    reqs = result.requests
+    if not reqs:
+        return np.zeros(0), np.zeros(0)
+    dgpu = np.fromiter((r.decode_gpu for r in reqs), np.int64, len(reqs))
+    first = np.fromiter((r.decode_first_step for r in reqs), np.int64, len(reqs))
+    ftok = np.fromiter((r.first_token if r.first_token is not None else np.nan for r in reqs), float, len(reqs))
+    for g, log in enumerate(result.gpus):
+        n = len(log)
+        if n == 0:
+            continue
+        end = np.asarray(log.end, dtype=float)
+        seqs = np.asarray(log.decode_seqs, dtype=np.int64)
+        mine = (dgpu == log.index) & (first >= 0) & (first < n) & ~np.isnan(ftok)
+        firsts = np.bincount(first[mine], minlength=n)[:n]
+        count = seqs - firsts
+        count[0] = 0
+        gaps = np.empty(n)
+        gaps[0] = 0.0
+        gaps[1:] = np.diff(end)
+        keep = count > 0
+        values.append(gaps[keep])
+        weights.append(count[keep])
+        values.append(end[first[mine]] - ftok[mine])
+        weights.append(np.ones(int(mine.sum()), dtype=np.int64))
+    if not values:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(values) * 1000.0, np.concatenate(weights).astype(float)
+
+
+def itl_histogram(result, target_ms=None, bins=36):
+    """{left, right, share, over} on log bins from the run's token gaps."""
+    gaps, weights = token_gaps(result)
+    ok = gaps > 0
+    gaps, weights = gaps[ok], weights[ok]
+    if len(gaps) == 0:
+        return {"left": [], "right": [], "share": [], "over": []}
+    lo = max(gaps.min() * 0.9, 0.1)
+    hi = max(gaps.max() * 1.1, lo * 2)
+    edges = np.geomspace(lo, hi, bins + 1)
+    if target_ms and lo < target_ms < hi:  # put an edge on the target so bars don't straddle it
+        i = int(np.argmin(np.abs(edges - target_ms)))
+        edges[i] = target_ms
+        edges = np.unique(edges)
+    counts, edges = np.histogram(gaps, bins=edges, weights=weights)
+    share = counts / max(weights.sum(), 1.0)
+    mid = np.sqrt(edges[:-1] * edges[1:])
+    over = (mid > target_ms) if target_ms else np.zeros(len(mid), bool)
+    return {"left": edges[:-1], "right": edges[1:], "share": share, "over": over}
+
+
+def gap_scatter_data(rows, seed=0):
+    """Worst gap against prompt length per request; x is jittered when prompts repeat."""
+    xs = np.array([r["prompt_tokens"] for r in rows if r["worst_gap_ms"] is not None], dtype=float)
+    ys = np.array([r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None], dtype=float)
+    met = np.array([r["met_slo"] for r in rows if r["worst_gap_ms"] is not None], dtype=bool)
+    ids = np.array([r["id"] for r in rows if r["worst_gap_ms"] is not None], dtype=np.int64)
+    shown = xs.copy()
+    if len(xs) and len(np.unique(xs)) <= max(3, len(xs) // 20):
+        rng = np.random.default_rng(seed)
+        shown = xs * (1 + rng.uniform(-0.04, 0.04, len(xs)))
+    ys = np.maximum(ys, 0.1)  # log axis
+    return {
+        "met": {"x": shown[met], "y": ys[met], "prompt": xs[met], "id": ids[met]},
+        "miss": {"x": shown[~met], "y": ys[~met], "prompt": xs[~met], "id": ids[~met]},
+    }
+
+
+def _legend_below(fig):
+    legend = fig.legend[0]
+    fig.center = [r for r in fig.center if not isinstance(r, Legend)]
+    legend.orientation = "horizontal"
+    legend.location = "center"
+    legend.label_text_font_size = "11px"
+    legend.padding = 0
+    legend.margin = 2
+    legend.spacing = 10
+    legend.border_line_color = None
+    legend.glyph_width = 14
+    legend.label_standoff = 4
+    fig.add_layout(legend, "below")
+
+
+def _style(fig):
+    fig.toolbar_location = None
+    fig.outline_line_color = None
+    fig.background_fill_color = "#fbfcfe"
+    fig.xgrid.grid_line_color = PALETTE["grid"]
+    fig.ygrid.grid_line_color = PALETTE["grid"]
+    fig.title.text_font = FONT_STACK
+    fig.title.text_font_size = "13px"
+    fig.title.text_color = PALETTE["ink"]
+    for ax in (fig.xaxis, fig.yaxis):
+        ax.axis_label_text_font = FONT_STACK
+        ax.axis_label_text_font_size = "11.5px"
+        ax.axis_label_text_font_style = "normal"
+        ax.axis_label_text_color = PALETTE["muted"]
+        ax.major_label_text_font_size = "11px"
+    fig.min_border_right = 14
+    return fig
+
+
+class Plots:
+    """The three plots; the sweep is driven by the app (it needs the event loop)."""
+
+    def __init__(self, state, on_sweep, embed=False):
+        self.state = state
+        self.embed = embed
+        self.gap_met = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
+        self.gap_miss = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
+        self.hist_ok = ColumnDataSource({"left": [], "right": [], "share": []})
+        self.hist_over = ColumnDataSource({"left": [], "right": [], "share": []})
+        self.sweep_src = ColumnDataSource({"rate": [], "goodput": [], "ideal": [], "attainment": []})
+        self.gap_fig = self._gap_figure()
+        self.itl_fig = self._itl_figure()
+        self.sweep_fig = self._sweep_figure()
+        self.sweep_button = pn.widgets.Button(
+            name="Sweep the request rate", button_type="primary", button_style="outline", margin=(4, 6),
+            description="Re-run this fleet at 8 request rates and plot its goodput", css_classes=["stf-sweep"],
+        )
+        self.sweep_button.on_click(lambda _e: on_sweep())
+        self.progress = pn.indicators.Progress(value=0, max=100, visible=False, width=140, margin=(12, 6),
+                                               bar_color="primary", css_classes=["stf-sweep-progress"])
+        self.sweep_note = pn.pane.HTML("", stylesheets=[CSS], margin=(8, 6), sizing_mode="stretch_width",
+                                       css_classes=["stf-sweep-note"])
+        size = {"sizing_mode": "stretch_width", "margin": (0, 4)}
+        gap_pane = pn.pane.Bokeh(self.gap_fig, **size)
+        itl_pane = pn.pane.Bokeh(self.itl_fig, **size)
+        sweep_box = pn.Column(
+            pn.Row(self.sweep_button, self.progress, self.sweep_note, sizing_mode="stretch_width", margin=0),
+            pn.pane.Bokeh(self.sweep_fig, **size), sizing_mode="stretch_width", margin=0,
+        )
+        if embed:
+            self.view = pn.Tabs(("Worst gap", gap_pane), ("Gap distribution", itl_pane), ("Goodput vs rate", sweep_box),
+                                sizing_mode="stretch_width", margin=0, dynamic=False)
+        else:
+            self.view = pn.FlexBox(
+                pn.Column(gap_pane, sizing_mode="stretch_width", min_width=280, styles={"flex": "1 1 300px"}, margin=0),
+                pn.Column(itl_pane, sizing_mode="stretch_width", min_width=280, styles={"flex": "1 1 300px"}, margin=0),
+                pn.Column(sweep_box, sizing_mode="stretch_width", min_width=300, styles={"flex": "1 1 320px"}, margin=0),
+                sizing_mode="stretch_width", margin=0, gap="10px", flex_wrap="wrap",
+            )
+        state.param.watch(self._on_run, "run_id")
+        state.param.watch(self._on_sweep, ["sweep", "sweep_progress"])
+        if state.result is not None:
+            self._on_run()
+        self._on_sweep()
+
+    # ------------------------------------------------------------ figures
+
+    def _gap_figure(self):
+        fig = figure(title="Worst gap vs prompt length", height=PLOT_HEIGHT, y_axis_type="log",
+                     sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="prompt tokens",
+                     y_axis_label="worst gap in the answer (ms)", name="gap_plot",
+                     x_range=Range1d(0, 1), y_range=Range1d(1, 1000))
+        fig.scatter("x", "y", source=self.gap_met, marker="circle", size=5, fill_color=PALETTE["decode"],
+                    fill_alpha=0.45, line_color=None, legend_label="met the SLO")
+        fig.scatter("x", "y", source=self.gap_miss, marker="x", size=7, line_color=PALETTE["slow"], line_width=1.6,
+                    legend_label="missed")
+        fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms")]
+        self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
+        self.gap_label = Label(x=4, y=25, x_units="screen", text="TPOT target", text_font_size="10.5px",
+                               text_color=PALETTE["muted"], y_offset=2)
+        fig.add_layout(self.gap_target)
+        fig.add_layout(self.gap_label)
+        _legend_below(fig)
+        fig.xaxis.formatter.use_scientific = False
+        return _style(fig)
+
+    def _itl_figure(self):
+        fig = figure(title="Inter-token gaps", height=PLOT_HEIGHT, x_axis_type="log",
+                     sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="gap before a token (ms)",
+                     y_axis_label="share of all tokens", name="itl_plot", x_range=Range1d(1, 1000), y_range=Range1d(0, 1))
+        fig.quad(source=self.hist_ok, left="left", right="right", bottom=0, top="share", fill_color=PALETTE["decode"],
+                 line_color="white", legend_label="within target")
+        fig.quad(source=self.hist_over, left="left", right="right", bottom=0, top="share", fill_color=PALETTE["slow"],
+                 hatch_pattern="/", hatch_color="white", hatch_alpha=0.7, hatch_scale=6, line_color="#4a1a00",
+                 legend_label="over the TPOT target")
+        fig.hover.tooltips = [("gap", "@left{0,0.0}–@right{0,0.0} ms"), ("share", "@share{0.0%}")]
+        fig.yaxis.formatter = NumeralTickFormatter(format="0%")
+        self.itl_target = Span(location=25, dimension="height", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
+        fig.add_layout(self.itl_target)
+        _legend_below(fig)
+        return _style(fig)
+
+    def _sweep_figure(self):
+        fig = figure(title="Goodput vs request rate", height=PLOT_HEIGHT - 40, sizing_mode="stretch_width",
+                     min_width=260, tools="hover", x_axis_label="request rate (req/s)",
+                     y_axis_label="goodput per GPU (req/s)", x_range=Range1d(0, 1), y_range=Range1d(0, 1),
+                     name="sweep_plot")
+        fig.line("rate", "ideal", source=self.sweep_src, line_color=PALETTE["muted"], line_dash="dotted",
+                 legend_label="every request on time")
+        fig.line("rate", "goodput", source=self.sweep_src, line_color=PALETTE["link"], line_width=2)
+        fig.scatter("rate", "goodput", source=self.sweep_src, marker="square", size=7, fill_color=PALETTE["link"],
+                    line_color="white", legend_label="goodput per GPU")
+        fig.hover.tooltips = [("rate", "@rate{0.0} req/s"), ("goodput", "@goodput{0.00} req/s per GPU"),
+                              ("meeting the SLO", "@attainment{0%}")]
+        self.sweep_now = Span(location=0, dimension="height", line_color=PALETTE["ink"], line_dash="dashed",
+                              line_width=1, line_alpha=0)
+        fig.add_layout(self.sweep_now)
+        _legend_below(fig)
+        return _style(fig)
+
+    # ------------------------------------------------------------ updates
+
+    def _on_run(self, *_):
+        s = self.state
+        result = s.result
+        if result is None:
+            return
+        target = s.scenario.slo.tpot_ms
+        data = gap_scatter_data(s.rows, seed=s.scenario.seed)
+        self.gap_met.data = data["met"]
+        self.gap_miss.data = data["miss"]
+        xs = np.concatenate([data["met"]["x"], data["miss"]["x"]])
+        ys = np.concatenate([data["met"]["y"], data["miss"]["y"]])
+        if len(xs):
+            pad = max((xs.max() - xs.min()) * 0.05, 1.0)
+            self.gap_fig.x_range.start = max(0.0, float(xs.min()) - pad)
+            self.gap_fig.x_range.end = float(xs.max()) + pad
+            lines = [v for v in (s.scenario.slo.max_gap_ms, target) if v]
+            lo = min([float(ys.min())] + lines)
+            hi = max([float(ys.max())] + lines)
+            self.gap_fig.y_range.start = lo / 1.5
+            self.gap_fig.y_range.end = hi * 1.5
+        gap_line = s.scenario.slo.max_gap_ms or target
+        self.gap_target.location = gap_line if gap_line else 0
+        self.gap_target.line_alpha = 1 if gap_line else 0
+        self.gap_label.y = gap_line or 0
+        self.gap_label.text = ("gap target" if s.scenario.slo.max_gap_ms else "TPOT target") if gap_line else ""
+        self.gap_label.y_units = "data"
+        hist = itl_histogram(result, target)
+        over = np.asarray(hist["over"], dtype=bool)
+        keys = ("left", "right", "share")
+        self.hist_ok.data = {k: np.asarray(hist[k])[~over] for k in keys}
+        self.hist_over.data = {k: np.asarray(hist[k])[over] for k in keys}
+        self.itl_target.location = target or 0
+        self.itl_target.line_alpha = 1 if target else 0
+        if len(hist["share"]):
+            self.itl_fig.y_range.end = float(np.max(hist["share"])) * 1.15
+            lo, hi = float(hist["left"][0]), float(hist["right"][-1])
+            if target:
+                lo, hi = min(lo, target / 1.5), max(hi, target * 1.5)
+            self.itl_fig.x_range.start = lo
+            self.itl_fig.x_range.end = hi
+        self._on_sweep()
+
+    def _on_sweep(self, *_):
+        s = self.state
+        running = s.sweep_progress is not None
+        self.progress.visible = running
+        self.progress.value = int(round((s.sweep_progress or 0) * 100))
+        self.sweep_button.disabled = running or not s.can_sweep()
+        sweep = s.sweep
+        if running:
+            self.sweep_note.object = '<span class="stf-status busy"><span class="stf-spin"></span>Sweeping…</span>'
+        elif not s.can_sweep():
+            self.sweep_note.object = '<span class="stf-lock">This workload replays a trace: no rate to sweep.</span>'
+        elif sweep is None:
+            self.sweep_note.object = '<span class="stf-lock">Runs this fleet at 8 rates (about a second).</span>'
+        elif s.sweep_stale:
+            self.sweep_note.object = '<span class="stf-lock">The fleet changed since this sweep: sweep again.</span>'
+        else:
+            self.sweep_note.object = ""
+        if sweep is None:
+            self.sweep_src.data = {"rate": [], "goodput": [], "ideal": [], "attainment": []}
+            self.sweep_now.line_alpha = 0
+            return
+        rates = np.asarray(sweep["rates"], float)
+        gpus = max(sweep["gpus"], 1)
+        ideal = rates / gpus
+        self.sweep_src.data = {"rate": rates, "goodput": np.asarray(sweep["goodput"], float), "ideal": ideal,
+                               "attainment": np.asarray(sweep["attainment"], float)}
+        self.sweep_fig.x_range.start = 0
+        self.sweep_fig.x_range.end = float(rates.max()) * 1.05
+        self.sweep_fig.y_range.start = 0
+        self.sweep_fig.y_range.end = float(max(ideal.max(), max(sweep["goodput"]))) * 1.12
+        self.sweep_now.location = sweep["rate"]
+        self.sweep_now.line_alpha = 0.8

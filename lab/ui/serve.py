@@ -1,0 +1,83 @@
+"""`python -m lab serve`: the hub at / and the lab at /lab, served locally and offline.
+
+    python -m lab.ui.serve [--port 5006] [--address 127.0.0.1] [--show | --no-show] [--missions DIR]
+
+Panel serves Bokeh's and its own JavaScript and CSS from this server (resources mode
+"server"); the pages load nothing from a CDN, so they work without a network.
+"""
+
+import argparse
+import os
+import sys
+
+__all__ = ["main", "build_parser", "make_apps"]
+
+
+def build_parser(prog="python -m lab serve"):
+    parser = argparse.ArgumentParser(prog=prog, description="Serve the lab locally: the hub at / and a mission at /lab?mission=ID.")
+    parser.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006; 0 picks a free one)")
+    parser.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--show", dest="show", action="store_true", default=True, help="open a browser tab (default)")
+    parser.add_argument("--no-show", dest="show", action="store_false", help="do not open a browser")
+    parser.add_argument("--missions", metavar="DIR", default=None, help="folder of mission JSON files (default: the repo's missions/)")
+    return parser
+
+
+def make_apps(missions_dir=None):
+    """{route: page function} for pn.serve."""
+    from . import app
+
+    def hub():
+        return app.hub_page(missions_dir)
+
+    def lab():
+        return app.lab_page(missions_dir)
+
+    return {"/": hub, "/lab": lab}
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    missions = args.missions
+    if missions is not None:
+        if not os.path.isdir(missions):
+            print(f"--missions: {missions!r} is not a folder", file=sys.stderr)
+            return 2
+        missions = os.path.abspath(missions)
+        os.environ["SPLIT_THE_FLEET_MISSIONS"] = missions
+    os.environ.setdefault("BOKEH_RESOURCES", "server")  # JS/CSS from this server, never a CDN
+    import panel as pn
+
+    from .catalog import Catalog
+
+    catalog = Catalog(missions)
+    if catalog.error:
+        print(f"warning: {catalog.error}", file=sys.stderr)
+    else:
+        print(f"{len(catalog.missions)} missions from {catalog.directory}", file=sys.stderr)
+    pn.extension(notifications=False)
+    server = pn.serve(
+        make_apps(missions),
+        port=args.port,
+        address=args.address,
+        show=args.show,
+        title={"/": "Split the Fleet", "/lab": "Split the Fleet · lab"},
+        websocket_origin=[f"{host}:{args.port}" for host in ("localhost", "127.0.0.1", args.address)] if args.port else "*",
+        threaded=False,
+        start=False,
+        print_url=False,
+    )
+    port = server.port
+    print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
+    try:
+        server.start()
+        server.io_loop.start()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

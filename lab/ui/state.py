@@ -1,0 +1,395 @@
+"""The one state object every view of the lab page reads (Panel's DataStore pattern).
+
+`LabState` holds the mission, the current control settings, the latest simulation
+(result, fleet metrics, per-request rows, live stars), the busy flag and the notes
+shown to the student. It has no widgets and does no I/O, so it is tested without a
+browser and runs unchanged in Pyodide's web worker.
+
+Flow: a view calls `change(name, value)` (validated at once through the mission's
+`apply`; the state turns `busy`), then, after a short debounce, `run()` simulates and
+publishes the new result. URL query strings go through `from_query`/`query`, which
+never trust a value: anything bad falls back to the mission's start with a note.
+"""
+
+import html
+import math
+import re
+import time
+import urllib.parse
+
+import param
+
+import lab.core as core
+from lab.core.errors import LabError
+from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
+
+from .catalog import SANDBOX_ID
+
+__all__ = [
+    "LabState",
+    "RESERVED_PARAMS",
+    "parse_search",
+    "parse_settings",
+    "format_value",
+    "sweep_rates",
+    "WINDOW_S",
+]
+
+WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
+RESERVED_PARAMS = ("mission", "embed", "t")  # query keys that are not control settings
+MAX_QUERY_CHARS = 4000  # longer query strings are cut before parsing
+MAX_SHOWN = 40  # characters of a bad value echoed back in a note
+_INT_RE = re.compile(r"^[+-]?\d{1,12}$", re.ASCII)
+_FLOAT_RE = re.compile(r"^[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?$", re.ASCII)
+
+
+def _shown(raw):
+    """A bad value as it may appear in a note: short and HTML-escaped."""
+    text = str(raw)
+    if len(text) > MAX_SHOWN:
+        text = text[: MAX_SHOWN - 1] + "…"
+    return html.escape(text, quote=True)
+
+
+def format_value(value):
+    """A control value as it is written in the URL (and read back by `parse_settings`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value)
+    return str(value)
+
+
+def parse_search(search):
+    """'?a=1&b=x' -> {"a": "1", "b": "x"} (raw strings; the first of repeated keys wins)."""
+    if not isinstance(search, str):
+        return {}
+    text = search[1:] if search.startswith("?") else search
+    text = text[:MAX_QUERY_CHARS]
+    out = {}
+    try:
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=64)
+    except ValueError:  # too many fields
+        pairs = urllib.parse.parse_qsl(text[:1000], keep_blank_values=True)
+        pairs = pairs[:64]
+    for key, value in pairs:
+        out.setdefault(key, value)
+    return out
+
+
+def _parse_one(control, raw):
+    """(value, None) or (None, why) for one raw query string value."""
+    if control.kind == "choice":
+        for choice in control.choices:
+            if raw == format_value(choice):
+                return choice, None
+        options = ", ".join(format_value(c) for c in control.choices)
+        return None, f"expected one of {options}"
+    text = raw.strip()
+    if control.kind == "int":
+        if not _INT_RE.match(text):
+            return None, "expected a whole number"
+        value = int(text)
+    else:
+        if not _FLOAT_RE.match(text):
+            return None, "expected a number"
+        value = float(text)
+        if not math.isfinite(value):
+            return None, "expected a finite number"
+    try:
+        return control.check(value), None
+    except LabError as exc:
+        return None, exc.detail
+
+
+def parse_settings(mission, params):
+    """Settings from raw URL params: ({name: value} for the good ones, [notes] for the rest).
+
+    Unknown keys, locked controls and bad values are each reported and ignored; the
+    caller starts from the mission's start and applies what survived.
+    """
+    settings = {}
+    notes = []
+    for key, raw in params.items():
+        if key in RESERVED_PARAMS:
+            continue
+        if key not in CONTROL_PATHS:
+            notes.append(f"Ignored <code>{_shown(key)}</code>: not a setting of the lab.")
+            continue
+        control = mission.controls.get(key)
+        if control is None:
+            notes.append(f"Ignored <code>{_shown(key)}={_shown(raw)}</code>: this mission keeps {key} locked.")
+            continue
+        value, why = _parse_one(control, raw)
+        if why:
+            notes.append(
+                f"Ignored <code>{_shown(key)}={_shown(raw)}</code>: {html.escape(why)}; "
+                f"using the mission's start ({_shown(format_value(control.value(mission.scenario)))})."
+            )
+            continue
+        settings[key] = value
+    return settings, notes
+
+
+def sweep_rates(rate, points=8):
+    """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
+    if not rate or rate <= 0:
+        return []
+    factors = [0.25 + i * (1.75 / (points - 1)) for i in range(points)]
+    rates = sorted({round(rate * f, 2) for f in factors} | {float(rate)})
+    return [r for r in rates if r > 0]
+
+
+class LabState(param.Parameterized):
+    """Everything the lab page shows, for one mission. Views watch its parameters."""
+
+    mission = param.Parameter(doc="The lab.core Mission (or the sandbox).")
+    position = param.Integer(default=0, doc="1-based position among the missions; 0 for the sandbox.")
+    settings = param.Dict(default={}, doc="{control name: value} for the mission's controls.")
+    scenario = param.Parameter(doc="The Scenario the settings give.")
+    result = param.Parameter(doc="The latest core Result (None before the first run).")
+    metrics = param.Dict(default={}, doc="core.summarize of the latest result.")
+    rows = param.List(default=[], doc="core.request_metrics of the latest result.")
+    stars_now = param.List(default=[], doc="Per star: earned by the latest run.")
+    saved_stars = param.List(default=[], doc="Per star: earned before (from browser storage) or now.")
+    busy = param.Boolean(default=False, doc="Settings changed and the new run is not in yet.")
+    notes = param.List(default=[], doc="Notes for the student (HTML-safe), e.g. URL values ignored.")
+    error = param.String(default="", doc="Why the last control change was refused.")
+    run_id = param.Integer(default=0, doc="Increments after every finished run.")
+    run_ms = param.Number(default=0.0, doc="How long the last simulation took (wall clock).")
+    window_start = param.Number(default=0.0, bounds=(0, None), doc="Canvas window start (s).")
+    sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
+    sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
+
+    def __init__(self, mission, position=0, **params):
+        super().__init__(mission=mission, position=position, **params)
+        start = mission.settings(mission.scenario)
+        self._start = dict(start)
+        self.settings = dict(start)
+        self.scenario = mission.scenario
+        self.saved_stars = [False] * len(mission.stars)
+        self.stars_now = [False] * len(mission.stars)
+
+    # ------------------------------------------------------------ building
+
+    @classmethod
+    def from_query(cls, catalog, search):
+        """The state a URL asks for. Never raises: bad parts become notes.
+
+        `search` is the raw query string ('?mission=...&gpus=5') or a dict of raw values.
+        """
+        params = parse_search(search) if isinstance(search, str) else {
+            str(k): str(v) for k, v in dict(search or {}).items()
+        }
+        notes = []
+        wanted = params.get("mission")
+        mission = catalog.get(wanted) if wanted else None
+        if mission is None:
+            mission = catalog.first()
+            label = "the sandbox" if mission.id == SANDBOX_ID else f"mission 1, {html.escape(mission.title)}"
+            if wanted:
+                notes.append(f"There is no mission <code>{_shown(wanted)}</code>; opened {label} instead.")
+            if catalog.error:
+                notes.append(html.escape(catalog.error))
+            if any(k not in RESERVED_PARAMS for k in params) and wanted:
+                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS}
+                notes.append("The settings in the link were for that mission, so they were not applied.")
+        state = cls(mission, position=catalog.position(mission))
+        settings, bad = parse_settings(mission, params)
+        notes.extend(bad)
+        if settings:
+            try:
+                scenario = mission.apply(state._clean({**state._start, **settings}))
+            except LabError as exc:
+                notes.append(
+                    f"Ignored the settings in the link: {html.escape(str(exc))}; using the mission's start."
+                )
+            else:
+                state.settings = {**state._start, **settings}
+                state.scenario = scenario
+        if "t" in params:
+            raw = params["t"].strip()
+            if _FLOAT_RE.match(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
+                state.window_start = float(raw)
+            else:
+                notes.append(f"Ignored <code>t={_shown(raw)}</code>: expected a time in seconds.")
+        state.notes = notes
+        return state
+
+    # ------------------------------------------------------------ settings
+
+    @property
+    def start_settings(self):
+        return dict(self._start)
+
+    @property
+    def is_start(self):
+        return self.settings == self._start
+
+    def _clean(self, settings):
+        """Drop settings without a value (e.g. a pool size a colocated start leaves unset)."""
+        return {k: v for k, v in settings.items() if v is not None}
+
+    def applies(self, name):
+        """Whether control `name` matters for the current layout."""
+        return self.scenario.fleet.layout in CONTROL_SPECS[name][2]
+
+    def value_of(self, name):
+        """The current value of any control, allowed or locked (None when unset)."""
+        control = self.mission.controls.get(name)
+        if control is not None:
+            return self.settings.get(name)
+        fleet = self.scenario.fleet
+        if name == "chunk_tokens":
+            return fleet.chunk_tokens or 0
+        if name == "gpus":
+            return fleet.total_gpus
+        node = self.scenario
+        for part in CONTROL_PATHS[name].split("."):
+            node = getattr(node, part, None)
+        return node
+
+    def change(self, name, value):
+        """Move one control. True if accepted (the state turns busy until `run()`)."""
+        new = dict(self.settings)
+        new[name] = value
+        try:
+            if name not in self.mission.controls:
+                raise LabError(f"controls.{name}", f"this mission keeps {name} locked")
+            scenario = self.mission.apply(self._clean(new))
+        except LabError as exc:
+            self.error = str(exc)
+            return False
+        self.error = ""
+        with param.parameterized.batch_call_watchers(self):
+            self.settings = new
+            self.scenario = scenario
+            self.busy = True
+        return True
+
+    def change_many(self, values):
+        """Apply several settings at once (all or nothing)."""
+        new = {**self.settings, **values}
+        try:
+            scenario = self.mission.apply(self._clean(new))
+        except LabError as exc:
+            self.error = str(exc)
+            return False
+        self.error = ""
+        with param.parameterized.batch_call_watchers(self):
+            self.settings = new
+            self.scenario = scenario
+            self.busy = True
+        return True
+
+    def reset(self):
+        """Back to the mission's start (needs a `run()` like any change)."""
+        return self.change_many(dict(self._start))
+
+    def query(self):
+        """URL params for the current state: the mission and the settings off its start."""
+        out = {"mission": self.mission.id}
+        for name, value in self.settings.items():
+            if value is None or value == self._start.get(name):
+                continue
+            out[name] = format_value(value)
+        return out
+
+    def search(self, embed=False):
+        params = self.query()
+        if embed:
+            params["embed"] = "1"
+        return "?" + urllib.parse.urlencode(params)
+
+    def dismiss_notes(self):
+        self.notes = []
+
+    # ------------------------------------------------------------ running
+
+    def run(self):
+        """Simulate the current scenario and publish the result, metrics and stars."""
+        began = time.perf_counter()
+        result = core.simulate(self.scenario)
+        rows = core.request_metrics(result)
+        metrics = core.summarize(result, rows)
+        now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+        saved = [a or b for a, b in zip(self.saved_stars, now)] if now else []
+        elapsed = (time.perf_counter() - began) * 1000.0
+        end = max(result.end_time - WINDOW_S, 0.0)
+        with param.parameterized.batch_call_watchers(self):
+            self.result = result
+            self.rows = rows
+            self.metrics = metrics
+            self.stars_now = now
+            self.saved_stars = saved
+            self.run_ms = elapsed
+            if self.window_start > end:
+                self.window_start = end
+            self.busy = False
+            self.run_id += 1
+        return metrics
+
+    def merge_saved(self, earned):
+        """OR stars saved in the browser into `saved_stars` (a bad list is ignored)."""
+        if not isinstance(earned, (list, tuple)):
+            return
+        n = len(self.mission.stars)
+        merged = [bool(self.saved_stars[i]) or (i < len(earned) and earned[i] is True) for i in range(n)]
+        if merged != self.saved_stars:
+            self.saved_stars = merged
+
+    # ------------------------------------------------------------ sweep
+
+    def sweep_key(self):
+        """What a sweep depends on: the scenario without its rate."""
+        raw = self.scenario.to_dict()
+        raw.get("workload", {}).pop("rate", None)
+        return repr(raw)
+
+    def can_sweep(self):
+        return self.scenario.workload.trace is None and bool(self.scenario.workload.rate)
+
+    def sweep_steps(self, points=8):
+        """Run the rate sweep one point at a time: yields (done, total) after each point.
+
+        Views iterate it across event-loop turns so progress shows and the page stays
+        responsive; `run_sweep` drains it in one go.
+        """
+        if not self.can_sweep():
+            self.sweep = None
+            return
+        scenario = self.scenario
+        rates = sweep_rates(scenario.workload.rate, points)
+        gpus = scenario.fleet.total_gpus
+        key = self.sweep_key()
+        goodput, attainment = [], []
+        self.sweep_progress = 0.0
+        try:
+            for i, rate in enumerate(rates):
+                metrics = core.summarize(core.simulate(scenario.with_changes({"workload.rate": rate})))
+                goodput.append(metrics["goodput_rps_per_gpu"])
+                attainment.append(metrics["slo_attainment"] or 0.0)
+                self.sweep_progress = (i + 1) / len(rates)
+                yield i + 1, len(rates)
+            self.sweep = {
+                "rates": rates,
+                "goodput": goodput,
+                "attainment": attainment,
+                "gpus": gpus,
+                "rate": float(scenario.workload.rate),
+                "key": key,
+            }
+        finally:
+            self.sweep_progress = None
+
+    def run_sweep(self, points=8, progress=None):
+        for done, total in self.sweep_steps(points):
+            if progress is not None:
+                progress(done, total)
+        return self.sweep
+
+    @property
+    def sweep_stale(self):
+        return self.sweep is not None and self.sweep.get("key") != self.sweep_key()

@@ -1,0 +1,132 @@
+"""Colours and CSS shared by every view.
+
+The palette is Okabe & Ito's (2008), chosen so that the categories stay apart for the
+common forms of colour blindness. Colour is never the only cue: steps over the TPOT
+target are also hatched and outlined, pass/fail metrics carry a tick or a cross, and
+the plots use marker shapes as well as colours.
+
+CSS lives here as a string (not in a file) so that the same wheel works under
+`lab serve` and in Pyodide, where the package's data files are not served.
+"""
+
+__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK"]
+
+PALETTE = {
+    "decode": "#0072B2",  # blue
+    "prefill": "#E69F00",  # orange / amber
+    "slow": "#D55E00",  # vermillion (+ hatch + dark outline)
+    "link": "#009E73",  # bluish green: KV on the wire
+    "link_wait": "#999999",  # grey: KV waiting for the link or for decode memory
+    "sky": "#56B4E9",
+    "purple": "#CC79A7",
+    "ink": "#1d2430",
+    "muted": "#5b6472",
+    "good": "#00735a",  # a darker bluish green for text contrast
+    "bad": "#b34700",  # a darker vermillion for text contrast
+    "grid": "#e6e9ef",
+    "panel": "#ffffff",
+    "page": "#f4f6f9",
+}
+
+FONT_STACK = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+# Applied inside the shadow roots of the HTML panes (Panel renders each component in
+# its own shadow DOM, so page-level CSS does not reach in).
+CSS = """
+:host { --ink: %(ink)s; --muted: %(muted)s; --good: %(good)s; --bad: %(bad)s;
+        --decode: %(decode)s; --prefill: %(prefill)s; --slow: %(slow)s; --link: %(link)s;
+        font-family: %(font)s; color: var(--ink); }
+a { color: #005a8c; }
+a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
+.stf-header { display: flex; align-items: center; gap: 14px; flex-wrap: wrap; }
+.stf-brand { font-weight: 700; font-size: 15px; letter-spacing: .02em; color: var(--ink); text-decoration: none; }
+.stf-brand .logo { display: inline-block; width: 12px; height: 12px; border-radius: 2px; background: var(--prefill);
+                   box-shadow: 14px 0 0 var(--decode); margin-right: 20px; vertical-align: -1px; }
+.stf-title { font-size: 20px; font-weight: 650; margin: 0; }
+.stf-kicker { color: var(--muted); font-size: 13px; text-transform: uppercase; letter-spacing: .06em; }
+.stf-spacer { flex: 1; }
+.stf-notes { border-left: 4px solid var(--prefill); background: #fff8e6; padding: 8px 12px; border-radius: 4px;
+             font-size: 13px; margin: 0; }
+.stf-notes ul { margin: 2px 0 0 0; padding-left: 18px; }
+.stf-error { border-left-color: var(--slow); background: #fdeee6; }
+.stf-status { display: inline-flex; align-items: center; gap: 8px; font-size: 13px; color: var(--muted); min-height: 22px; }
+.stf-status.busy { color: var(--ink); font-weight: 600; }
+.stf-spin { width: 12px; height: 12px; border-radius: 50%%; border: 2px solid #c9d2de; border-top-color: var(--decode);
+            animation: stf-spin .7s linear infinite; }
+@keyframes stf-spin { to { transform: rotate(360deg); } }
+@media (prefers-reduced-motion: reduce) { .stf-spin { animation-duration: 2.5s; } }
+
+/* metrics */
+.stf-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(136px, 1fr)); gap: 8px; }
+.stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0; }
+.stf-card .k { font-size: 11.5px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.stf-card .v { font-size: 19px; white-space: nowrap; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.25; }
+.stf-card .v small { font-size: 12px; font-weight: 500; color: var(--muted); }
+.stf-card .t { font-size: 11.5px; color: var(--muted); }
+.stf-card.ok { border-top: 3px solid var(--good); }
+.stf-card.bad { border-top: 3px solid var(--bad); }
+.stf-card .ok { color: var(--good); font-weight: 600; }
+.stf-card .bad { color: var(--bad); font-weight: 600; }
+.stf-util { display: grid; grid-template-columns: auto 1fr auto; gap: 3px 8px; align-items: center; font-size: 12px; }
+.stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 40px; }
+.stf-bar > span { display: block; height: 100%%; border-radius: 4px; }
+.stf-foot { font-size: 12px; color: var(--muted); margin-top: 6px; }
+
+/* stars */
+.stf-stars { list-style: none; margin: 0; padding: 0; display: grid; gap: 6px; }
+.stf-star { display: grid; grid-template-columns: 26px 1fr; gap: 2px 8px; align-items: start; background: #fff;
+            border: 1px solid #dde2ea; border-radius: 8px; padding: 7px 9px; }
+.stf-star .glyph { font-size: 22px; line-height: 1; color: #b9c1cc; }
+.stf-star.earned .glyph { color: #E69F00; text-shadow: 0 0 1px #7a5200; }
+.stf-star .label { font-weight: 600; font-size: 13.5px; }
+.stf-star .tests { grid-column: 2; font-size: 12px; color: var(--muted); display: flex; flex-wrap: wrap; gap: 4px 10px; }
+.stf-tick { font-variant-numeric: tabular-nums; white-space: nowrap; }
+.stf-tick.ok { color: var(--good); }
+.stf-tick.no { color: var(--bad); }
+.stf-star .now { grid-column: 2; font-size: 12px; }
+.stf-star .now.ok { color: var(--good); font-weight: 600; }
+.stf-star .now.no { color: var(--muted); }
+
+/* brief */
+.stf-brief { font-size: 14px; line-height: 1.5; }
+.stf-brief h1, .stf-brief h2, .stf-brief h3 { font-size: 16px; margin: .2em 0 .4em; }
+.stf-brief p { margin: .35em 0; }
+.stf-brief ul { margin: .3em 0; padding-left: 20px; }
+.stf-section { font-size: 12px; font-weight: 700; color: var(--muted); text-transform: uppercase; letter-spacing: .07em;
+               margin: 4px 0 2px; }
+.stf-legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px; color: var(--ink); align-items: center; }
+.stf-legend .sw { display: inline-block; width: 16px; height: 11px; border-radius: 2px; vertical-align: -1px; margin-right: 5px; }
+.stf-legend .sw.slow { background: repeating-linear-gradient(135deg, var(--slow) 0 3px, #fff 3px 4.5px); outline: 1.5px solid #4a1a00; outline-offset: -1.5px; }
+.stf-legend .sw.mixed { background: linear-gradient(to top, var(--prefill) 0 40%%, var(--decode) 40%% 100%%); }
+.stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
+.stf-lock { color: var(--muted); font-size: 12px; }
+.stf-lock svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
+.stf-kbd { font-size: 11.5px; color: var(--muted); }
+kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
+""" % {**PALETTE, "font": FONT_STACK}
+
+HUB_CSS = CSS + """
+.stf-hero { padding: 6px 0 2px; }
+.stf-hero h1 { font-size: 28px; margin: 4px 0 6px; }
+.stf-hero p { color: var(--muted); font-size: 15px; max-width: 70ch; margin: 0; }
+.stf-missions > li { display: flex; }
+.stf-missions > li > a { flex: 1; }
+.stf-missions { list-style: none; padding: 0; margin: 0; display: grid; gap: 12px;
+                grid-template-columns: repeat(auto-fill, minmax(280px, 1fr)); }
+.stf-mission { display: flex; flex-direction: column; gap: 6px; background: #fff; border: 1px solid #dde2ea; border-radius: 10px;
+               padding: 14px 16px; text-decoration: none; color: var(--ink); transition: box-shadow .15s, border-color .15s; height: 100%%;
+               box-sizing: border-box; }
+.stf-mission:hover { border-color: #0072B2; box-shadow: 0 2px 10px rgba(0, 60, 110, .12); }
+.stf-mission:focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
+.stf-mission .num { font-size: 12px; font-weight: 700; color: var(--muted); letter-spacing: .06em; text-transform: uppercase; }
+.stf-mission .name { font-size: 17px; font-weight: 650; }
+.stf-mission .one { font-size: 13.5px; color: #3c4452; flex: 1; }
+.stf-mission .stars { font-size: 20px; letter-spacing: 2px; color: #b9c1cc; }
+.stf-mission .stars .on { color: #E69F00; text-shadow: 0 0 1px #7a5200; }
+.stf-mission .stars small { font-size: 12px; letter-spacing: 0; color: var(--muted); margin-left: 6px; }
+.stf-mission.sandbox { background: #f7fbff; border-style: dashed; }
+.stf-total { font-size: 14px; color: var(--muted); }
+.stf-head-stars .stars { font-size: 26px; letter-spacing: 3px; color: #b9c1cc; }
+.stf-head-stars .stars .on { color: #E69F00; text-shadow: 0 0 1px #7a5200; }
+.stf-head-stars small { font-size: 13px; color: var(--muted); margin-left: 6px; vertical-align: 4px; }
+"""

@@ -1,0 +1,150 @@
+"""Fixtures for the browser tests: a `lab serve` subprocess and Debian's Chromium.
+
+The server is started once per session on a free port and stopped at the end; the
+browser is Debian's /usr/bin/chromium driven by Playwright (never a downloaded one).
+Each test gets a fresh browser context (so its own localStorage) and a page that
+records console errors, page errors and any request that leaves this machine; a test
+fails if any of those happened.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+SERVER_START_TIMEOUT_S = 90
+LOCAL_PREFIXES = ("http://127.0.0.1", "http://localhost", "ws://127.0.0.1", "ws://localhost", "data:", "blob:", "about:")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(extra_args=(), port=None):
+    """Start `python -m lab.ui.serve` and wait (bounded) until it answers. Returns (proc, base_url)."""
+    port = port or free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", BOKEH_RESOURCES="server")
+    log = tempfile.NamedTemporaryFile("w", prefix=f"lab-serve-{port}-", suffix=".log", delete=False, encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.ui.serve", "--port", str(port), "--no-show", *extra_args],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            log.close()
+            text = Path(log.name).read_text(encoding="utf-8")
+            raise RuntimeError(f"lab serve exited with {proc.returncode}:\n{text}")
+        try:
+            with urllib.request.urlopen(base + "/", timeout=5) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            stop_server(proc)
+            raise RuntimeError(f"lab serve did not answer within {SERVER_START_TIMEOUT_S} s")
+        time.sleep(0.3)
+    proc._log = log  # closed in stop_server
+    return proc, base
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=15)
+    log = getattr(proc, "_log", None)
+    if log is not None:
+        log.close()
+        try:
+            os.unlink(log.name)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def server():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    proc, base = start_server()
+    try:
+        yield base
+    finally:
+        stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class PageWatch:
+    """What went wrong on a page: console errors, uncaught errors, off-machine requests, dialogs."""
+
+    def __init__(self, page):
+        self.errors = []
+        self.external = []
+        self.dialogs = []
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("request", lambda r: self.external.append(r.url) if not r.url.startswith(LOCAL_PREFIXES) else None)
+        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def check(self):
+        assert self.errors == [], f"console errors: {self.errors}"
+        assert self.external == [], f"requests that left the machine: {self.external}"
+        assert self.dialogs == [], f"dialogs opened (script injection?): {self.dialogs}"
+
+
+@pytest.fixture
+def context(browser):
+    ctx = browser.new_context(viewport={"width": 1366, "height": 800})
+    ctx.set_default_timeout(30_000)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def new_page(context):
+    """A factory of watched pages in this test's context; all are checked at the end."""
+    watches = []
+
+    def make(ctx=None):
+        pg = (ctx or context).new_page()
+        watches.append(PageWatch(pg))
+        return pg
+
+    yield make
+    for watch in watches:
+        watch.check()
+
+
+@pytest.fixture
+def page(new_page):
+    return new_page()

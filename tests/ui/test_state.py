@@ -1,0 +1,378 @@
+"""The lab's state object and the pure helpers behind the views, without a browser.
+
+Uses the fixture missions in tests/ui/missions (stable on purpose: the real missions
+are tuned by their authors) plus the sandbox.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("panel")
+pytest.importorskip("numpy")
+
+import lab.core as core  # noqa: E402
+from lab.core.errors import LabError  # noqa: E402
+from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
+from lab.ui.state import LabState, format_value, parse_search, parse_settings, sweep_rates  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "missions"
+M1 = "ui-mixing-hurts"
+M2 = "ui-decode-drowns"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    cat = Catalog(FIXTURES)
+    assert not cat.error, cat.error
+    return cat
+
+
+@pytest.fixture(scope="module")
+def ran(catalog):
+    """Mission 1 at its start, simulated once (shared: runs are the slow part)."""
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    state.run()
+    return state
+
+
+# ---------------------------------------------------------------- catalog
+
+def test_catalog_lists_missions_in_order_and_finds_the_sandbox(catalog):
+    assert [m.id for m in catalog.missions] == [M1, M2]
+    assert catalog.get(SANDBOX_ID).id == SANDBOX_ID
+    assert catalog.get("nope") is None
+    assert catalog.get(None) is None
+    assert catalog.get(["x"]) is None
+    assert catalog.position(catalog.get(M2)) == 2
+    assert catalog.next_after(catalog.get(M1)).id == M2
+    assert catalog.next_after(catalog.get(M2)) is None
+
+
+def test_catalog_reports_a_bad_folder_instead_of_raising(tmp_path):
+    (tmp_path / "bad.json").write_text("{ not json", encoding="utf-8")
+    cat = Catalog(tmp_path)
+    assert cat.missions == []
+    assert "bad.json" in cat.error
+    assert cat.first().id == SANDBOX_ID
+
+
+def test_sandbox_opens_every_control_and_has_no_stars():
+    from lab.core.missions import CONTROL_SPECS
+
+    sb = sandbox_mission()
+    assert set(sb.controls) == set(CONTROL_SPECS)
+    assert sb.stars == ()
+    start = sb.settings(sb.scenario)
+    assert sb.apply(start) == sb.scenario  # the start is a valid setting of every control
+    for control in sb.controls.values():  # every control's ends are valid scenarios
+        if control.kind != "choice":
+            for end in (control.min, control.max):
+                sb.apply({**start, control.name: control.check(end)})
+
+
+# ---------------------------------------------------------------- URL parsing
+
+def test_no_query_opens_the_first_mission_at_its_start(catalog):
+    state = LabState.from_query(catalog, "")
+    assert state.mission.id == M1
+    assert state.notes == []
+    assert state.is_start
+    assert state.query() == {"mission": M1}
+
+
+@pytest.mark.parametrize("changes", [
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 3},
+    {"chunk_tokens": 512, "gpus": 5},
+    {"gpus": 8},
+])
+def test_url_round_trip_reproduces_the_state(catalog, changes):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    assert state.change_many(changes)
+    search = state.search()
+    again = LabState.from_query(catalog, search)
+    assert again.notes == []
+    assert again.settings == state.settings
+    assert again.scenario == state.scenario
+    assert again.search() == search
+
+
+def test_url_round_trip_in_the_sandbox_with_every_kind(catalog):
+    state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}")
+    assert state.change_many({"layout": "disaggregated", "layerwise": True, "rate": 7.5, "link_gbytes_per_s": 6.5,
+                              "link_sharing": "independent", "first_token": "prefill"})
+    q = state.query()
+    assert q["layerwise"] == "true" and q["rate"] == "7.5" and q["link_gbytes_per_s"] == "6.5"
+    again = LabState.from_query(catalog, state.search(embed=True))
+    assert again.settings == state.settings and again.notes == []
+
+
+def test_hostile_url_falls_back_with_visible_escaped_notes(catalog):
+    state = LabState.from_query(catalog, "?mission=../../etc&gpus=1e99&layout=<script>alert(1)</script>")
+    assert state.mission.id == M1  # the first mission
+    assert state.is_start
+    text = " ".join(state.notes)
+    assert "../../etc" in text
+    assert "<script>" not in text
+    assert "were for that mission" in text
+
+
+@pytest.mark.parametrize("query, needle", [
+    ("gpus=abc", "expected a whole number"),
+    ("gpus=1e99", "expected a whole number"),
+    ("gpus=4.5", "expected a whole number"),
+    ("gpus=99", "out of range"),
+    ("gpus=-3", "out of range"),
+    ("gpus=99999999999999999999999", "expected a whole number"),
+    ("layout=<b>x</b>", "expected one of colocated, disaggregated"),
+    ("chunk_tokens=100", "not a setting of this control"),
+    ("rate=3", "keeps rate locked"),
+    ("frobnicate=1", "not a setting of the lab"),
+])
+def test_each_bad_value_is_ignored_with_a_note_naming_it(catalog, query, needle):
+    state = LabState.from_query(catalog, f"?mission={M1}&{query}")
+    assert state.mission.id == M1
+    assert state.is_start
+    assert len(state.notes) == 1
+    note = state.notes[0]
+    assert needle in note
+    assert "<b>" not in note
+    assert "Ignored" in note
+
+
+def test_good_values_survive_next_to_bad_ones(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}&gpus=zz&chunk_tokens=512")
+    assert state.settings["chunk_tokens"] == 512
+    assert state.settings["gpus"] == 4
+    assert len(state.notes) == 1 and "gpus=zz" in state.notes[0]
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e400", "0x10", "", " ", "１２"])
+def test_non_finite_and_odd_numbers_are_refused(raw):
+    sb = sandbox_mission()
+    settings, notes = parse_settings(sb, {"rate": raw})
+    assert settings == {} and len(notes) == 1
+
+
+def test_settings_that_fail_together_fall_back_to_the_start(catalog):
+    class Refusing:
+        """A mission whose apply refuses any change (as a cross-field check would)."""
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def apply(self, settings, base=None):
+            if settings != self._inner.settings(self._inner.scenario):
+                raise LabError("controls.gpus", "too many GPUs for this link")
+            return self._inner.apply(settings)
+
+    class OneMission:
+        missions = []
+        error = ""
+
+        def __init__(self, m):
+            self.m = m
+
+        def get(self, mid):
+            return self.m if mid == self.m.id else None
+
+        def first(self):
+            return self.m
+
+        def position(self, m):
+            return 1
+
+    wrapped = Refusing(catalog.get(M1))
+    state = LabState.from_query(OneMission(wrapped), f"?mission={M1}&gpus=5")
+    assert state.is_start
+    assert any("too many GPUs" in n and "mission's start" in n for n in state.notes)
+
+
+def test_query_string_parsing_is_bounded():
+    assert parse_search("?a=1&a=2&b=") == {"a": "1", "b": ""}
+    assert parse_search(None) == {}
+    huge = "?" + "&".join(f"k{i}=v" for i in range(5000))
+    assert len(parse_search(huge)) <= 64
+    long_value = "?mission=" + "x" * 100_000
+    assert len(parse_search(long_value)["mission"]) < 5000
+
+
+def test_window_start_from_the_url(catalog):
+    assert LabState.from_query(catalog, f"?mission={M1}&t=12.5").window_start == 12.5
+    state = LabState.from_query(catalog, f"?mission={M1}&t=-1")
+    assert state.window_start == 0 and "t=-1" in state.notes[0]
+
+
+def test_format_value_round_trips():
+    sb = sandbox_mission()
+    for name, control in sb.controls.items():
+        for value in (control.grid() or [])[:5]:
+            settings, notes = parse_settings(sb, {name: format_value(value)})
+            assert notes == [] and settings[name] == value
+
+
+# ---------------------------------------------------------------- changes and runs
+
+def test_change_validates_through_the_mission_and_turns_busy(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    assert not state.busy
+    assert state.change("chunk_tokens", 512)
+    assert state.busy and state.error == ""
+    assert state.scenario.fleet.chunk_tokens == 512
+    before = dict(state.settings)
+    assert not state.change("gpus", 99)
+    assert "controls.gpus" in state.error
+    assert state.settings == before
+    assert not state.change("rate", 5)  # locked in this mission
+    assert "locked" in state.error
+
+
+def test_run_publishes_metrics_rows_and_live_stars(ran):
+    assert ran.run_id == 1 and not ran.busy
+    assert ran.metrics["requests"] == len(ran.rows) > 0
+    assert set(core.METRIC_NAMES) <= set(ran.metrics)
+    assert ran.stars_now == ran.mission.evaluate(ran.metrics)
+    assert ran.run_ms > 0
+    assert ran.window_start <= max(ran.result.end_time - 2.5, 0)
+
+
+def test_stars_are_only_ever_added(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    state.change("layout", "disaggregated")
+    state.run()
+    assert all(state.stars_now)  # the fixture's split earns every star
+    earned = list(state.saved_stars)
+    state.reset()
+    state.run()
+    assert not any(state.stars_now)
+    assert state.saved_stars == earned  # earned before: still earned
+
+
+def test_merge_saved_ignores_garbage(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    state.merge_saved("garbage")
+    state.merge_saved([1, "true", None])
+    assert state.saved_stars == [False, False, False]
+    state.merge_saved([False, True])
+    assert state.saved_stars == [False, True, False]
+    state.merge_saved([])
+    assert state.saved_stars == [False, True, False]
+
+
+def test_sweep_reports_progress_and_goes_stale(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    seen = []
+    sweep = state.run_sweep(points=4, progress=lambda done, total: seen.append((done, total)))
+    total = len(sweep["rates"])
+    assert seen == [(i, total) for i in range(1, total + 1)]
+    assert state.sweep_progress is None
+    assert len(sweep["goodput"]) == total and all(g >= 0 for g in sweep["goodput"])
+    assert 12.0 in sweep["rates"]
+    assert not state.sweep_stale
+    state.change("gpus", 5)
+    assert state.sweep_stale
+
+
+def test_sweep_rates_cover_a_quarter_to_twice_the_rate():
+    rates = sweep_rates(12, 8)
+    assert rates[0] == 3.0 and rates[-1] == 24.0 and 12.0 in rates
+    assert sweep_rates(0) == [] and sweep_rates(None) == []
+
+
+# ---------------------------------------------------------------- views' pure parts
+
+def test_timeline_data_accounts_for_every_step(ran):
+    from lab.ui.canvas import timeline_data
+
+    tpot = ran.scenario.slo.tpot_ms
+    data = timeline_data(ran.result, tpot)
+    steps = sum(len(g) for g in ran.result.gpus)
+    assert sum(len(data[k]["left"]) for k in ("decode", "slow", "prefill")) == steps
+    slow = data["slow"]
+    assert np.all(slow["dur_ms"] > tpot) and np.all(slow["batch"] > 0)
+    assert np.all(data["decode"]["dur_ms"] <= tpot)
+    assert np.all(data["prefill"]["batch"] == 0)
+    mixed = sum(1 for g in ran.result.gpus for b, p in zip(g.decode_seqs, g.prefill_tokens) if b and p)
+    assert len(data["strip"]["left"]) == mixed
+    assert np.all(data["strip"]["right"] >= data["strip"]["left"])
+    assert data["meta"]["rows"] == len(ran.result.gpus) and data["meta"]["link_row"] is None
+    assert len(data["wire"]["left"]) == 0
+    ov = data["overview"]
+    assert np.all((ov["slow"] >= 0) & (ov["slow"] <= ov["busy"] + 1e-9)) and np.all(ov["busy"] <= 1 + 1e-9)
+
+
+def test_timeline_data_of_a_split_fleet_has_a_link_row(catalog):
+    from lab.ui.canvas import timeline_data
+
+    state = LabState.from_query(catalog, f"?mission={M2}")
+    state.run()
+    data = timeline_data(state.result, state.scenario.slo.tpot_ms)
+    meta = data["meta"]
+    assert meta["rows"] == len(state.result.gpus) + 1
+    assert meta["labels"][meta["link_row"]] == "link (KV)"
+    assert len(data["wire"]["left"]) == len(state.result.transfers)
+    assert np.all(data["wire"]["right"] >= data["wire"]["left"])
+    assert np.all(data["wait"]["right"] > data["wait"]["left"])
+
+
+def test_token_gaps_match_the_core_per_request_gaps(ran):
+    from lab.ui.plots import token_gaps
+
+    gaps, weights = token_gaps(ran.result)
+    expected = sorted(g * 1000.0 for rec in ran.result.requests for g in core.request_gaps(ran.result, rec))
+    got = sorted(v for v, w in zip(gaps.tolist(), weights.tolist()) for _ in range(int(w)))
+    assert len(got) == len(expected)
+    assert np.allclose(got, expected)
+
+
+def test_itl_histogram_shares_sum_to_one(ran):
+    from lab.ui.plots import itl_histogram
+
+    hist = itl_histogram(ran.result, 25.0)
+    assert math.isclose(float(np.sum(hist["share"])), 1.0, rel_tol=1e-9)
+    assert 25.0 in list(hist["left"]) + list(hist["right"])
+    assert all(o == (math.sqrt(a * b) > 25.0) for a, b, o in zip(hist["left"], hist["right"], hist["over"]))
+
+
+def test_gap_scatter_splits_met_and_missed(ran):
+    from lab.ui.plots import gap_scatter_data
+
+    data = gap_scatter_data(ran.rows)
+    with_gap = [r for r in ran.rows if r["worst_gap_ms"] is not None]
+    assert len(data["met"]["x"]) + len(data["miss"]["x"]) == len(with_gap)
+    assert len(data["met"]["x"]) == sum(r["met_slo"] for r in with_gap)
+
+
+def test_metric_cards_and_stars_escape_and_mark_pass_fail(ran):
+    from lab.ui.metrics_view import metrics_html, stars_html
+
+    page = metrics_html(ran.metrics, ran.scenario)
+    assert 'data-metric="tpot"' in page and ("✓" in page or "✗" in page)
+    assert metrics_html({}, ran.scenario).startswith('<div class="stf-metrics"')
+
+    class Star:
+        label = "<script>x</script>"
+
+        def explain(self, metrics):
+            return []
+
+    class M:
+        stars = (Star(),)
+
+    html_text = stars_html(M(), ran.metrics, [True], [False])
+    assert "<script>" not in html_text and "&lt;script&gt;" in html_text
+    assert 'data-live="true"' in html_text and 'data-earned="false"' in html_text
+
+
+def test_clean_stars_keeps_readable_entries_only():
+    from lab.ui.stars_bridge import clean_stars
+
+    assert clean_stars("x") == {}
+    data = {"good-one": [True, False, 1, "true"], "Bad Id": [True], "../x": [True], "fine": "nope", "ok": []}
+    assert clean_stars(data) == {"good-one": [True, False, False, False], "ok": []}
+    assert len(clean_stars({"m": [True] * 100})["m"]) == 16
