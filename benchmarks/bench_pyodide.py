@@ -2,17 +2,14 @@
 
     python benchmarks/bench_pyodide.py [--runs 15] [--warmup 2] [--no-cpython] [--json FILE]
 
-The scenarios are the two mission-sized benchmarks. They come from
-benchmarks/scenarios.py when that file exists (a `SCENARIOS` mapping of
-name -> scenario dict, or a list of (name, dict) pairs / dicts with a "name"),
-else from the definitions below. Each scenario gets `--warmup` untimed runs,
-then `--runs` timed ones; the table shows the median (and min/max).
+The scenarios are the two mission-sized benchmarks of benchmarks/scenarios.py.
+Each gets `--warmup` untimed runs, then `--runs` timed ones; the table shows the
+median (and min/max).
 
 Needs node and node_modules/pyodide (scripts/setup.sh installs both).
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -26,59 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "tests" / "pyodide" / "run_core.mjs"
 
-_SLO = {"ttft_s": 1.5, "tpot_ms": 25}
-_LENGTHS = {"prompt_tokens": {"dist": "fixed", "value": 2000}, "output_tokens": {"dist": "fixed", "value": 220}}
-
-DEFAULT_SCENARIOS = {
-    # 60 s at 22 req/s on 4 prefill + 4 decode GPUs, one shared 50 GB/s link.
-    "disagg-4p4d-22rps": {
-        "seed": 1,
-        "workload": {"rate": 22, "duration_s": 60, **_LENGTHS},
-        "fleet": {
-            "layout": "disaggregated",
-            "prefill_gpus": 4,
-            "decode_gpus": 4,
-            "link": {"gbytes_per_s": 50, "sharing": "fifo", "layerwise": False},
-        },
-        "model": {"cost": "linear"},
-        "slo": _SLO,
-    },
-    # The same load on 10 colocated GPUs with 512-token chunked prefill.
-    "colocated-10gpu-chunk512-22rps": {
-        "seed": 1,
-        "workload": {"rate": 22, "duration_s": 60, **_LENGTHS},
-        "fleet": {"layout": "colocated", "gpus": 10, "chunk_tokens": 512},
-        "model": {"cost": "linear"},
-        "slo": _SLO,
-    },
-}
+sys.path.insert(0, str(REPO / "benchmarks"))
+from scenarios import SCENARIOS  # noqa: E402  (the same two mission-sized runs as bench_core.py)
 
 
 def load_scenarios():
-    """(source, {name: scenario dict}) from benchmarks/scenarios.py if present, else the defaults."""
-    path = REPO / "benchmarks" / "scenarios.py"
-    if not path.exists():
-        return "bench_pyodide.py", dict(DEFAULT_SCENARIOS)
-    spec = importlib.util.spec_from_file_location("_bench_scenarios", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(REPO))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO))
-    found = getattr(module, "SCENARIOS", None)
-    if found is None:
-        raise SystemExit(f"{path} exists but defines no SCENARIOS")
-    if isinstance(found, dict):
-        items = found.items()
-    else:
-        items = [(s["name"], {k: v for k, v in s.items() if k != "name"}) if isinstance(s, dict) else tuple(s) for s in found]
-    out = {}
-    for name, scenario in items:
-        if hasattr(scenario, "to_dict"):  # a Scenario object
-            scenario = scenario.to_dict()
-        out[str(name)] = scenario
-    return "benchmarks/scenarios.py", out
+    """(source, {name: scenario dict}): the mission-sized runs of benchmarks/scenarios.py."""
+    return "benchmarks/scenarios.py", dict(SCENARIOS)
 
 
 # Runs unchanged in CPython and in Pyodide; prints one JSON object.
