@@ -1,0 +1,273 @@
+// Split the Fleet: the lab page's loading screen (lab.html). Plain script, no modules,
+// so it also runs from file:// (to say why the lab cannot start there).
+//
+// build.py puts a call to STFLoader.createWorker("./lab.js") where Panel's converted
+// page starts its Pyodide worker. The worker reports {type: "stf-progress" | "stf-error"
+// | "stf-fetched"} alongside Panel's own messages; this file turns them into the
+// three steps on screen, a progress bar, and, when something fails, a clear message
+// with a Retry button instead of a blank page.
+(function () {
+  "use strict";
+
+  var config = {};
+  try {
+    config = JSON.parse(document.getElementById("stf-config").textContent);
+  } catch (e) { /* the page still loads; messages just say less */ }
+
+  var STAGES = ["runtime", "packages", "app"];
+  // Share of the bar per stage (downloads dominate).
+  var SPAN = { runtime: [0, 30], packages: [30, 85], app: [85, 100] };
+  var query = new URLSearchParams(window.location.search);
+  var embed = /^(1|true|yes)$/i.test(query.get("embed") || "");
+  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [] };
+  var slowTimer = null;
+
+  if (embed) document.documentElement.classList.add("stf-embed");
+  document.documentElement.classList.add("stf-loading");
+
+  function $(id) { return document.getElementById(id); }
+  function whenReady(fn) {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn, { once: true });
+    else fn();
+  }
+  function host(url) {
+    try { return new URL(url, window.location.href).host || url; } catch (e) { return url; }
+  }
+
+  function setStage(stage, status) {
+    var steps = document.querySelectorAll(".stf-steps li");
+    var index = STAGES.indexOf(stage);
+    for (var i = 0; i < steps.length; i++) {
+      var s = steps[i].getAttribute("data-step");
+      var j = STAGES.indexOf(s);
+      var st = j < index ? "done" : j === index ? status : "pending";
+      steps[i].setAttribute("data-status", st);
+    }
+    var loader = $("stf-loader");
+    if (loader) loader.setAttribute("data-stage", stage);
+  }
+
+  function setBar(percent) {
+    var bar = $("stf-progress");
+    if (!bar) return;
+    var p = Math.max(0, Math.min(100, Math.round(percent)));
+    bar.setAttribute("aria-valuenow", String(p));
+    bar.firstElementChild.style.width = p + "%";
+  }
+
+  function setDetail(text) {
+    var el = $("stf-loader-detail");
+    if (el) el.textContent = text;
+  }
+
+  function onProgress(msg) {
+    if (state.failed) return;
+    var stage = STAGES.indexOf(msg.stage) >= 0 ? msg.stage : state.stage;
+    state.stage = stage;
+    setStage(stage, "active");
+    var span = SPAN[stage];
+    var frac = msg.total > 0 ? Math.min(1, msg.done / msg.total) : 0;
+    setBar(span[0] + (span[1] - span[0]) * frac);
+    var info = document.querySelector('[data-info="' + stage + '"]');
+    var text;
+    if (stage === "runtime") {
+      text = msg.done >= msg.total ? "Python is ready (" + msg.detail + ")" : "Downloading Python (" + msg.detail + ") from " + host(config.pyodideBase || "");
+    } else if (stage === "packages") {
+      text = msg.done >= msg.total ? "Packages installed" : "Downloading packages: " + msg.done + " of " + msg.total + (msg.detail ? " (" + msg.detail + ")" : "");
+      if (info) info.textContent = msg.done + " of " + msg.total;
+    } else {
+      text = msg.detail === "Drawing" ? "Drawing the lab…" : msg.detail + "…";
+    }
+    setDetail(text);
+  }
+
+  var HINTS = {
+    file:
+      "<p>Browsers run the lab's Python worker only for pages served over <b>HTTP</b>, not for files opened from disk.</p>" +
+      "<p>In the folder that holds <code>lab.html</code>, run <code>python -m http.server 8000</code> and open " +
+      "<a href=\"http://localhost:8000/\">http://localhost:8000/</a>. Any static web host works too.</p>",
+    selfhosted:
+      "<p>This site carries its own copy of Pyodide (<code>{base}</code>), and part of it could not be loaded. " +
+      "Check your connection and press Retry; if it keeps failing, the copy is incomplete: whoever built the site should " +
+      "rebuild it with <code>python build.py --pyodide-dir</code> pointing at the full Pyodide release.</p>",
+    network:
+      "<p>Are you offline, or is <b>{host}</b> blocked on this network (a school or company firewall, a content blocker)? " +
+      "Check your connection and press Retry.</p>" +
+      "<p class=\"stf-small\">Teaching without internet? The site can carry its own copy of Pyodide: see “Static site” in the project's README " +
+      "(<code>python build.py --pyodide-dir …</code>).</p>",
+    page:
+      "<p>Part of the page did not load. Check your connection and press Retry.</p>",
+    app:
+      "<p>This looks like a bug in the lab. Retry, or go back to the missions; the technical details below help whoever fixes it.</p>",
+  };
+
+  function fail(stage, message, detail, kind) {
+    if (state.done && stage !== "app") return;
+    state.failed = true;
+    if (slowTimer) clearInterval(slowTimer);
+    whenReady(function () {
+      var loader = $("stf-loader");
+      if (!loader) return;
+      loader.setAttribute("data-state", "error");
+      document.documentElement.classList.add("stf-load-failed");
+      if (STAGES.indexOf(stage) >= 0) setStage(stage, "failed");
+      $("stf-loader-title").textContent = kind === "file" ? "Serve the site over HTTP to run the lab" : "The lab could not start";
+      $("stf-error-message").textContent = message;
+      var hint = HINTS[kind] || HINTS.network;
+      $("stf-error-hint").innerHTML = hint.replace("{host}", escapeHtml(host(config.pyodideBase || "")))
+        .replace("{base}", escapeHtml(config.pyodideBase || ""));
+      $("stf-error-detail").textContent = detail || "";
+      $("stf-error-details").hidden = !detail;
+      $("stf-retry").hidden = kind === "file";
+      $("stf-loader-error").hidden = false;
+      var detailLine = $("stf-loader-detail");
+      if (detailLine) detailLine.hidden = true;
+      var note = $("stf-loader-note");
+      if (note) note.hidden = true;
+      if (kind !== "file") $("stf-retry").focus();
+    });
+  }
+
+  function selfHosted() {
+    return !/^[a-z][a-z0-9+.-]*:/i.test(config.pyodideBase || "");
+  }
+
+  function escapeHtml(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
+  function finish() {
+    if (state.done || state.failed) return;
+    state.done = true;
+    if (slowTimer) clearInterval(slowTimer);
+    setStage("app", "done");
+    setBar(100);
+    var loader = $("stf-loader");
+    document.documentElement.classList.remove("stf-loading");
+    document.documentElement.classList.add("stf-loaded");
+    keepFetched(state.fetched);
+    if (loader) {
+      loader.setAttribute("data-state", "done");
+      setTimeout(function () { loader.hidden = true; }, 350);
+    }
+  }
+
+  // Panel's handler draws the app after {type: "render"}; wait until BokehJS has views.
+  function waitForDraw() {
+    var started = Date.now();
+    (function poll() {
+      if (state.failed) return;
+      var roots = 0;
+      try { roots = window.Bokeh && Bokeh.index && Bokeh.index.roots ? Array.from(Bokeh.index.roots).length : 0; } catch (e) { roots = 0; }
+      if (roots > 0) return requestAnimationFrame(finish);
+      if (Date.now() - started > 60000) return fail("app", "The lab was built but did not appear on the page.", "", "app");
+      setTimeout(poll, 50);
+    })();
+  }
+
+  // What the page itself loaded (BokehJS, Panel's JS and CSS, the worker script).
+  function pageResources() {
+    try {
+      return performance.getEntriesByType("resource").map(function (e) { return e.name; });
+    } catch (e) { return []; }
+  }
+
+  function keepFetched(urls) {
+    urls = (urls || []).concat(pageResources());
+    if (!urls.length || !("serviceWorker" in navigator) || !/^https?:$/.test(window.location.protocol)) return;
+    try {
+      navigator.serviceWorker.ready.then(function (reg) {
+        if (reg.active) reg.active.postMessage({ type: "stf-cache", urls: urls });
+      });
+    } catch (e) { /* no service worker: nothing to keep */ }
+  }
+
+  function onMessage(event) {
+    var msg = event.data || {};
+    state.lastMessage = Date.now();
+    if (msg.type === "stf-progress") onProgress(msg);
+    else if (msg.type === "stf-error") fail(msg.stage, msg.message, msg.detail, msg.stage === "app" ? "app" : selfHosted() ? "selfhosted" : "network");
+    else if (msg.type === "stf-fetched") { state.fetched = msg.urls || []; keepFetched(state.fetched); }
+    else if (msg.type === "render") { onProgress({ stage: "app", done: 2, total: 2, detail: "Drawing" }); waitForDraw(); }
+  }
+
+  var stub = { postMessage: function () {}, addEventListener: function () {}, terminate: function () {}, busy: false, queue: [] };
+
+  function createWorker(url) {
+    if (window.location.protocol === "file:") {
+      fail("runtime", "This page was opened as a file (" + window.location.pathname.split("/").pop() + "), so the browser will not run the lab's worker.", "", "file");
+      return stub;
+    }
+    if (typeof window.Worker !== "function") {
+      fail("runtime", "This browser cannot run web workers, which the lab needs.", "", "page");
+      return stub;
+    }
+    if (typeof window.Bokeh === "undefined") {
+      fail("runtime", "BokehJS (the page's plotting library) did not load, so the lab cannot be drawn.", "", "page");
+      return stub;
+    }
+    var worker;
+    try {
+      worker = new Worker(url);
+    } catch (e) {
+      fail("runtime", "The browser refused to start the lab's worker (" + url + ").", String(e && e.message || e), "page");
+      return stub;
+    }
+    worker.addEventListener("message", onMessage);
+    worker.addEventListener("error", function (e) {
+      e.preventDefault();
+      fail(state.stage, "The lab's worker (" + url + ") stopped: " + (e.message || "it could not be loaded"), (e.filename || "") + (e.lineno ? ":" + e.lineno : ""), "page");
+    });
+    worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location) });
+    slowTimer = setInterval(function () {
+      if (state.done || state.failed) return clearInterval(slowTimer);
+      if (Date.now() - state.lastMessage > 45000) {
+        setDetail("Still working… this is taking longer than usual (a slow network?).");
+      }
+    }, 5000);
+    return worker;
+  }
+
+  // A script or stylesheet of the page that failed to load (BokehJS, Panel's JS).
+  window.addEventListener("error", function (e) {
+    var t = e.target;
+    if (t && t !== window && (t.tagName === "SCRIPT" || t.tagName === "LINK")) {
+      var src = t.src || t.href || "";
+      if (t.tagName === "SCRIPT") fail(state.stage, "A part of the page did not load: " + src, "", "page");
+    }
+  }, true);
+  window.addEventListener("unhandledrejection", function (e) {
+    if (state.done || state.failed) return;
+    var r = e.reason;
+    if (state.stage === "app") fail("app", "The lab could not be drawn: " + (r && r.message || r), String(r && r.stack || r), "app");
+  });
+
+  whenReady(function () {
+    var id = query.get("mission") || "";
+    var titles = config.missions || {};
+    var el = $("stf-loader-mission");
+    if (el) el.textContent = id ? (titles[id] ? (id === "sandbox" ? "Sandbox" : "Mission: " + titles[id]) : "Mission: " + id) : "";
+    $("stf-retry").addEventListener("click", function () { window.location.reload(); });
+    if (embed) {
+      // In someone else's page: "All missions" opens the hub in a new tab, not inside the iframe.
+      var links = document.querySelectorAll(".stf-loader a[href]");
+      for (var i = 0; i < links.length; i++) { links[i].target = "_blank"; links[i].rel = "noopener"; }
+    }
+    if (window.location.protocol === "file:") {
+      fail("runtime", "This page was opened as a file (" + window.location.pathname.split("/").pop() + "), so the browser will not run the lab's worker.", "", "file");
+    }
+  });
+
+  // Offline second visits: a service worker scoped to this folder (never "/").
+  if ("serviceWorker" in navigator && /^https?:$/.test(window.location.protocol)) {
+    window.addEventListener("load", function () {
+      try {
+        navigator.serviceWorker.register("./sw.js", { scope: "./" }).catch(function () {});
+      } catch (e) { /* storage blocked (some iframes): fine, just no offline */ }
+    });
+  }
+
+  window.STFLoader = { createWorker: createWorker, fail: fail, state: state };
+})();

@@ -1,0 +1,529 @@
+"""The built static site in Debian's Chromium (Playwright), served by `python -m http.server`.
+
+The hub lists the missions and shows the stars the lab page's storage bridge writes;
+corrupt or blocked storage never breaks it; reset asks first. The lab page shows its
+loading screen and then, with Pyodide's CDN unreachable (made certain here by mapping
+its host to "not found" in this browser), a clear error with a Retry button, never a
+blank page. From file:// it says to serve the site over HTTP. A self-hosted Pyodide
+folder is used (the runtime loads, from the site). The site works at a sub-path and a
+second visit works offline. A cross-site embed keeps its own stars.
+
+`test_lab_loads_fully_from_the_cdn` needs Pyodide's CDN and is skipped offline.
+"""
+
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_build import build_site
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+# Pyodide's CDN, unreachable for certain (it is here anyway, but not on every machine).
+BLOCK_CDN = "--host-resolver-rules=MAP cdn.jsdelivr.net ~NOTFOUND"
+KEY = "split-the-fleet:stars:v1"
+BACKUP = KEY + ":backup"
+SCREENSHOTS = Path(os.environ.get("STF_SCREENSHOTS", "")) if os.environ.get("STF_SCREENSHOTS") else None
+
+
+def _missing():
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} missing (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright (Python) not installed"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _need_chromium():
+    reason = _missing()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"browser tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`python -m http.server` on a free port, serving `root`; stopped by stop()."""
+
+    def __init__(self, root, host="127.0.0.1"):
+        self.port = _free_port()
+        self.host = host
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1", "--directory", str(root)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("python -m http.server did not start")
+                time.sleep(0.05)
+
+    def url(self, path=""):
+        return f"http://{self.host}:{self.port}/{path}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    return build_site(tmp_path_factory)[0]
+
+
+@pytest.fixture(scope="module")
+def server(dist):
+    srv = Server(dist)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def pw():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(pw):
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS + [BLOCK_CDN])
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 820})
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    context.close()
+
+
+def _shot(page, name):
+    if SCREENSHOTS:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / name))
+
+
+def _missions():
+    from lab.core.missions import list_missions
+
+    return list_missions(str(REPO / "missions"))
+
+
+def _open_hub(page, url):
+    page.goto(url)
+    page.wait_for_selector('#stf-missions[data-loaded="true"]')
+
+
+def _cards(page):
+    return page.eval_on_selector_all(
+        "#stf-missions a.stf-mission",
+        "els => els.map(a => ({id: a.dataset.mission, href: a.getAttribute('href'), stars: a.dataset.stars,"
+        " name: a.querySelector('.name').textContent, text: a.textContent}))")
+
+
+# ------------------------------------------------------------------ hub
+
+
+def test_hub_lists_every_mission_in_order_with_the_sandbox(page, server):
+    _open_hub(page, server.url("index.html"))
+    cards = _cards(page)
+    missions = _missions()
+    assert [c["id"] for c in cards] == [m.id for m in missions] + ["sandbox"]
+    for card, m in zip(cards, missions):
+        assert card["href"] == f"lab.html?mission={m.id}"
+        assert card["name"] == m.title and card["stars"] == "0"
+        assert f"0/{len(m.stars)}" in card["text"]
+    total = sum(len(m.stars) for m in missions)
+    assert page.inner_text("#stf-total").strip() == f"★ 0 of {total} stars earned in this browser"
+    assert page.is_hidden("#stf-note") and page.is_hidden("#stf-file-note")
+    assert page.title() == "Split the Fleet"
+    _shot(page, "hub.png")
+    assert page.errors == []
+
+
+def test_stars_written_by_the_lab_page_appear_on_the_hub(page, server):
+    """The lab's StarsBridge (its own ES module, from lab/ui/stars_bridge.py) saves stars on this
+    origin; the hub shows them, live in another tab and after a reload."""
+    from lab.ui.stars_bridge import _ESM
+
+    _open_hub(page, server.url("index.html"))
+    lab_tab = page.context.new_page()
+    lab_tab.goto(server.url("missions/index.json"))  # any page of the site: same origin, same storage
+    module = "data:text/javascript;base64," + base64.b64encode(_ESM.encode()).decode()
+    replies = lab_tab.evaluate("""async (module) => {
+        const bridge = await import(module);
+        const handlers = {};
+        const sent = [];
+        const model = {send_msg: (m) => sent.push(JSON.parse(JSON.stringify(m))), on: (n, f) => { handlers[n] = f; }};
+        bridge.render({model});
+        handlers["msg:custom"]({type: "earn", mission: "mixing-hurts", stars: [true, false, true]});
+        handlers["msg:custom"]({type: "earn", mission: "decode-drowns", stars: [false, true]});
+        return sent;
+    }""", module)
+    assert replies[-1]["stars"]["mixing-hurts"] == [True, False, True]
+    stored = json.loads(lab_tab.evaluate(f"localStorage.getItem({json.dumps(KEY)})"))
+    assert stored == {"version": 1, "stars": {"mixing-hurts": [True, False, True], "decode-drowns": [False, True]}}
+    # The hub, open in the first tab, updates on the storage event; and after a reload.
+    page.wait_for_selector('a[data-mission="mixing-hurts"][data-stars="2"]')
+    page.reload()
+    page.wait_for_selector('#stf-missions[data-loaded="true"]')
+    cards = {c["id"]: c for c in _cards(page)}
+    assert cards["mixing-hurts"]["stars"] == "2" and cards["decode-drowns"]["stars"] == "1"
+    assert "★☆★" in cards["mixing-hurts"]["text"]
+    assert page.get_attribute("#stf-total .stf-total", "data-earned") == "3"
+    _shot(page, "hub-with-stars.png")
+    assert page.errors == []
+
+
+CORRUPT = {
+    "not-json": ("{not json", {}),
+    "json-null": ("null", {}),
+    "an-array": ("[1, 2, 3]", {}),
+    "stars-not-an-object": ('{"version": 1, "stars": [true]}', {}),
+    "partly-bad": ('{"version": 1, "stars": {"mixing-hurts": [true, "yes", true], "BAD ID": [true], '
+                   '"decode-drowns": [true, true], "slow-link": "three"}}',
+                   {"mixing-hurts": [True, False, True], "decode-drowns": [True, True]}),
+    "future-version": ('{"version": 2, "stars": {"chunk-it": [true]}}', {"chunk-it": [True]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_corrupt_storage_never_breaks_the_hub_nor_loses_readable_stars(page, server, case):
+    raw, kept = CORRUPT[case]
+    page.goto(server.url("site.webmanifest"))
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, raw])
+    _open_hub(page, server.url("index.html"))
+    cards = {c["id"]: c for c in _cards(page)}
+    assert len(cards) == len(_missions()) + 1
+    for mid, flags in kept.items():
+        assert cards[mid]["stars"] == str(sum(flags)), mid
+    assert page.is_visible("#stf-note")
+    assert "could not be read" in page.inner_text("#stf-note")
+    assert page.evaluate(f"localStorage.getItem({json.dumps(BACKUP)})") == raw  # the raw text is kept aside
+    assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")) == {"version": 1, "stars": kept}
+    if case == "partly-bad":
+        _shot(page, "hub-recovered.png")
+    assert page.errors == []
+
+
+def test_blocked_storage_still_shows_the_hub(browser, server):
+    context = browser.new_context()
+    context.add_init_script("""Object.defineProperty(window, 'localStorage', {
+        get() { throw new DOMException('The operation is insecure.', 'SecurityError'); }});""")
+    pg = context.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    _open_hub(pg, server.url("index.html"))
+    assert len(_cards(pg)) == len(_missions()) + 1
+    assert "does not let the page store data" in pg.inner_text("#stf-note")
+    assert errors == []
+    context.close()
+
+
+def test_reset_progress_asks_first_and_keeps_a_backup(page, server):
+    saved = {"version": 1, "stars": {"mixing-hurts": [True, True, False]}}
+    page.goto(server.url("site.webmanifest"))
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(saved)])
+    _open_hub(page, server.url("index.html"))
+    page.click("#stf-reset")
+    assert page.get_attribute("#stf-reset", "aria-pressed") == "true"
+    assert "Click again" in page.inner_text("#stf-reset")
+    assert page.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "2"  # nothing lost yet
+    page.keyboard.press("Escape")
+    assert page.inner_text("#stf-reset") == "Reset progress"
+    page.click("#stf-reset")
+    page.click("#stf-reset")
+    page.wait_for_selector('a[data-mission="mixing-hurts"][data-stars="0"]')
+    assert page.evaluate(f"localStorage.getItem({json.dumps(KEY)})") is None
+    assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(BACKUP)})")) == saved
+    assert "Progress reset" in page.inner_text("#stf-reset-status")
+    assert page.errors == []
+
+
+# ------------------------------------------------------------------ the lab page
+
+_RECORD_LOADER = """
+window.__stf = [];
+new MutationObserver(() => {
+  const l = document.getElementById('stf-loader');
+  if (!l) return;
+  const entry = [l.dataset.state, l.dataset.stage, (document.getElementById('stf-loader-detail') || {}).textContent || ''].join('|');
+  if (window.__stf[window.__stf.length - 1] !== entry) window.__stf.push(entry);
+}).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+"""
+
+
+def test_lab_shows_the_loading_screen_then_a_clear_error_with_retry(page, server):
+    page.context.add_init_script(_RECORD_LOADER)
+    page.goto(server.url("lab.html?mission=mixing-hurts"), wait_until="commit")
+    page.wait_for_selector("#stf-loader", state="visible")
+    page.wait_for_selector('#stf-loader[data-state="error"]', timeout=60_000)
+    trail = page.evaluate("window.__stf")
+    assert trail[0].startswith("loading|runtime"), trail
+    assert any("Downloading Python" in t for t in trail), trail
+    assert page.inner_text("#stf-loader-title") == "The lab could not start"
+    assert page.inner_text("#stf-loader-mission") == "Mission: Mixing hurts"
+    message = page.inner_text("#stf-error-message")
+    assert "Could not download the Python runtime" in message and "cdn.jsdelivr.net" in message
+    assert "offline" in page.inner_text("#stf-error-hint")
+    assert page.get_attribute('li[data-step="runtime"]', "data-status") == "failed"
+    assert page.is_visible("#stf-retry") and page.is_visible("a.stf-back")
+    assert page.evaluate("document.activeElement.id") == "stf-retry"
+    box = page.locator(".stf-loader-card").bounding_box()
+    assert box["width"] > 300 and box["height"] > 200  # not a blank page
+    _shot(page, "lab-error.png")
+    # Retry loads everything again (a fresh start), and fails the same clear way.
+    with page.expect_navigation():
+        page.click("#stf-retry")
+    page.wait_for_selector('#stf-loader[data-state="error"]', timeout=60_000)
+    assert page.evaluate("window.__stf")[0].startswith("loading|runtime")
+    assert page.errors == []
+
+
+def test_lab_opened_from_a_file_says_to_serve_it_over_http(page, dist):
+    page.goto((dist / "lab.html").as_uri() + "?mission=chunk-it")
+    page.wait_for_selector('#stf-loader[data-state="error"]')
+    assert page.inner_text("#stf-loader-title") == "Serve the site over HTTP to run the lab"
+    hint = page.inner_text("#stf-error-hint")
+    assert "python -m http.server 8000" in hint and "HTTP" in hint
+    assert page.is_hidden("#stf-retry")
+    _shot(page, "lab-file-url.png")
+    # The hub itself works from a file, and says the same.
+    page.goto((dist / "index.html").as_uri())
+    page.wait_for_selector('#stf-missions[data-loaded="true"]')
+    assert len(_cards(page)) == len(_missions()) + 1
+    assert page.is_visible("#stf-file-note") and "python -m http.server" in page.inner_text("#stf-file-note")
+    assert page.errors == []
+
+
+def test_lab_in_an_iframe_shows_its_compact_loading_screen(page, server):
+    page.set_content(f'<iframe src="{server.url("lab.html?mission=slow-link&embed=1")}" width="700" height="600"></iframe>')
+    frame = page.frame_locator("iframe")
+    frame.locator('#stf-loader[data-state="error"]').wait_for(timeout=60_000)
+    assert frame.locator("html.stf-embed").count() == 1
+    assert "Could not download the Python runtime" in frame.locator("#stf-error-message").inner_text()
+    assert frame.locator("a.stf-back").get_attribute("target") == "_blank"  # leaves the blog's iframe
+    _shot(page, "lab-embed-error.png")
+
+
+def test_self_hosted_pyodide_folder_is_used(browser, tmp_path_factory):
+    """--pyodide-base ./pyodide/ with npm's Pyodide (the runtime, no packages) copied in:
+    the runtime loads from the site itself, then the loader names the missing packages."""
+    npm = REPO / "node_modules" / "pyodide"
+    if not (npm / "pyodide.asm.wasm").is_file():
+        pytest.skip("node_modules/pyodide missing (npm ci)")
+    dist, _ = build_site(tmp_path_factory, "--pyodide-base", "./pyodide/", "--quiet")
+    target = dist / "pyodide"
+    target.mkdir(exist_ok=True)
+    for name in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"):
+        shutil.copyfile(npm / name, target / name)
+    srv = Server(dist)
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.goto(srv.url("lab.html?mission=chunk-it"))
+        pg.wait_for_selector('#stf-loader[data-state="error"]', timeout=120_000)
+        assert pg.get_attribute('li[data-step="runtime"]', "data-status") == "done"
+        assert pg.get_attribute('li[data-step="packages"]', "data-status") == "failed"
+        assert "Could not download Python packages" in pg.inner_text("#stf-error-message")
+        assert "./pyodide/" in pg.inner_text("#stf-error-hint")
+        _shot(pg, "lab-self-hosted-packages-missing.png")
+    finally:
+        context.close()
+        srv.stop()
+
+
+def _stand_in_pyodide(folder, files):
+    """npm's Pyodide runtime + stand-in wheels for every package the lab loads from Pyodide
+    (each top-level module raises ImportError), with a lock file whose hashes match them."""
+    import hashlib
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("stf_build", REPO / "build.py")
+    stf_build = iu.module_from_spec(spec)
+    spec.loader.exec_module(stf_build)
+    npm = REPO / "node_modules" / "pyodide"
+    folder.mkdir(exist_ok=True)
+    for name in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip"):
+        shutil.copyfile(npm / name, folder / name)
+    lock = json.loads((npm / "pyodide-lock.json").read_text(encoding="utf-8"))
+    by_file = {p["file_name"]: key for key, p in lock["packages"].items()}
+    for file_name in files:
+        if not file_name.endswith(".whl"):
+            continue
+        entry = lock["packages"][by_file[file_name]]
+        name, version = file_name.split("-")[:2]
+        dist_info = f"{name}-{version}.dist-info"
+        stub = {f"{mod}/__init__.py": f"raise ImportError('{mod} is a stand-in for an offline test')\n".encode()
+                for mod in entry.get("imports") or [name.lower()]}
+        stub[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {entry['name']}\nVersion: {version}\n".encode()
+        stub[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        stf_build.write_wheel(folder / file_name, stub, dist_info)
+        entry["sha256"] = hashlib.sha256((folder / file_name).read_bytes()).hexdigest()
+    (folder / "pyodide-lock.json").write_text(json.dumps(lock), encoding="utf-8")
+
+
+def test_lab_runs_python_in_the_browser_worker_up_to_the_packages_it_lacks(browser, tmp_path_factory):
+    """Everything the browser can do offline, for real: Pyodide starts in the worker from the
+    site, pyodide.loadPackage installs every package (stand-ins here: Pyodide's numpy etc. need
+    its CDN), the site's wheels are unpacked, and Python runs build.py's setup, which imports
+    Panel until the first stand-in stops it with a clear error at the "lab" step."""
+    if not (REPO / "node_modules" / "pyodide" / "pyodide.asm.wasm").is_file():
+        pytest.skip("node_modules/pyodide missing (npm ci)")
+    dist, _ = build_site(tmp_path_factory, "--pyodide-base", "./stand-in-pyodide/", "--quiet")
+    info = json.loads((dist / "build-info.json").read_text(encoding="utf-8"))
+    _stand_in_pyodide(dist / "stand-in-pyodide", info["pyodide"]["files"])
+    srv = Server(dist)
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.context.add_init_script(_RECORD_LOADER)
+        pg.goto(srv.url("lab.html?mission=mixing-hurts"))
+        pg.wait_for_selector('#stf-loader[data-state="error"]', timeout=180_000)
+        status = {s: pg.get_attribute(f'li[data-step="{s}"]', "data-status") for s in ("runtime", "packages", "app")}
+        detail = pg.text_content("#stf-error-detail")
+        assert status == {"runtime": "done", "packages": "done", "app": "failed"}, (status, pg.inner_text("#stf-error-message"), detail)
+        message = pg.inner_text("#stf-error-message")
+        assert message.startswith("Panel did not start: ImportError:") and "stand-in" in message, message
+        assert "is a stand-in for an offline test" in detail
+        trail = pg.evaluate("window.__stf")
+        assert any(t.startswith("loading|packages|Downloading packages") for t in trail), trail
+        assert any(t.startswith("loading|app|") for t in trail), trail
+        _shot(pg, "lab-stand-in-packages-app-error.png")
+    finally:
+        context.close()
+        srv.stop()
+
+
+# ------------------------------------------------------------------ hosting
+
+
+def test_site_works_at_a_sub_path_and_offline_on_a_second_visit(browser, dist):
+    """Served from /some/sub/path/: every request resolves (no 404), the service worker's scope
+    is that folder; then with the server gone the hub and the lab page still come up."""
+    root = dist.parent / "host-root"
+    sub = root / "some" / "sub"
+    sub.mkdir(parents=True, exist_ok=True)
+    link = sub / "path"
+    if not link.exists():
+        link.symlink_to(dist, target_is_directory=True)
+    srv = Server(root)
+    context = browser.new_context()
+    bad = []
+    try:
+        pg = context.new_page()
+        pg.on("response", lambda r: bad.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        base = srv.url("some/sub/path/")
+        _open_hub(pg, base)  # the folder URL itself serves index.html
+        scope = pg.evaluate("navigator.serviceWorker.ready.then(r => r.scope)")
+        assert scope == base
+        pg.goto(base + "lab.html?mission=chunk-it")
+        pg.wait_for_selector('#stf-loader[data-state="error"]', timeout=60_000)
+        assert bad == [], bad
+        # Second visit, with the web server stopped: the cached site still shows up.
+        pg.evaluate("navigator.serviceWorker.ready")
+        srv.stop()
+        _open_hub(pg, base + "index.html")
+        assert len(_cards(pg)) == len(_missions()) + 1
+        pg.goto(base + "lab.html?mission=book-store")
+        pg.wait_for_selector('#stf-loader[data-state="error"]', timeout=60_000)
+        assert pg.inner_text("#stf-loader-mission") == "Mission: The book store"
+    finally:
+        context.close()
+        srv.stop()
+
+
+def test_a_cross_site_embed_keeps_its_own_stars(browser, server):
+    """Browsers partition storage by top-level site: the hub inside an iframe on another site
+    (here: localhost vs 127.0.0.1) does not see the stars earned on the site itself."""
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.goto(server.url("site.webmanifest"))
+        pg.evaluate("([k, v]) => localStorage.setItem(k, v)",
+                    [KEY, json.dumps({"version": 1, "stars": {"mixing-hurts": [True, True, True]}})])
+        _open_hub(pg, server.url("index.html"))
+        assert pg.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "3"
+        blog = f"http://localhost:{server.port}/site.webmanifest"  # another site: same server, other host name
+        pg.goto(blog)
+        pg.set_content(f'<iframe src="{server.url("index.html")}" width="900" height="700"></iframe>')
+        frame = pg.frame_locator("iframe")
+        frame.locator('#stf-missions[data-loaded="true"]').wait_for()
+        assert frame.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "0"
+    finally:
+        context.close()
+
+
+# ------------------------------------------------------------------ the full lab (needs the CDN)
+
+
+def _cdn_reachable():
+    if os.environ.get("STF_CDN", "").lower() in ("0", "no", "false"):
+        return False
+    try:
+        with socket.create_connection(("cdn.jsdelivr.net", 443), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.needs_cdn
+def test_lab_loads_fully_from_the_cdn(pw, server):
+    if not _cdn_reachable():
+        pytest.skip("Pyodide's CDN (cdn.jsdelivr.net:443) is unreachable from here: the full in-browser "
+                    "lab needs it for the Python runtime and numpy/pandas; run where it is reachable")
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    try:
+        context = b.new_context(viewport={"width": 1280, "height": 900})
+        pg = context.new_page()
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        mission = _missions()[0]
+        pg.goto(server.url(f"lab.html?mission={mission.id}"))
+        pg.wait_for_selector('#stf-loader[data-state="done"], #stf-loader[data-state="error"]', timeout=600_000)
+        if pg.get_attribute("#stf-loader", "data-state") == "error":
+            pytest.fail(f"{pg.inner_text('#stf-error-message')}\n{pg.text_content('#stf-error-detail')}")
+        title = pg.locator(".stf-title").first
+        title.wait_for(timeout=120_000)
+        assert mission.title in title.inner_text()
+        pg.wait_for_selector('.stf-status[data-busy="false"][data-run]', timeout=300_000)
+        _shot(pg, "lab-loaded.png")
+        assert errors == []
+        context.close()
+    finally:
+        b.close()
