@@ -269,7 +269,7 @@ class Mission:
             changes[control.path] = control.check(value, where)
         if not changes:
             return base
-        return _with_changes(base, changes)
+        return base.with_changes(changes)
 
     # ------------------------------------------------------------ stars
 
@@ -284,7 +284,7 @@ class Mission:
             "order": self.order,
             "summary": self.summary,
             "brief": self.brief,
-            "scenario": _scenario_dict(self.scenario),
+            "scenario": self.scenario.to_dict(),
             "controls": {name: c.to_dict() for name, c in self.controls.items()},
             "stars": [s.to_dict() for s in self.stars],
         }
@@ -329,29 +329,6 @@ def _read_brief(data):
     if raw is not None and not isinstance(raw, str):
         raise LabError("brief", f"expected Markdown text or a list of lines, got {F.describe(raw)}")
     return F.read_str(data, "brief", "")
-
-
-def _scenario_dict(scenario):
-    """`scenario.to_dict()`, minus the empty generated-arrival fields a trace workload must not carry."""
-    raw = scenario.to_dict()
-    workload = raw.get("workload", {})
-    if "trace" in workload:
-        for key in ("phases", "prompt_tokens", "output_tokens", "rate"):
-            if not workload.get(key):
-                workload.pop(key, None)
-    return raw
-
-
-def _with_changes(scenario, changes):
-    """`scenario` with {dotted path: value} applied, validated again."""
-    raw = _scenario_dict(scenario)
-    for dotted, value in changes.items():
-        node = raw
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return Scenario.from_dict(raw, "", scenario.base_dir)
 
 
 def _read_controls(data, scenario):
@@ -413,7 +390,7 @@ def _read_controls(data, scenario):
                 if end == value:
                     continue
                 try:
-                    _with_changes(scenario, {c.path: end})
+                    scenario.with_changes({c.path: end})
                 except LabError as exc:
                     raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {exc.detail}") from None
     if "chunk_tokens" in controls:
