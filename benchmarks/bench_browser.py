@@ -7,13 +7,15 @@ Starts `python -m lab.ui.serve` on a free port (unless --url points at a running
 opens the mission's lab at 1366x800 and moves its GPU-count slider from the keyboard,
 back and forth, N times. For each change it measures, on the page's own clock, the
 time from the keydown to two animation frames after the new run's data reached the
-canvas (the canvas marks that moment itself). That includes the debounce, the
-simulation on the server, building the canvas and plot data, the websocket transfer
-and the browser's paint. Prints the median and spread, and the simulation's own share
-(the server's wall-clock time for simulate + metrics).
+canvas (the canvas marks that moment itself). That includes Panel's and the app's
+waits, the simulation on the server, building the canvas and plot data, the
+websocket transfer, applying the patch and the browser's paint. Prints the median and
+spread, the simulation's own share (the server's wall-clock time for simulate +
+metrics), and the split at the moment the data reached the page.
 
 With --screenshots DIR it also saves hub.png (the hub), mission-playing.png (the lab
-mid-play) and embed-700.png (the lab in a 700 px wide iframe).
+mid-play), mission-split.png (the mission's fleet split into pools, when it can be) and
+embed-700.png (the lab in a 700 px wide iframe).
 """
 
 import argparse
@@ -31,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
+from lab.ui.app import DEBOUNCE_MS, FIRST_MS  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
@@ -87,7 +90,7 @@ def measure(page, changes, mission_id):
     start = float(handle.get_attribute("aria-valuenow"))
     hi = float(handle.get_attribute("aria-valuemax"))
     up = start < hi
-    times, sims = [], []
+    times, sims, arrivals = [], [], []
     last = page.evaluate("(window.__stfPainted || {run: 0}).run")
     handle.focus()
     for i in range(changes):
@@ -95,15 +98,19 @@ def measure(page, changes, mission_id):
         page.keyboard.press(key)
         done = wait_run(page, last)
         last = done["run"]
-        pressed = page.evaluate("window.__stfKey")
+        pressed, arrived = page.evaluate("[window.__stfKey, window.__stfArrived]")
         times.append(done["at"] - pressed)
+        if arrived and arrived["run"] == last:
+            arrivals.append((arrived["at"] - pressed, done["at"] - arrived["at"]))
         status = page.locator(f'.stf-status[data-run="{last}"]')
         status.wait_for(state="attached")
         sims.append(float(status.get_attribute("data-run-ms")))
-    return name, times, sims
+    return name, times, sims, arrivals
 
 
 def screenshots(browser, base, mission_id, out):
+    from lab.core.missions import list_missions
+
     out.mkdir(parents=True, exist_ok=True)
     ctx = browser.new_context(viewport={"width": 1366, "height": 800})
     page = ctx.new_page()
@@ -118,6 +125,18 @@ def screenshots(browser, base, mission_id, out):
     page.wait_for_function(f"Number(document.documentElement.dataset.canvasWindow) > {start + 1.0}")
     page.screenshot(path=str(out / "mission-playing.png"), full_page=True)
     page.locator(".stf-play button").click()
+    # The same mission split into pools (if it can be): the link row, no slow steps.
+    mission = next((m for m in list_missions() if m.id == mission_id), None)
+    split = ""
+    if mission is not None and "layout" in mission.controls and "disaggregated" in mission.controls["layout"].choices:
+        split = "&layout=disaggregated"
+        for name in ("prefill_gpus", "decode_gpus"):
+            if name in mission.controls:
+                split += f"&{name}={int(mission.controls[name].min) + 1}"
+    page.goto(f"{base}/lab?mission={mission_id}{split}&t=12")
+    wait_run(page, 0)
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(out / "mission-split.png"), full_page=True)
     ctx.close()
     ctx = browser.new_context(viewport={"width": 740, "height": 900})
     host = ctx.new_page()
@@ -126,7 +145,7 @@ def screenshots(browser, base, mission_id, out):
     host.frames[1].wait_for_function("(window.__stfPainted || {run: 0}).run > 0", timeout=60_000)
     host.screenshot(path=str(out / "embed-700.png"))
     ctx.close()
-    return [str(out / n) for n in ("hub.png", "mission-playing.png", "embed-700.png")]
+    return [str(out / n) for n in ("hub.png", "mission-playing.png", "mission-split.png", "embed-700.png")]
 
 
 def main(argv=None):
@@ -157,7 +176,7 @@ def main(argv=None):
             page = ctx.new_page()
             page.goto(f"{base}/lab?mission={mission_id}")
             wait_run(page, 0)
-            name, times, sims = measure(page, args.changes, mission_id)
+            name, times, sims, arrivals = measure(page, args.changes, mission_id)
             ctx.close()
             shots = screenshots(browser, base, mission_id, Path(args.screenshots)) if args.screenshots else []
             browser.close()
@@ -175,6 +194,10 @@ def main(argv=None):
         "min_ms": times_sorted[0],
         "max_ms": times_sorted[-1],
         "simulate_median_ms": statistics.median(sims),
+        # keydown -> the run's data applied to the page's models (server + transfer + patch),
+        # then -> two frames later (the browser's paint of that frame and the next).
+        "to_data_median_ms": statistics.median(a for a, _ in arrivals) if arrivals else None,
+        "to_paint_median_ms": statistics.median(p for _, p in arrivals) if arrivals else None,
         "all_ms": [round(t, 1) for t in times],
         "screenshots": shots,
     }
@@ -182,7 +205,10 @@ def main(argv=None):
     print(f"  median {report['median_ms']:.0f} ms   p90 {report['p90_ms']:.0f} ms   "
           f"min {report['min_ms']:.0f} ms   max {report['max_ms']:.0f} ms")
     print(f"  of which simulate + metrics on the server: median {report['simulate_median_ms']:.0f} ms "
-          f"(the debounce adds 80 ms)")
+          f"(a lone change waits {FIRST_MS} ms, one in a burst {DEBOUNCE_MS} ms)")
+    if arrivals:
+        print(f"  keydown -> data in the page: median {report['to_data_median_ms']:.0f} ms; "
+              f"-> painted: median {report['to_paint_median_ms']:.0f} ms more")
     for path in shots:
         print(f"  screenshot: {path}")
     if args.json:

@@ -9,13 +9,26 @@ Pyodide conversion can call them from a script ending in `.servable()`. Nothing 
 uses threads, subprocesses or the filesystem beyond reading the mission folder.
 
 Slow work never runs inside a widget callback: a change marks the state busy (the page
-shows it at once) and the run happens in a one-shot callback a moment later, which
-also coalesces quick successive changes (debounce). The rate sweep runs one point per
-callback so its progress bar moves.
+shows it at once) and the run happens in a one-shot callback a moment later: at once
+for a lone change, after DEBOUNCE_MS for one that follows another closely (a held
+arrow key), so a burst coalesces. A run reaches the browser as one document patch
+(`pn.io.hold`) with the canvas, metrics and stars, and the two plots follow in a second
+one PLOTS_LAG_MS later, so the browser paints the canvas without waiting on them. The
+rate sweep runs one point per callback so its progress bar moves.
+
+What a change costs in the browser matters as much as the simulation: anything that
+changes a component's size, or a button's `disabled` flag or label, makes Bokeh
+re-lay out the whole page and repaint every plot. So the canvas keeps one height per
+mission, buttons with nothing to do are styled inert rather than disabled, and views
+send only what changed (see canvas.py, controls.py, plots.py).
+
+The window start goes into the address (`t`) once it is worth sharing: the link came
+with one, or the student scrubbed or paused (throttled while scrubbing).
 """
 
 import html
 import os
+import time
 
 import panel as pn
 
@@ -29,9 +42,13 @@ from .stars_bridge import StarsBridge
 from .state import LabState, parse_search
 from .theme import CSS, HUB_CSS, PALETTE
 
-__all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "MISSIONS_ENV"]
+__all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
+           "URL_THROTTLE_MS", "MISSIONS_ENV"]
 
-DEBOUNCE_MS = 80  # wait this long after a change before simulating (coalesces quick changes)
+DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
+FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simulating…" patch is out)
+PLOTS_LAG_MS = 40  # the plots redraw this long after the canvas, in a patch of their own
+URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
 _CATALOGS = {}
 TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
@@ -107,15 +124,19 @@ class LabApp:
         self.state.busy = True  # the first run is on its way
         self._auto_window = "t" not in params
         self._pending = None
+        self._last_change = -1e9  # time.monotonic() of the last accepted change
         self._sweep_iter = None
         self.bridge = StarsBridge()
         self.url = PageBridge(on_key=self._on_key)
+        self._url_pending = None
         self.canvas = Canvas(self.state, embed=self.embed)
-        self.canvas.after_toggle = lambda: self.url.refocus("stf-play")
+        self.canvas.after_toggle = self._after_toggle
+        self.canvas.on_user_window = self._on_user_window
         self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed)
         self.metrics = MetricsView(self.state)
         self.stars = StarsView(self.state)
-        self.plots = Plots(self.state, self.on_sweep, embed=self.embed)
+        self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
+        self._plots_pending = None
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
         self.notes = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
@@ -147,25 +168,77 @@ class LabApp:
             self._pending.stop()
         self._pending = _later(self._run_now, delay_ms)
 
+    # ------------------------------------------------------------ the address
+
+    def _write_url(self):
+        """Write the address now (and drop a pending throttled write)."""
+        if self._url_pending is not None:
+            self._url_pending.stop()
+        self._url_timer()
+
+    def _url_timer(self):
+        self._url_pending = None
+        self.url.replace(self.state.search(self.embed))
+
+    def _url_soon(self):
+        """Write the address at most every URL_THROTTLE_MS while the window keeps moving."""
+        if self._url_pending is None:
+            self._url_pending = _later(self._url_timer, URL_THROTTLE_MS)
+
+    def _on_user_window(self):
+        """The student scrubbed, jumped or nudged the window: a shared link shows this moment."""
+        self.state.share_window = True
+        if not self.canvas.playing:
+            self._url_soon()
+
+    def _after_toggle(self):
+        self.url.refocus("stf-play")
+        if not self.canvas.playing and self.state.run_id:  # paused (or played to the end)
+            self.state.share_window = True
+            self._write_url()
+
     def _run_now(self):
         self._pending = None
+        if self._plots_pending is not None:  # they will show this run instead
+            self._plots_pending.stop()
+            self._plots_pending = None
         state = self.state
         first = state.run_id == 0
         _debug("run start")
         with pn.io.hold():  # one document patch for the whole update, not one per model change
             state.run()
-        _debug("run end")
-        if first and self._auto_window and state.result is not None:
-            self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
+            _debug("run end")
+            if first and self._auto_window and state.result is not None:
+                self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
+        # The canvas, metrics and stars go first; the plots follow in their own patch once
+        # the browser has had time to paint those (their data and drawing would delay it).
+        self._plots_pending = _later(self._update_plots, PLOTS_LAG_MS)
+
+    def _update_plots(self):
+        self._plots_pending = None
+        with pn.io.hold():
+            self.plots.update()
 
     def on_change(self, name, value):
         _debug("change", name, value)
-        if self.state.change(name, value):
-            self.schedule_run()
+        with pn.io.hold():  # the controls, the busy status and the address in one patch
+            if self.state.change(name, value):
+                self.schedule_run(self._change_delay())
+
+    def _change_delay(self):
+        """Leading edge: a lone change runs at once; one hard on the heels of another (a held
+        arrow key, quick clicks) restarts the debounce, so a burst costs one more run, not one each."""
+        now = time.monotonic()
+        burst = self._pending is not None or (now - self._last_change) * 1000.0 < DEBOUNCE_MS
+        self._last_change = now
+        return DEBOUNCE_MS if burst else FIRST_MS
 
     def on_reset(self):
-        if self.state.reset():
-            self.schedule_run(delay_ms=10)
+        if self.state.is_start:  # nothing to undo (the button only looks disabled then)
+            return
+        with pn.io.hold():
+            if self.state.reset():
+                self.schedule_run(delay_ms=10)
 
     def on_sweep(self):
         state = self.state
@@ -351,7 +424,7 @@ class HubApp:
         self.bridge = StarsBridge()
         self.list = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
                                  css_classes=["stf-hub-list"])
-        self.total = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(0, 0, 6, 0), css_classes=["stf-hub-total"])
+        self.total = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(10, 0, 12, 0), css_classes=["stf-hub-total"])
         self.note = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
                                  css_classes=["stf-hub-note"])
         self._armed = False

@@ -9,10 +9,19 @@ on the wire and grey bars the time a prompt's KV waited (for decode memory or th
 link). A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview
 below shows where the slow steps are over the whole run.
 
-Data is built with numpy from the columnar step logs and sent once per run; moving
-the window only moves the x range.
+Data is built with numpy from the columnar step logs once per run; the browser gets the
+steps around the window only (re-sliced as the window nears the slice's edge), so
+moving the window mostly just moves the x range.
+
+Kept cheap for the browser on purpose (a change of the fleet used to cost more there
+than the simulation did): the figure's height is fixed per mission (`max_rows`), the
+rows share it, so a new GPU count never re-lays out the page; the row labels sit in an
+HTML gutter beside the figure, not on a y axis whose width would follow them; the
+tooltip derives the GPU, start and duration from other columns (every column is a
+websocket frame per update); layers that stay empty are not resent.
 """
 
+import html
 import math
 
 import numpy as np
@@ -23,7 +32,8 @@ from bokeh.models import (
     BoxAnnotation,
     ColumnDataSource,
     CustomJS,
-    FixedTicker,
+    CustomJSHover,
+    Dodge,
     HoverTool,
     Label,
     Range1d,
@@ -34,19 +44,27 @@ from bokeh.plotting import figure
 from lab.core.cost import step_time_fn
 
 from .state import WINDOW_S
-from .theme import CSS, FONT_STACK, PALETTE
+from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 
-__all__ = ["Canvas", "timeline_data", "ROW_PX"]
+__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "rows_html", "ROW_PX", "FRAME_MAX_PX"]
 
-ROW_PX = 34  # height of one row in pixels
-BUFFER_S = 3.0  # the browser holds the window plus this much on each side (see Canvas._slice)
+ROW_PX = 22  # height of one row in pixels when the mission shows as many rows as it can
+ROWS_MIN = 6  # the frame is never sized for fewer rows than this
+FRAME_MAX_PX = 300  # nor taller than this (the sandbox reaches 25 rows: they get thinner)
+BAR_MAX_PX = 30  # a step's box is never taller than this, however few rows there are
+AXIS_PX = 50  # the figure's height beyond its frame (time axis and its label)
+FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no toolbar)
+FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
+BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait")
-HALF = 0.40  # half a row's box height, in row units
+HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of the row height the prefill strip of a mixed step covers
+WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a step's box
+LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row label
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
 
-_STEP_COLS = ("left", "right", "y", "gpu", "batch", "prompt", "start_ms", "dur_ms")
+_STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
 _STRIP_COLS = ("left", "right", "y")
 _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms")
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
@@ -66,11 +84,70 @@ def _rows(result):
     for log in result.gpus:
         row = log.index + (1 if (split and log.role == "decode") else 0)
         rows.append(row)
-        labels[row] = f"GPU {log.index} · {log.role}"
+        labels[row] = _label(log.index, log.role)
     if split:
         link_row = prefill
         labels[link_row] = "link (KV)"
     return rows, link_row, labels
+
+
+def _label(index, role):
+    return f"GPU {index} · {role}"
+
+
+def max_rows(mission):
+    """(most canvas rows the mission's controls can reach, longest row label).
+
+    The canvas is sized for this once, so moving a GPU-count control never changes the
+    figure's height: in the browser that would re-lay out the whole page (every plot
+    re-measured and repainted), which is most of the cost of a change.
+    """
+    scenario = mission.scenario
+    controls = mission.controls
+    fleet = scenario.fleet
+
+    def most(name, default):
+        control = controls.get(name)
+        if control is not None and control.max is not None:
+            return int(control.max)
+        return int(default or 0)
+
+    layouts = list(controls["layout"].choices) if "layout" in controls else [fleet.layout]
+    rows, labels = 1, ["link (KV)"]
+    if "colocated" in layouts:
+        n = most("gpus", fleet.total_gpus)
+        rows = max(rows, n)
+        labels.append(_label(max(n - 1, 0), "colocated"))
+    if "disaggregated" in layouts:
+        p = most("prefill_gpus", fleet.prefill_gpus or 1)
+        d = most("decode_gpus", fleet.decode_gpus or 1)
+        rows = max(rows, p + d + 1)
+        labels += [_label(max(p - 1, 0), "prefill"), _label(max(p + d - 1, 0), "decode")]
+    return rows, max(labels, key=len)
+
+
+def frame_px(rows):
+    """The timeline's plot area height (px) for a mission that can show `rows` rows."""
+    return int(min(max(rows, ROWS_MIN) * ROW_PX, FRAME_MAX_PX))
+
+
+def row_geometry(rows, frame):
+    """(half a box's height in row units, label font size) for `rows` rows in `frame` px."""
+    pitch = frame / max(rows, 1)
+    half = min(HALF, BAR_MAX_PX / 2.0 / pitch)
+    font = "12px" if pitch >= 18 else ("10.5px" if pitch >= 13 else "9px")
+    return half, font
+
+
+def rows_html(labels, frame, font="12px"):
+    """The row labels for the gutter beside the figure: each centred on its row of the
+    plot area, which starts FRAME_TOP_PX down the figure and is `frame` px tall."""
+    pitch = frame / max(len(labels), 1)
+    items = "".join(
+        f'<div style="top:{FRAME_TOP_PX + (i + 0.5) * pitch:.1f}px">{html.escape(text)}</div>'
+        for i, text in enumerate(labels)
+    )
+    return f'<div class="stf-rows" style="font-size:{font}" data-rows="{len(labels)}">{items}</div>'
 
 
 def _decode_only_s(model, batch, ctx):
@@ -109,9 +186,7 @@ def timeline_data(result, tpot_ms):
                 continue
             parts[name].append({
                 "left": start[mask], "right": end[mask], "y": np.full(k, row, dtype=F32),
-                "gpu": np.full(k, log.index, dtype=np.int32),
                 "batch": batch[mask], "prompt": prompt[mask],
-                "start_ms": start[mask] * 1000.0, "dur_ms": dur[mask] * 1000.0,
             })
         mixed = decodes & (prompt > 0)
         if mixed.any():
@@ -122,7 +197,7 @@ def timeline_data(result, tpot_ms):
             share = np.clip((width - decode_only) / np.where(width > 0, width, 1.0), 0.0, 1.0)
             parts["strip"].append({
                 "left": start[idx], "right": start[idx] + width * share,
-                "y": np.full(len(idx), row + HALF - HALF * STRIP, dtype=F32),
+                "y": np.full(len(idx), row, dtype=F32),  # drawn at the box's bottom (a Dodge)
             })
     out = {}
     for name, chunks in parts.items():
@@ -218,6 +293,12 @@ class Canvas(param.Parameterized):
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
+        self._geometry = None
+        self._rows_max, longest = max_rows(state.mission)
+        self._frame_px = frame_px(self._rows_max)
+        self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
+        self.on_user_window = None  # called after the student moved the window (not playback)
+        self._syncing_slider = False
         self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
         self.figure = self._make_figure()
         self.overview = self._make_overview()
@@ -232,7 +313,7 @@ class Canvas(param.Parameterized):
 
     def _make_figure(self):
         fig = figure(
-            height=4 * ROW_PX + 60,
+            height=self._frame_px + AXIS_PX,  # fixed for the mission: see max_rows
             sizing_mode="stretch_width",
             min_width=320,
             x_range=Range1d(0, WINDOW_S, bounds=None),
@@ -243,9 +324,10 @@ class Canvas(param.Parameterized):
             x_axis_label="simulated time (s)",
             name="timeline",
         )
-        fig.min_border_left = 10
-        fig.min_border_right = 12
-        fig.min_border_top = 6
+        fig.min_border_left = FRAME_LEFT_PX  # the row labels are in an HTML gutter on the left
+        fig.min_border_right = 16  # room for half the last time label
+        fig.min_border_top = FRAME_TOP_PX
+        fig.min_border_bottom = AXIS_PX - 6
         fig.outline_line_color = None
         fig.background_fill_color = "#fbfcfe"
         fig.border_fill_color = PALETTE["panel"]
@@ -254,16 +336,20 @@ class Canvas(param.Parameterized):
         fig.xaxis.axis_label_text_font_style = "normal"
         fig.xaxis.axis_label_text_font_size = "12px"
         fig.xaxis.axis_label_text_color = PALETTE["muted"]
-        for ax in (fig.xaxis, fig.yaxis):
-            ax.major_label_text_font = FONT_STACK
-            ax.axis_label_text_font = FONT_STACK
-            ax.major_label_text_font_size = "12px"
-            ax.major_label_text_color = PALETTE["ink"]
-        fig.yaxis.ticker = FixedTicker(ticks=[0, 1, 2, 3])
-        fig.yaxis.major_tick_line_color = None
-        fig.yaxis.minor_tick_line_color = None
-        fig.yaxis.axis_line_color = None
+        fig.xaxis.major_label_text_font = FONT_STACK
+        fig.xaxis.axis_label_text_font = FONT_STACK
+        fig.xaxis.major_label_text_font_size = "12px"
+        fig.xaxis.major_label_text_color = PALETTE["ink"]
+        # Rows are labelled in an HTML gutter beside the figure (see rows_html), not by a y
+        # axis: an axis whose labels get wider or narrower (a colocated fleet becoming a
+        # split one) changes size, and Bokeh then re-lays out the whole page, not just this
+        # figure. (Labels inside the figure would be clipped to the plot area.)
+        fig.yaxis.visible = False
+        self.row_labels = ColumnDataSource({"y": [], "text": []})  # for the tooltips
         bar = {"y": "y", "left": "left", "right": "right", "height": 2 * HALF}
+        # The prefill strip of a mixed step sits at the bottom of its box (rows grow
+        # downwards): a Dodge, so a new row height only changes its `value`.
+        self.strip_dodge = Dodge(value=HALF - HALF * STRIP, range=fig.y_range)
         r_decode = fig.hbar(source=self.sources["decode"], **bar,
                             fill_color=PALETTE["decode"], line_color="white", line_width=0.6)
         r_slow = fig.hbar(source=self.sources["slow"], **bar,
@@ -271,22 +357,37 @@ class Canvas(param.Parameterized):
                           hatch_scale=7, hatch_weight=1.2, line_color="#4a1a00", line_width=1.3)
         r_prefill = fig.hbar(source=self.sources["prefill"], **bar,
                              fill_color=PALETTE["prefill"], line_color="white", line_width=0.6)
-        fig.hbar(source=self.sources["strip"], y="y", left="left", right="right", height=2 * HALF * STRIP,
-                 fill_color=PALETTE["prefill"], line_color=None)
-        r_wait = fig.hbar(source=self.sources["wait"], y="y", left="left", right="right", height=0.14,
+        r_strip = fig.hbar(source=self.sources["strip"], y={"field": "y", "transform": self.strip_dodge},
+                           left="left", right="right", height=2 * HALF * STRIP,
+                           fill_color=PALETTE["prefill"], line_color=None)
+        r_wait = fig.hbar(source=self.sources["wait"], y="y", left="left", right="right", height=2 * HALF * WAIT,
                           fill_color=PALETTE["link_wait"], line_color=None)
         r_wire = fig.hbar(source=self.sources["wire"], **bar,
                           fill_color=PALETTE["link"], fill_alpha=0.85, line_color="white", line_width=0.6)
         step_tips = """
 <div style="font: 12px %s; min-width: 170px">
-  <div style="font-weight:600; margin-bottom:2px">GPU @gpu · {kind}</div>
+  <div style="font-weight:600; margin-bottom:2px">@y{custom} · {kind}</div>
   <div>batch: <b>@batch</b> sequences decoding</div>
   <div>prompt tokens: <b>@prompt{0,0}</b></div>
-  <div>start: @start_ms{0,0.0} ms · duration: <b>@dur_ms{0.0} ms</b></div>
+  <div>start: @left{custom} ms · duration: <b>@right{custom} ms</b></div>
 </div>"""
+        # Derived in the browser, so the data carries fewer columns (each one is a buffer
+        # in every update): the row's GPU from the axis labels, start and duration in ms.
+        gpu_of_row = CustomJSHover(args={"labels": self.row_labels}, code="""
+            const ys = labels.data.y, texts = labels.data.text;
+            for (let i = 0; i < ys.length; i++) {
+                if (ys[i] == value) return String(texts[i]).split(" · ")[0];
+            }
+            return "row " + value;""")
+        in_ms = CustomJSHover(code="""
+            return (value * 1000).toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1});""")
         kinds = ((r_decode, "decode step"), (r_slow, "decode step over the TPOT target"), (r_prefill, "prefill step"))
         for renderer, kind in kinds:
+            duration = CustomJSHover(args={"src": renderer.data_source}, code="""
+                const d = src.data, i = special_vars.index;
+                return ((d.right[i] - d.left[i]) * 1000).toFixed(1);""")
             fig.add_tools(HoverTool(renderers=[renderer], tooltips=step_tips.replace("%s", FONT_STACK).replace("{kind}", kind),
+                                    formatters={"@y": gpu_of_row, "@left": in_ms, "@right": duration},
                                     point_policy="follow_mouse", attachment="above"))
         wire_tips = """
 <div style="font: 12px %s; min-width: 170px">
@@ -296,6 +397,9 @@ class Canvas(param.Parameterized):
   <div>prefill ended at @ready_ms{0,0.0} ms</div>
 </div>""".replace("%s", FONT_STACK)
         fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
+        self._box_glyphs = [r.glyph for r in (r_decode, r_slow, r_prefill, r_wire)]
+        self._strip_glyph = r_strip.glyph
+        self._wait_glyph = r_wait.glyph
         self.slow_line = Span(location=0, dimension="height", line_color=PALETTE["slow"], line_alpha=0, line_width=1)
         fig.add_layout(self.slow_line)
         # Tells the page (tests, benchmark) that a run's data arrived and was painted. The
@@ -328,8 +432,8 @@ class Canvas(param.Parameterized):
             toolbar_location=None,
             name="overview",
         )
-        fig.min_border_left = 10
-        fig.min_border_right = 12
+        fig.min_border_left = self._gutter_px + FRAME_LEFT_PX  # lined up with the timeline's plot area
+        fig.min_border_right = 16
         fig.min_border_top = 2
         fig.min_border_bottom = 18
         fig.outline_line_color = "#dde2ea"
@@ -379,15 +483,18 @@ class Canvas(param.Parameterized):
 
     def _layout(self):
         controls = pn.Row(self.play_button, self.speed_select, self.slider, self.next_button,
-                          sizing_mode="stretch_width", align="center", margin=0)
+                          sizing_mode="stretch_width", align="center", margin=(0, 6))
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", margin=0, css_classes=["stf-canvas"])
+        self.labels_pane = pn.pane.HTML("", width=self._gutter_px, height=self.figure.height, margin=0,
+                                        stylesheets=[CSS], css_classes=["stf-row-labels"])
+        timeline = pn.Row(self.labels_pane, self.pane, sizing_mode="stretch_width", margin=0)
         overview = pn.pane.Bokeh(self.overview, sizing_mode="stretch_width", margin=0, css_classes=["stf-overview"])
         keys = pn.pane.HTML(
             '<div class="stf-kbd">Keys: <kbd>K</kbd> play/pause · <kbd>J</kbd>/<kbd>L</kbd> back/forward 1 s · '
             '<kbd>N</kbd> next slow step · click the overview to jump</div>',
             stylesheets=[CSS], margin=(2, 10, 6, 10), sizing_mode="stretch_width",
         )
-        return pn.Column(self.pane, controls, overview, keys, sizing_mode="stretch_width", margin=0)
+        return pn.Column(timeline, controls, overview, keys, sizing_mode="stretch_width", margin=0)
 
     # ------------------------------------------------------------ updates
 
@@ -400,25 +507,30 @@ class Canvas(param.Parameterized):
         meta = data["meta"]
         self._full = {name: data[name] for name in LAYERS}
         self._buffer = None  # forces a fresh slice in _on_window
-        self.overview_source.data = data["overview"]
+        # Small columns go as JSON lists: every array column would be its own websocket frame.
+        self.overview_source.data = {k: np.asarray(v).tolist() for k, v in data["overview"].items()}
         bin_width = meta["bin"]
         for r in self.overview.renderers:
             r.glyph.width = bin_width * 0.92
         n = meta["rows"]
         fig = self.figure
         labels = dict(meta["labels"])
-        if labels != self._labels:  # only then: these re-lay out the figure in the browser
+        if labels != self._labels:  # the figure's height never changes (see max_rows): rows fill it
             self._labels = labels
             fig.y_range.update(start=n - 0.5, end=-0.5)
-            fig.yaxis.ticker.ticks = list(range(n))
-            fig.yaxis.major_label_overrides = labels
-            fig.height = n * ROW_PX + 56
+            self.row_labels.data = {"y": list(range(n)), "text": [labels[i] for i in range(n)]}
+            half, font = row_geometry(n, self._frame_px)
+            self.labels_pane.object = rows_html([labels[i] for i in range(n)], self._frame_px, font)
+            self._set_geometry(half)
         self._end = max(result.end_time, WINDOW_S)
         if self.overview.x_range.end != self._end:
             self.overview.x_range.update(start=0, end=self._end)
         self.arrivals_span.location = result.arrivals_end
         self._slow_starts = np.sort(data["slow"]["left"])
-        self.next_button.disabled = len(self._slow_starts) == 0
+        # Styled, not `disabled`: toggling that re-renders the button and re-lays out the page
+        # in the browser, in the middle of showing the new run. A click with nothing to jump to
+        # does nothing.
+        self.next_button.styles = INERT_STYLE if len(self._slow_starts) == 0 else LIVE_STYLE
         slider_end = round(max(self._end - WINDOW_S, 0.05), 2)
         if self.slider.end != slider_end:
             self.slider.end = slider_end
@@ -426,15 +538,27 @@ class Canvas(param.Parameterized):
         rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
         self.meta.data = {"run": [state.run_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
 
+    def _set_geometry(self, half):
+        if half == self._geometry:
+            return
+        self._geometry = half
+        for glyph in self._box_glyphs:
+            glyph.height = 2 * half
+        self._strip_glyph.height = 2 * half * STRIP
+        self.strip_dodge.value = half - half * STRIP
+        self._wait_glyph.height = 2 * half * WAIT
+
     def _on_window(self, *_):
         t0 = self.state.window_start
         self._slice(t0)
-        self.figure.x_range.start = t0
-        self.figure.x_range.end = t0 + WINDOW_S
-        self.window_box.left = t0
-        self.window_box.right = t0 + WINDOW_S
+        self.figure.x_range.update(start=t0, end=t0 + WINDOW_S)
+        self.window_box.update(left=t0, right=t0 + WINDOW_S)
         if abs(self.slider.value - t0) > 1e-9:
-            self.slider.value = min(t0, self.slider.end)
+            self._syncing_slider = True  # not the student's doing: no on_user_window
+            try:
+                self.slider.value = min(t0, self.slider.end)
+            finally:
+                self._syncing_slider = False
 
     def _slice(self, t0):
         """Send the browser the steps around the window only (see BUFFER_S).
@@ -452,22 +576,31 @@ class Canvas(param.Parameterized):
         self._buffer = (lo, hi)
         for name in LAYERS:
             cols = self._full[name]
+            source = self.sources[name]
+            if not len(cols["left"]):
+                if len(source.data["left"]):  # an empty layer stays empty: nothing to send
+                    source.data = _empty(tuple(cols))
+                continue
             keep = (cols["right"] >= lo) & (cols["left"] <= hi)
-            self.sources[name].data = {c: v[keep] for c, v in cols.items()}
+            source.data = {c: v[keep] for c, v in cols.items()}
 
     def _on_slider(self, event):
-        self.set_window(event.new)
+        if not self._syncing_slider:
+            self.set_window(event.new, user=True)
 
     def _on_tap(self, event):
         if event.x is not None:
-            self.set_window(event.x - WINDOW_S / 2)
+            self.set_window(event.x - WINDOW_S / 2, user=True)
 
-    def set_window(self, t0):
+    def set_window(self, t0, user=False):
+        """Move the window to start at `t0` (clamped to the run). `user`: the student did it."""
         t0 = float(min(max(t0, 0.0), max(self._end - WINDOW_S, 0.0)))
         self.state.window_start = round(t0, 3)
+        if user and self.on_user_window is not None:
+            self.on_user_window()
 
     def nudge(self, seconds):
-        self.set_window(self.state.window_start + seconds)
+        self.set_window(self.state.window_start + seconds, user=True)
 
     def jump_to_slow(self):
         """Put the next slow step (after the window's middle) a fifth into the window."""
@@ -477,7 +610,7 @@ class Canvas(param.Parameterized):
         here = self.state.window_start + WINDOW_S * 0.2 + 1e-6
         i = int(np.searchsorted(starts, here, side="right"))
         target = starts[i] if i < len(starts) else starts[0]
-        self.set_window(target - WINDOW_S * 0.2)
+        self.set_window(target - WINDOW_S * 0.2, user=True)
 
     # ------------------------------------------------------------ playback
 

@@ -14,9 +14,9 @@ import panel as pn
 from lab.core.missions import CONTROL_SPECS
 
 from .state import format_value
-from .theme import CSS
+from .theme import CSS, INERT_STYLE, LIVE_STYLE
 
-__all__ = ["Controls", "CHOICE_LABELS"]
+__all__ = ["Controls", "CHOICE_LABELS", "locked_html"]
 
 # How choice values read on buttons.
 CHOICE_LABELS = {
@@ -25,6 +25,7 @@ CHOICE_LABELS = {
     "layerwise": {False: "Off", True: "On"},
     "first_token": {"decode": "Decode GPU", "prefill": "Prefill GPU"},
 }
+WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
 UNITS = {
     "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
@@ -47,6 +48,46 @@ def _pretty(name, value):
     return f"{text} {unit}".strip()
 
 
+def locked_html(state, compact=False):
+    """The settings the mission keeps fixed.
+
+    The sidebar lists those of every layout the mission allows, the ones that do not
+    matter for the current layout muted and marked: the list then keeps its length when
+    the student switches the layout (a sidebar that changes height re-lays out the whole
+    page in the browser). `compact` (the embed): one line, a collapsed <details> with
+    the settings that matter now, listed in full when opened.
+    """
+    mission = state.mission
+    layouts = mission.controls["layout"].choices if "layout" in mission.controls else (state.scenario.fleet.layout,)
+    names = [n for n in CONTROL_SPECS if n not in mission.controls and any(lay in CONTROL_SPECS[n][2] for lay in layouts)]
+    now = [n for n in names if state.applies(n)]
+    if not names or (compact and not now):
+        return ""
+
+    def pair(n):
+        return html.escape(CONTROL_SPECS[n][1]), html.escape(_pretty(n, state.value_of(n)))
+
+    if compact:
+        pairs = [pair(n) for n in now]
+        short = " · ".join(f"{name.split(' (')[0]} <b>{value}</b>" for name, value in pairs)
+        return (f'<details class="stf-locked-compact" data-locked="{len(now)}">'
+                f'<summary>{LOCK_SVG} <span class="stf-locked-title">Locked:</span> '
+                f'<span class="stf-locked-line">{short}</span></summary>'
+                '<ul class="stf-lock">' + "".join(f"<li>{name}: <b>{value}</b></li>" for name, value in pairs)
+                + "</ul></details>")
+    items = []
+    for n in now + [n for n in names if n not in now]:
+        name, value = pair(n)
+        if n in now:
+            items.append(f"<li>{LOCK_SVG} {name}: <b>{value}</b></li>")
+        else:
+            other = "split" if "disaggregated" in CONTROL_SPECS[n][2] else "colocated"
+            items.append(f'<li class="idle">{LOCK_SVG} {name}: <b>{value}</b> <i>({other} fleet)</i></li>')
+    return ('<div class="stf-section">Locked in this mission</div>'
+            f'<ul class="stf-lock stf-locked-list" data-locked="{len(now)}" style="list-style:none;padding:0;margin:2px 0">'
+            f'{"".join(items)}</ul>')
+
+
 class Controls:
     """Widgets for `state.mission.controls`, kept in sync with `state.settings`."""
 
@@ -59,6 +100,10 @@ class Controls:
         rows = []
         for name, control in state.mission.controls.items():
             widget = self._widget(name, control)
+            # Under `lab serve`, Panel waits `_debounce` ms (50) before handing a browser-side
+            # change to Python. The app coalesces bursts of changes itself (app.DEBOUNCE_MS),
+            # so the next turn of the event loop will do (Pyodide never waits).
+            widget._debounce = WIDGET_DEBOUNCE_MS
             self.widgets[name] = widget
             rows.append(widget)
         self.hint = pn.pane.HTML("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
@@ -73,11 +118,15 @@ class Controls:
         )
         if on_reset is not None:
             self.reset_button.on_click(lambda _e: on_reset())
-        if embed:  # compact: two controls a row in a 700 px iframe
+        if embed:  # compact: two controls a row in a 700 px iframe; the reset button and the locked line share one
             for w in rows:
                 w.styles = {"flex": "1 1 300px"}
             rows = [pn.FlexBox(*rows, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
-        self.view = pn.Column(*rows, self.hint, self.error, self.reset_button, self.locked, sizing_mode="stretch_width",
+            self.locked.margin = (14, 10, 0, 4)
+            tail = [pn.Row(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0)]
+        else:
+            tail = [self.reset_button, self.locked]
+        self.view = pn.Column(*rows, self.hint, self.error, *tail, sizing_mode="stretch_width",
                               margin=0, css_classes=["stf-controls"])
         state.param.watch(self._sync, ["settings", "scenario", "error"])
         self._sync()
@@ -131,22 +180,12 @@ class Controls:
                                 if len(idle) <= 2 else
                                 f'<span class="stf-lock">Greyed-out controls matter only for a {other} fleet.</span>')
         self.hint.visible = bool(idle)
-        locked = [n for n in CONTROL_SPECS if n not in state.mission.controls and state.applies(n)]
-        if locked:
-            items = "".join(
-                f'<li>{LOCK_SVG} {html.escape(CONTROL_SPECS[n][1])}: '
-                f"<b>{html.escape(_pretty(n, state.value_of(n)))}</b></li>"
-                for n in locked
-            )
-            self.locked.object = (
-                '<div class="stf-section">Locked in this mission</div>'
-                f'<ul class="stf-lock" style="list-style:none;padding:0;margin:2px 0">{items}</ul>'
-            )
-        else:
-            self.locked.object = ""
-        self.locked.visible = bool(locked)
+        self.locked.object = locked_html(state, compact=self.embed)
+        self.locked.visible = bool(self.locked.object)
         self.error.object = (
             f'<p class="stf-notes stf-error" role="alert">Not applied: {html.escape(state.error)}</p>' if state.error else ""
         )
         self.error.visible = bool(state.error)
-        self.reset_button.disabled = state.is_start
+        # Looks and acts disabled at the start, by style only: toggling `disabled` makes Bokeh
+        # re-render the button and re-lay out the whole page on every first step off the start.
+        self.reset_button.styles = INERT_STYLE if state.is_start else LIVE_STYLE

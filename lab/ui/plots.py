@@ -5,13 +5,27 @@
 - The inter-token-gap distribution: every token's gap, as a share of all tokens,
   on log-spaced bins; gaps over the TPOT target are hatched vermillion.
 - Goodput against request rate: a sweep, run on demand with progress shown.
+
+Every legend entry has a legend-only renderer (one point at NaN), so its swatch shows
+even when its series is empty (no request missed, no sweep yet). Log axes get 1-2-5
+ticks; y-axis labels are padded to a fixed width, so new data never changes an axis's
+size (which would re-lay out the whole page in the browser).
 """
 
 import math
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, Label, Legend, NumeralTickFormatter, Range1d, Span
+from bokeh.models import (
+    ColumnDataSource,
+    CustomJSTickFormatter,
+    FixedTicker,
+    Label,
+    Legend,
+    LegendItem,
+    Range1d,
+    Span,
+)
 from bokeh.plotting import figure
 
 from .theme import CSS, FONT_STACK, PALETTE
@@ -95,9 +109,59 @@ def gap_scatter_data(rows, seed=0):
     }
 
 
-def _legend_below(fig):
-    legend = fig.legend[0]
-    fig.center = [r for r in fig.center if not isinstance(r, Legend)]
+def log_ticks(lo, hi):
+    """Ticks for a log axis a person can read: 1, 2 and 5 times the powers of ten in
+    [lo, hi]; more mantissas on a short range, the powers alone on a long one."""
+    if not (lo > 0 and hi > lo and math.isfinite(lo) and math.isfinite(hi)):
+        return [1, 10, 100, 1000]
+    decades = range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1)
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5, 7), tuple(range(1, 10))):
+        ticks = []
+        for k in decades:
+            for m in mantissas:
+                v = m * 10.0 ** k
+                if lo <= v <= hi:
+                    ticks.append(int(round(v)) if v >= 1 else round(v, 6))
+        if len(ticks) >= 3:
+            break
+    if len(ticks) > 9:  # many decades: the powers of ten only
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
+    if len(ticks) < 2:  # a sliver of a decade: evenly spaced round numbers
+        step = 10.0 ** math.floor(math.log10((hi - lo) / 2))
+        for factor in (1, 2, 5, 10):
+            if (hi - lo) / (step * factor) <= 6:
+                step *= factor
+                break
+        first = math.ceil(lo / step) * step
+        ticks = [round(first + i * step, 9) for i in range(int((hi - first) / step + 1e-9) + 1)]
+        ticks = [int(t) if float(t).is_integer() else t for t in ticks]
+    return ticks
+
+
+def _padded(code, width=6):
+    """A y-axis tick formatter whose labels are all `width` characters wide (figure spaces,
+    as wide as a digit, in front): the axis then keeps its width whatever the ticks, and
+    an axis that changes size makes Bokeh re-lay out the whole page, not just the plot."""
+    return CustomJSTickFormatter(code="const text = (() => {%s})();\nreturn text.padStart(%d, \"\\u2007\");"
+                                 % (code, width))
+
+
+def _swatch(fig, method, **props):
+    """A legend-only renderer: one point at NaN, which the plot never draws but the legend
+    always can (a legend draws its swatch from the renderer's data, so a series with no
+    points, e.g. no request missed, or no sweep yet, would otherwise get an empty swatch)."""
+    source = ColumnDataSource({"x": np.array([np.nan]), "y": np.array([np.nan]),
+                               "left": np.array([np.nan]), "right": np.array([np.nan]),
+                               "top": np.array([np.nan])})
+    if method == "quad":
+        return fig.quad(source=source, left="left", right="right", bottom=0, top="top", **props)
+    return getattr(fig, method)("x", "y", source=source, **props)
+
+
+def _legend_below(fig, items):
+    """A legend under the plot from [(label, legend-only renderer or renderers)]."""
+    legend = Legend(items=[LegendItem(label=label, renderers=list(r) if isinstance(r, (list, tuple)) else [r])
+                           for label, r in items])
     legend.orientation = "horizontal"
     legend.location = "center"
     legend.label_text_font_size = "11px"
@@ -132,7 +196,9 @@ def _style(fig):
 class Plots:
     """The three plots; the sweep is driven by the app (it needs the event loop)."""
 
-    def __init__(self, state, on_sweep, embed=False):
+    def __init__(self, state, on_sweep, embed=False, follow_runs=True):
+        """`follow_runs`: redraw after every run by watching the state; the lab page passes
+        False and calls `update()` itself, a moment after the canvas had its turn."""
         self.state = state
         self.embed = embed
         self.gap_met = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
@@ -140,6 +206,7 @@ class Plots:
         self.hist_ok = ColumnDataSource({"left": [], "right": [], "share": []})
         self.hist_over = ColumnDataSource({"left": [], "right": [], "share": []})
         self.sweep_src = ColumnDataSource({"rate": [], "goodput": [], "ideal": [], "attainment": []})
+        self._shown_sweep = None  # the sweep the plot shows (so a run does not resend it)
         self.gap_fig = self._gap_figure()
         self.itl_fig = self._itl_figure()
         self.sweep_fig = self._sweep_figure()
@@ -169,7 +236,9 @@ class Plots:
                 pn.Column(sweep_box, sizing_mode="stretch_width", min_width=300, styles={"flex": "1 1 320px"}, margin=0),
                 sizing_mode="stretch_width", margin=0, gap="10px", flex_wrap="wrap",
             )
-        state.param.watch(self._on_run, "run_id")
+        self._shown_run = None
+        if follow_runs:
+            state.param.watch(self._on_run, "run_id")
         state.param.watch(self._on_sweep, ["sweep", "sweep_progress"])
         if state.result is not None:
             self._on_run()
@@ -182,17 +251,22 @@ class Plots:
                      sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="prompt tokens",
                      y_axis_label="worst gap in the answer (ms)", name="gap_plot",
                      x_range=Range1d(0, 1), y_range=Range1d(1, 1000))
-        fig.scatter("x", "y", source=self.gap_met, marker="circle", size=5, fill_color=PALETTE["decode"],
-                    fill_alpha=0.45, line_color=None, legend_label="met the SLO")
-        fig.scatter("x", "y", source=self.gap_miss, marker="x", size=7, line_color=PALETTE["slow"], line_width=1.6,
-                    legend_label="missed")
+        met = {"marker": "circle", "size": 5, "fill_color": PALETTE["decode"], "fill_alpha": 0.45, "line_color": None}
+        miss = {"marker": "x", "size": 7, "line_color": PALETTE["slow"], "line_width": 1.6}
+        r_met = fig.scatter("x", "y", source=self.gap_met, **met)
+        r_miss = fig.scatter("x", "y", source=self.gap_miss, **miss)
+        fig.hover.renderers = [r_met, r_miss]
         fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms")]
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         self.gap_label = Label(x=4, y=25, x_units="screen", text="TPOT target", text_font_size="10.5px",
                                text_color=PALETTE["muted"], y_offset=2)
         fig.add_layout(self.gap_target)
         fig.add_layout(self.gap_label)
-        _legend_below(fig)
+        _legend_below(fig, [("met the SLO", _swatch(fig, "scatter", **met)),
+                            ("missed", _swatch(fig, "scatter", **miss))])
+        fig.yaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
+        fig.yaxis.formatter = _padded("""
+            return tick >= 1 ? String(Math.round(tick)) : String(Number(tick.toPrecision(2)));""")
         fig.xaxis.formatter.use_scientific = False
         return _style(fig)
 
@@ -200,16 +274,19 @@ class Plots:
         fig = figure(title="Inter-token gaps", height=PLOT_HEIGHT, x_axis_type="log",
                      sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="gap before a token (ms)",
                      y_axis_label="share of all tokens", name="itl_plot", x_range=Range1d(1, 1000), y_range=Range1d(0, 1))
-        fig.quad(source=self.hist_ok, left="left", right="right", bottom=0, top="share", fill_color=PALETTE["decode"],
-                 line_color="white", legend_label="within target")
-        fig.quad(source=self.hist_over, left="left", right="right", bottom=0, top="share", fill_color=PALETTE["slow"],
-                 hatch_pattern="/", hatch_color="white", hatch_alpha=0.7, hatch_scale=6, line_color="#4a1a00",
-                 legend_label="over the TPOT target")
+        ok = {"fill_color": PALETTE["decode"], "line_color": "white"}
+        over = {"fill_color": PALETTE["slow"], "hatch_pattern": "/", "hatch_color": "white", "hatch_alpha": 0.7,
+                "hatch_scale": 6, "line_color": "#4a1a00"}
+        r_ok = fig.quad(source=self.hist_ok, left="left", right="right", bottom=0, top="share", **ok)
+        r_over = fig.quad(source=self.hist_over, left="left", right="right", bottom=0, top="share", **over)
+        fig.hover.renderers = [r_ok, r_over]
         fig.hover.tooltips = [("gap", "@left{0,0.0}–@right{0,0.0} ms"), ("share", "@share{0.0%}")]
-        fig.yaxis.formatter = NumeralTickFormatter(format="0%")
+        fig.yaxis.formatter = _padded("""return Math.round(tick * 100) + "%";""", width=4)
         self.itl_target = Span(location=25, dimension="height", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         fig.add_layout(self.itl_target)
-        _legend_below(fig)
+        _legend_below(fig, [("within target", _swatch(fig, "quad", **ok)),
+                            ("over the TPOT target", _swatch(fig, "quad", **over))])
+        fig.xaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
         return _style(fig)
 
     def _sweep_figure(self):
@@ -217,26 +294,35 @@ class Plots:
                      min_width=260, tools="hover", x_axis_label="request rate (req/s)",
                      y_axis_label="goodput per GPU (req/s)", x_range=Range1d(0, 1), y_range=Range1d(0, 1),
                      name="sweep_plot")
-        fig.line("rate", "ideal", source=self.sweep_src, line_color=PALETTE["muted"], line_dash="dotted",
-                 legend_label="every request on time")
-        fig.line("rate", "goodput", source=self.sweep_src, line_color=PALETTE["link"], line_width=2)
-        fig.scatter("rate", "goodput", source=self.sweep_src, marker="square", size=7, fill_color=PALETTE["link"],
-                    line_color="white", legend_label="goodput per GPU")
+        ideal = {"line_color": PALETTE["muted"], "line_dash": "dotted"}
+        good = {"line_color": PALETTE["link"], "line_width": 2}
+        mark = {"marker": "square", "size": 7, "fill_color": PALETTE["link"], "line_color": "white"}
+        fig.line("rate", "ideal", source=self.sweep_src, **ideal)
+        fig.line("rate", "goodput", source=self.sweep_src, **good)
+        r_mark = fig.scatter("rate", "goodput", source=self.sweep_src, **mark)
+        fig.hover.renderers = [r_mark]
         fig.hover.tooltips = [("rate", "@rate{0.0} req/s"), ("goodput", "@goodput{0.00} req/s per GPU"),
                               ("meeting the SLO", "@attainment{0%}")]
         self.sweep_now = Span(location=0, dimension="height", line_color=PALETTE["ink"], line_dash="dashed",
                               line_width=1, line_alpha=0)
         fig.add_layout(self.sweep_now)
-        _legend_below(fig)
+        _legend_below(fig, [("every request on time", _swatch(fig, "line", **ideal)),
+                            ("goodput per GPU", [_swatch(fig, "line", **good), _swatch(fig, "scatter", **mark)])])
         return _style(fig)
 
     # ------------------------------------------------------------ updates
+
+    def update(self):
+        """Show the latest run (no-op if it is already shown)."""
+        if self.state.result is not None and self._shown_run != self.state.run_id:
+            self._on_run()
 
     def _on_run(self, *_):
         s = self.state
         result = s.result
         if result is None:
             return
+        self._shown_run = s.run_id
         target = s.scenario.slo.tpot_ms
         data = gap_scatter_data(s.rows, seed=s.scenario.seed)
         self.gap_met.data = data["met"]
@@ -250,8 +336,8 @@ class Plots:
             lines = [v for v in (s.scenario.slo.max_gap_ms, target) if v]
             lo = min([float(ys.min())] + lines)
             hi = max([float(ys.max())] + lines)
-            self.gap_fig.y_range.start = lo / 1.5
-            self.gap_fig.y_range.end = hi * 1.5
+            self.gap_fig.y_range.update(start=lo / 1.5, end=hi * 1.5)
+            self.gap_fig.yaxis.ticker.ticks = log_ticks(lo / 1.5, hi * 1.5)
         gap_line = s.scenario.slo.max_gap_ms or target
         self.gap_target.location = gap_line if gap_line else 0
         self.gap_target.line_alpha = 1 if gap_line else 0
@@ -261,8 +347,9 @@ class Plots:
         hist = itl_histogram(result, target)
         over = np.asarray(hist["over"], dtype=bool)
         keys = ("left", "right", "share")
-        self.hist_ok.data = {k: np.asarray(hist[k])[~over] for k in keys}
-        self.hist_over.data = {k: np.asarray(hist[k])[over] for k in keys}
+        # Lists, not arrays: a few dozen numbers each, and every array is its own websocket frame.
+        self.hist_ok.data = {k: np.asarray(hist[k])[~over].tolist() for k in keys}
+        self.hist_over.data = {k: np.asarray(hist[k])[over].tolist() for k in keys}
         self.itl_target.location = target or 0
         self.itl_target.line_alpha = 1 if target else 0
         if len(hist["share"]):
@@ -270,8 +357,8 @@ class Plots:
             lo, hi = float(hist["left"][0]), float(hist["right"][-1])
             if target:
                 lo, hi = min(lo, target / 1.5), max(hi, target * 1.5)
-            self.itl_fig.x_range.start = lo
-            self.itl_fig.x_range.end = hi
+            self.itl_fig.x_range.update(start=lo, end=hi)
+            self.itl_fig.xaxis.ticker.ticks = log_ticks(lo, hi)
         self._on_sweep()
 
     def _on_sweep(self, *_):
@@ -291,6 +378,9 @@ class Plots:
             self.sweep_note.object = '<span class="stf-lock">The fleet changed since this sweep: sweep again.</span>'
         else:
             self.sweep_note.object = ""
+        if sweep is self._shown_sweep:  # e.g. after a run: only the note above may change
+            return
+        self._shown_sweep = sweep
         if sweep is None:
             self.sweep_src.data = {"rate": [], "goodput": [], "ideal": [], "attainment": []}
             self.sweep_now.line_alpha = 0

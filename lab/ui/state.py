@@ -6,9 +6,11 @@ shown to the student. It has no widgets and does no I/O, so it is tested without
 browser and runs unchanged in Pyodide's web worker.
 
 Flow: a view calls `change(name, value)` (validated at once through the mission's
-`apply`; the state turns `busy`), then, after a short debounce, `run()` simulates and
-publishes the new result. URL query strings go through `from_query`/`query`, which
-never trust a value: anything bad falls back to the mission's start with a note.
+`apply`; the state turns `busy`), then the app calls `run()` (at once, or after a short
+debounce when changes come in a burst), which simulates and publishes the new result.
+URL query strings go through `from_query`/`query`, which never trust a value: anything
+bad falls back to the mission's start with a note; `query` adds the window start (`t`)
+once `share_window` is set.
 """
 
 import html
@@ -160,6 +162,8 @@ class LabState(param.Parameterized):
     run_id = param.Integer(default=0, doc="Increments after every finished run.")
     run_ms = param.Number(default=0.0, doc="How long the last simulation took (wall clock).")
     window_start = param.Number(default=0.0, bounds=(0, None), doc="Canvas window start (s).")
+    share_window = param.Boolean(default=False, doc="Put the window start in the address (`t`): the link "
+                                 "came with one, or the student scrubbed or paused.")
     sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
     sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
 
@@ -213,6 +217,7 @@ class LabState(param.Parameterized):
             raw = params["t"].strip()
             if _FLOAT_RE.match(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
                 state.window_start = float(raw)
+                state.share_window = True
             else:
                 notes.append(f"Ignored <code>t={_shown(raw)}</code>: expected a time in seconds.")
         state.notes = notes
@@ -289,12 +294,15 @@ class LabState(param.Parameterized):
         return self.change_many(dict(self._start))
 
     def query(self):
-        """URL params for the current state: the mission and the settings off its start."""
+        """URL params for the current state: the mission, the settings off its start, and the
+        window start (`t`, to a hundredth of a second) once it is worth sharing."""
         out = {"mission": self.mission.id}
         for name, value in self.settings.items():
             if value is None or value == self._start.get(name):
                 continue
             out[name] = format_value(value)
+        if self.share_window:
+            out["t"] = format_value(round(float(self.window_start), 2))
         return out
 
     def search(self, embed=False):

@@ -9,7 +9,13 @@ CSS lives here as a string (not in a file) so that the same wheel works under
 `lab serve` and in Pyodide, where the package's data files are not served.
 """
 
-__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK"]
+__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE"]
+
+# A button with nothing to do (reset at the start, no slow step to jump to): it looks
+# disabled and ignores the mouse. Its `disabled` flag is not used for this because
+# Bokeh re-renders a button whose flag flips and then re-lays out the whole page.
+INERT_STYLE = {"opacity": "0.5", "pointer-events": "none"}
+LIVE_STYLE = {"opacity": "1", "pointer-events": "auto"}  # explicit: an empty dict leaves the old style in place
 
 PALETTE = {
     "decode": "#0072B2",  # blue
@@ -57,7 +63,8 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 @media (prefers-reduced-motion: reduce) { .stf-spin { animation-duration: 2.5s; } }
 
 /* metrics */
-.stf-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(136px, 1fr)); gap: 8px; }
+.stf-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(136px, 1fr)); gap: 8px;
+               grid-auto-rows: minmax(88px, auto); }  /* as tall for 1 busy bar as for 3: no re-layout on a switch */
 .stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0; }
 .stf-card .k { font-size: 11.5px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .stf-card .v { font-size: 19px; white-space: nowrap; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.25; }
@@ -67,10 +74,11 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-card.bad { border-top: 3px solid var(--bad); }
 .stf-card .ok { color: var(--good); font-weight: 600; }
 .stf-card .bad { color: var(--bad); font-weight: 600; }
-.stf-util { display: grid; grid-template-columns: auto 1fr auto; gap: 3px 8px; align-items: center; font-size: 12px; }
+.stf-util { display: grid; grid-template-columns: auto 1fr auto; gap: 1px 8px; align-items: center; font-size: 12px;
+            line-height: 16px; }
 .stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 40px; }
 .stf-bar > span { display: block; height: 100%%; border-radius: 4px; }
-.stf-foot { font-size: 12px; color: var(--muted); margin-top: 6px; }
+.stf-foot { font-size: 12px; color: var(--muted); margin-top: 6px; min-height: 16px; line-height: 16px; }
 
 /* stars */
 .stf-stars { list-style: none; margin: 0; padding: 0; display: grid; gap: 6px; }
@@ -101,7 +109,20 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
 .stf-lock { color: var(--muted); font-size: 12px; }
 .stf-lock svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
+.stf-locked-list > li { line-height: 18px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.stf-locked-list > li.idle { opacity: .6; }
+.stf-locked-list > li.idle b { font-weight: 500; }
 .stf-kbd { font-size: 11.5px; color: var(--muted); }
+.stf-rows { position: relative; height: 100%%; }
+.stf-rows > div { position: absolute; right: 6px; transform: translateY(-50%%); white-space: nowrap; line-height: 1.1;
+                  color: var(--ink); }
+.stf-locked-compact { font-size: 12px; color: var(--muted); }
+.stf-locked-compact > summary { cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
+                                list-style-position: inside; }
+.stf-locked-compact > summary svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
+.stf-locked-compact .stf-locked-title { font-weight: 600; }
+.stf-locked-compact[open] .stf-locked-line { display: none; }
+.stf-locked-compact ul { margin: 2px 0 0 16px; padding: 0; }
 kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
 """ % {**PALETTE, "font": FONT_STACK}
 

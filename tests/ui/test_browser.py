@@ -388,3 +388,147 @@ def test_sandbox_opens_with_every_control(page, server):
         assert page.locator(f".stf-control-{name}").count() == 1, name
     assert "link (KV)" in page.evaluate("document.documentElement.dataset.canvasRows")
     assert page.locator(".stf-notes").count() == 0
+
+
+# ---------------------------------------------------------------- window in the address, legends, embed, layout
+
+
+def canvas_window(page):
+    return float(page.evaluate("document.documentElement.dataset.canvasWindow"))
+
+
+def url_t(page):
+    search = page.evaluate("location.search")
+    match = re.search(r"[?&]t=([0-9.]+)", search)
+    return float(match.group(1)) if match else None
+
+
+def test_scrubbing_and_pausing_put_the_moment_in_the_address(new_page, server):
+    m1 = MISSIONS[0]
+    page = new_page()
+    open_lab(page, server, f"mission={m1.id}")
+    assert url_t(page) is None  # the automatic window is not written
+    start = canvas_window(page)
+    page.keyboard.press("l")  # a second forward (a scrub)
+    page.wait_for_function("/[?&]t=/.test(location.search)")
+    assert url_t(page) == pytest.approx(start + 1.0, abs=0.011)
+    # Play, then pause: the address gets the moment the student stopped at.
+    page.keyboard.press("k")
+    page.locator(".stf-play button", has_text="Pause").wait_for()
+    page.wait_for_function(f"Number(document.documentElement.dataset.canvasWindow) > {start + 1.5}")
+    page.keyboard.press("k")
+    page.locator(".stf-play button", has_text="Play").wait_for()
+    stopped = canvas_window(page)
+    page.wait_for_function(f"Math.abs(Number((/[?&]t=([0-9.]+)/.exec(location.search) || [0, -1])[1]) - {stopped}) < 0.011")
+    # A shared link opens at that moment, with the same settings.
+    other = new_page()
+    other.goto(page.url)
+    settle(other)
+    assert canvas_window(other) == pytest.approx(stopped, abs=0.011)
+    assert other.url == page.url
+    assert other.locator(".stf-notes-pane .stf-notes").count() == 0
+
+
+def test_every_legend_entry_has_a_swatch_before_any_data(page, server):
+    open_lab(page, server, f"mission={MISSIONS[0].id}")
+    legends = page.evaluate("""() => {
+        for (const doc of window.Bokeh.documents) {
+            const out = {};
+            for (const name of ['gap_plot', 'itl_plot', 'sweep_plot']) {
+                const fig = doc.get_model_by_name(name);
+                if (!fig) return null;
+                const legend = [...fig.below, ...fig.center, ...fig.right].find(m => m.type === 'Legend');
+                out[name] = legend.items.map(item => ({
+                    label: item.label.value,
+                    points: item.renderers.map(r => r.data_source.get_length()),
+                }));
+            }
+            return out;
+        }
+        return null;
+    }""")
+    assert legends is not None
+    assert [i["label"] for i in legends["sweep_plot"]] == ["every request on time", "goodput per GPU"]
+    for name, items in legends.items():
+        for item in items:
+            assert item["points"] and all(n == 1 for n in item["points"]), (name, item)
+
+
+def test_embed_shows_the_locked_settings_on_one_collapsed_line(browser, new_page, server):
+    m1 = MISSIONS[0]
+    ctx = browser.new_context(viewport={"width": 760, "height": 800})
+    try:
+        host = new_page(ctx)
+        host.set_content(
+            f'<iframe id="f" src="{server}/lab?mission={m1.id}&embed=1" width="700" height="760" style="border:0"></iframe>'
+        )
+        frame = host.frame_locator("#f")
+        host.frames[1].wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        details = frame.locator("details.stf-locked-compact")
+        details.wait_for()
+        locked = int(details.get_attribute("data-locked"))
+        assert locked >= 1 and details.get_attribute("open") is None
+        box = details.bounding_box()
+        assert box["height"] <= 24, f"the locked settings take {box['height']}px"
+        assert frame.locator(".stf-locked-compact summary b").count() == locked
+        assert not frame.locator(".stf-locked-compact ul").is_visible()
+        frame.locator(".stf-locked-compact summary").click()
+        frame.locator(".stf-locked-compact ul").wait_for(state="visible")
+        assert frame.locator(".stf-locked-compact li").count() == locked
+    finally:
+        ctx.close()
+
+
+def test_changing_the_gpu_count_keeps_the_canvas_size(page, server):
+    """A canvas that grew a row per GPU made the browser re-lay out the whole page per change."""
+    m1 = MISSIONS[0]
+    open_lab(page, server, f"mission={m1.id}")
+    canvas = page.locator(".stf-canvas")
+    before = canvas.bounding_box()
+    rows_before = page.evaluate("document.documentElement.dataset.canvasRows")
+    gpus = m1.controls["gpus"]
+    apply_in_ui(page, m1, "gpus", gpus.max)
+    after = canvas.bounding_box()
+    assert page.evaluate("document.documentElement.dataset.canvasRows") != rows_before
+    assert after["height"] == before["height"]
+
+
+def test_back_to_the_start_is_inert_at_the_start_and_resets_after_a_change(page, server):
+    m1 = MISSIONS[0]
+    open_lab(page, server, f"mission={m1.id}")
+    host = page.locator(".stf-reset").first
+    opacity = lambda: float(host.evaluate("el => getComputedStyle(el).opacity"))  # noqa: E731
+    assert opacity() < 1 and host.evaluate("el => getComputedStyle(el).pointerEvents") == "none"
+    name, value = winning_change(m1)[0]
+    apply_in_ui(page, m1, name, value)
+    page.wait_for_function("location.search.includes('=')")
+    assert opacity() == 1
+    before = painted(page)
+    page.locator(".stf-reset button").click()
+    page.wait_for_function(f"!location.search.includes({json.dumps(f'{name}=')})")
+    settle(page, before)
+    assert opacity() < 1
+
+
+def test_step_tooltip_names_the_gpu_and_times_the_step(page, server):
+    """The tooltip derives GPU, start and duration in the browser (fewer columns to send)."""
+    open_lab(page, server, f"mission={MISSIONS[0].id}&t=11")
+    box = page.locator(".stf-canvas").bounding_box()
+    text = ""
+    for fy in (0.12, 0.3, 0.5, 0.7):
+        for fx in (0.3, 0.5, 0.7, 0.9):
+            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+            tip = page.locator(".bk-tooltip-content", has_text="duration")
+            try:
+                tip.first.wait_for(state="visible", timeout=1500)
+            except Exception:
+                continue
+            text = tip.first.inner_text()
+            break
+        if text:
+            break
+    assert re.search(r"GPU \d+ · (decode|prefill) step", text), text
+    match = re.search(r"start: ([\d,]+\.\d) ms · duration: (\d+\.\d) ms", text)
+    assert match, text
+    start_ms = float(match.group(1).replace(",", ""))
+    assert 11_000 <= start_ms <= 13_600 and 0 < float(match.group(2)) < 1000

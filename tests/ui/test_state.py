@@ -206,6 +206,23 @@ def test_window_start_from_the_url(catalog):
     assert LabState.from_query(catalog, f"?mission={M1}&t=12.5").window_start == 12.5
     state = LabState.from_query(catalog, f"?mission={M1}&t=-1")
     assert state.window_start == 0 and "t=-1" in state.notes[0]
+    assert not state.share_window and "t" not in state.query()
+
+
+def test_window_start_is_written_back_once_worth_sharing(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    state.window_start = 7.25
+    assert "t" not in state.query()  # the automatic window is not put in the address
+    state.share_window = True  # the student scrubbed or paused
+    state.window_start = 12.3456
+    assert state.query()["t"] == "12.35"
+    assert state.change("gpus", 5)
+    assert state.query() == {"mission": M1, "gpus": "5", "t": "12.35"}  # settings keep the moment
+    again = LabState.from_query(catalog, state.search(embed=True))
+    assert again.window_start == 12.35 and again.share_window and again.notes == []
+    assert again.search(embed=True) == state.search(embed=True)
+    state.window_start = 20.0
+    assert state.query()["t"] == "20"
 
 
 def test_format_value_round_trips():
@@ -294,8 +311,10 @@ def test_timeline_data_accounts_for_every_step(ran):
     steps = sum(len(g) for g in ran.result.gpus)
     assert sum(len(data[k]["left"]) for k in ("decode", "slow", "prefill")) == steps
     slow = data["slow"]
-    assert np.all(slow["dur_ms"] > tpot) and np.all(slow["batch"] > 0)
-    assert np.all(data["decode"]["dur_ms"] <= tpot)
+    # Times travel as float32 (µs precision over a run): durations agree to 0.02 ms.
+    dur_ms = lambda layer: (layer["right"].astype(float) - layer["left"]) * 1000.0  # noqa: E731
+    assert np.all(dur_ms(slow) > tpot - 0.02) and np.all(slow["batch"] > 0)
+    assert np.all(dur_ms(data["decode"]) <= tpot + 0.02)
     assert np.all(data["prefill"]["batch"] == 0)
     mixed = sum(1 for g in ran.result.gpus for b, p in zip(g.decode_seqs, g.prefill_tokens) if b and p)
     assert len(data["strip"]["left"]) == mixed
@@ -376,3 +395,121 @@ def test_clean_stars_keeps_readable_entries_only():
     data = {"good-one": [True, False, 1, "true"], "Bad Id": [True], "../x": [True], "fine": "nope", "ok": []}
     assert clean_stars(data) == {"good-one": [True, False, False, False], "ok": []}
     assert len(clean_stars({"m": [True] * 100})["m"]) == 16
+
+
+def test_the_canvas_is_sized_for_the_most_rows_the_mission_can_reach(catalog):
+    from lab.ui.canvas import FRAME_MAX_PX, frame_px, max_rows
+
+    rows, longest = max_rows(catalog.get(M1))  # colocated up to 8 GPUs, or 6 + 6 and the link
+    assert rows == 13 and longest.endswith("colocated")
+    rows, longest = max_rows(catalog.get(M2))  # split only: 7 + 7 and the link
+    assert rows == 15 and len(longest) == len("GPU 13 · decode")  # as long as "GPU 6 · prefill"
+    assert max_rows(sandbox_mission())[0] == 12 + 12 + 1
+    assert frame_px(2) == frame_px(6) < frame_px(9) < frame_px(25) == FRAME_MAX_PX
+
+
+def test_changing_the_fleet_never_changes_the_canvas_height(catalog):
+    """A new height re-lays out the whole page in the browser: the rows share a fixed frame."""
+    from lab.ui.canvas import Canvas
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    canvas = Canvas(state)
+    heights, rows, halves = set(), [], []
+    for changes in ({}, {"gpus": 8}, {"gpus": 2}, {"layout": "disaggregated", "prefill_gpus": 6, "decode_gpus": 6}):
+        if changes:
+            assert state.change_many(changes)
+        state.run()
+        heights.add(canvas.figure.height)
+        n = len(canvas.row_labels.data["y"])
+        assert canvas.row_labels.data["text"][0].startswith("GPU 0 · ")
+        rows.append(n)
+        assert canvas.figure.y_range.start == n - 0.5 and canvas.figure.y_range.end == -0.5
+        halves.append(canvas._box_glyphs[0].height / 2)
+    assert len(heights) == 1
+    assert rows == [4, 8, 2, 13]
+    # Boxes are at most 30 px and fill at most 80% of a row.
+    frame = canvas._frame_px
+    for n, half in zip(rows, halves):
+        assert half <= 0.4 + 1e-9 and 2 * half * frame / n <= 30 + 1e-6
+
+
+def test_plot_legends_have_a_swatch_for_every_series_even_without_points(ran):
+    from lab.ui.plots import Plots
+
+    plots = Plots(ran, on_sweep=lambda: None)
+    assert ran.sweep is None and len(plots.sweep_src.data["rate"]) == 0  # nothing swept yet
+    for fig in (plots.gap_fig, plots.itl_fig, plots.sweep_fig):
+        items = fig.legend[0].items
+        assert len(items) >= 2
+        for item in items:
+            for renderer in item.renderers:
+                data = renderer.data_source.data
+                # A legend draws its swatch from the renderer's first point: legend-only
+                # renderers always have one (at NaN, so the plot itself never shows it).
+                assert data and all(len(v) == 1 for v in data.values()), item.label
+                assert renderer.data_source not in (plots.gap_met, plots.gap_miss, plots.hist_ok, plots.hist_over,
+                                                    plots.sweep_src)
+    labels = [item.label.value for item in plots.gap_fig.legend[0].items]
+    assert labels == ["met the SLO", "missed"]
+
+
+def test_log_ticks_read_one_two_five():
+    from lab.ui.plots import log_ticks
+
+    assert log_ticks(7, 600) == [10, 20, 50, 100, 200, 500]
+    assert log_ticks(0.5, 3) == [0.5, 1, 2]
+    assert log_ticks(1, 1e6) == [1, 10, 100, 1000, 10000, 100000, 1000000]
+    assert log_ticks(6, 35) == [7, 10, 20, 30]  # a short range gets more marks
+    assert log_ticks(11, 19) == [12, 14, 16, 18]  # a sliver of a decade: round numbers
+    assert log_ticks(0, 10) == [1, 10, 100, 1000]  # not a log range: a harmless default
+
+
+def test_locked_settings_are_one_collapsed_line_in_the_embed(catalog):
+    from lab.ui.controls import locked_html
+
+    state = LabState.from_query(catalog, f"?mission={M2}")  # keeps the rate, chunking, ... locked
+    full = locked_html(state)
+    compact = locked_html(state, compact=True)
+    assert "Locked in this mission" in full and full.count("<li>") >= 2
+    assert compact.startswith('<details class="stf-locked-compact"') and " open" not in compact.split(">")[0]
+    summary = compact.split("<summary>")[1].split("</summary>")[0]
+    assert summary.count("<b>") == full.count("<li>")  # every locked value is on the one line
+    assert "<br" not in summary and "<li" not in summary
+    assert compact.count("<li>") == full.count("<li>")  # and listed in full when opened
+    sandbox = LabState.from_query(catalog, f"?mission={SANDBOX_ID}")
+    assert locked_html(sandbox) == locked_html(sandbox, compact=True) == ""  # nothing locked
+
+
+def test_the_locked_list_keeps_its_length_when_the_layout_switches(catalog):
+    """A sidebar that changes height re-lays out the page in the browser."""
+    from lab.ui.controls import locked_html
+
+    state = LabState.from_query(catalog, f"?mission={M1}")  # both layouts allowed
+    colocated = locked_html(state)
+    assert state.change("layout", "disaggregated")
+    split = locked_html(state)
+    assert colocated.count("<li") == split.count("<li") > colocated.count('<li class="idle"') > 0
+    assert "(split fleet)" in colocated and "(colocated fleet)" not in colocated
+    assert "(colocated fleet)" in split or '<li class="idle"' not in split
+    compact = locked_html(state, compact=True)  # the embed: only what matters now
+    assert compact.count("<li>") == split.count("<li>") - split.count('<li class="idle"')
+
+
+def test_a_lone_change_runs_at_once_and_a_burst_is_debounced(monkeypatch):
+    from types import SimpleNamespace
+
+    import lab.ui.app as app
+
+    clock = [100.0]
+    monkeypatch.setattr(app.time, "monotonic", lambda: clock[0])
+    lab = SimpleNamespace(_pending=None, _last_change=-1e9)
+    assert app.LabApp._change_delay(lab) == app.FIRST_MS  # the first change: no wait
+    lab._pending = object()  # its run has not started yet
+    clock[0] += 0.010
+    assert app.LabApp._change_delay(lab) == app.DEBOUNCE_MS
+    lab._pending = None  # that run is done, but the changes keep coming
+    clock[0] += app.DEBOUNCE_MS / 2000.0
+    assert app.LabApp._change_delay(lab) == app.DEBOUNCE_MS
+    clock[0] += 1.0  # a quiet second later
+    assert app.LabApp._change_delay(lab) == app.FIRST_MS
+    assert app.FIRST_MS < app.DEBOUNCE_MS <= 80
