@@ -258,21 +258,10 @@ class LabState(param.Parameterized):
 
     def change(self, name, value):
         """Move one control. True if accepted (the state turns busy until `run()`)."""
-        new = dict(self.settings)
-        new[name] = value
-        try:
-            if name not in self.mission.controls:
-                raise LabError(f"controls.{name}", f"this mission keeps {name} locked")
-            scenario = self.mission.apply(self._clean(new))
-        except LabError as exc:
-            self.error = str(exc)
+        if name not in self.mission.controls:
+            self.error = str(LabError(f"controls.{name}", f"this mission keeps {name} locked"))
             return False
-        self.error = ""
-        with param.parameterized.batch_call_watchers(self):
-            self.settings = new
-            self.scenario = scenario
-            self.busy = True
-        return True
+        return self.change_many({name: value})
 
     def change_many(self, values):
         """Apply several settings at once (all or nothing)."""
