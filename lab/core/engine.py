@@ -103,19 +103,22 @@ class _Simulation:
                     f"needs {rec.prompt_tokens + rec.output_tokens:,} KV tokens; a GPU holds {self.kv_tokens:,}"
                 )
         self._push_next_arrival(0)
-        colocated = self.fleet.layout == "colocated"
-        boundary = self._colocated_boundary if colocated else self._disaggregated_boundary
+        handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
+                    "decode": self._decode_boundary}
+        boundary = [handlers[g.role] for g in self.gpus]  # by GPU index
+        gpus = self.gpus
+        pop = heapq.heappop
         cap = self.time_cap
         events = 0
         while heap:
-            t, kind, key = heapq.heappop(heap)
+            t, kind, key = pop(heap)
             if t > cap or self.steps >= MAX_STEPS:
                 self.capped = "max_steps" if self.steps >= MAX_STEPS else "drain_s"
                 stop = cap if self.capped == "drain_s" else t
                 break
             events += 1
             if kind == BOUNDARY:
-                boundary(self.gpus[key], t)
+                boundary[key](gpus[key], t)
             elif kind == ARRIVAL:
                 self._arrive(key, t)
             else:
@@ -340,12 +343,6 @@ class _Simulation:
         return chunk - budget
 
     # --------------------------------------------------------- disaggregated
-
-    def _disaggregated_boundary(self, gpu, t):
-        if gpu.role == "prefill":
-            self._prefill_boundary(gpu, t)
-        else:
-            self._decode_boundary(gpu, t)
 
     def _prefill_boundary(self, gpu, t):
         records = self.records
