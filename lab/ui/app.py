@@ -28,6 +28,7 @@ with one, or the student scrubbed or paused (throttled while scrubbing).
 
 import html
 import os
+import sys
 import time
 
 import panel as pn
@@ -71,7 +72,13 @@ def _search():
 
 
 def _static_build():
-    """True when the page is a file of a static build (index.html, lab.html)."""
+    """True when the page is the static site (index.html, lab.html) rather than `lab serve`.
+
+    Python in the browser (Pyodide) means the static site, whatever the host does to its
+    URLs (some serve lab.html as /lab); a path ending in .html also says so.
+    """
+    if sys.platform == "emscripten":
+        return True
     loc = pn.state.location
     path = getattr(loc, "pathname", "") if loc is not None else ""
     return isinstance(path, str) and path.endswith(".html")
@@ -88,9 +95,6 @@ def lab_href(mission_id):
 
 def _debug(*args):
     if os.environ.get("STF_DEBUG"):
-        import sys
-        import time
-
         print(f"{time.time() * 1000:.0f}", *args, file=sys.stderr, flush=True)
 
 
