@@ -125,10 +125,9 @@ class LengthDist:
             where = F.join(F.join(path, "components"), i)
             F.check_keys(item, where, ("weight", "length"))
             weight = F.read_number(item, "weight", where, lo=0, hi=1e9, lo_open=True)
-            inner = F.read_dict(item, "length", where) if isinstance(item.get("length"), dict) else item.get("length")
-            if inner is None:
+            if item.get("length") is None:
                 raise LabError(F.join(where, "length"), "required field is missing")
-            sub = cls.from_dict(inner, F.join(where, "length"))
+            sub = cls.from_dict(item["length"], F.join(where, "length"))  # a number or a dist
             if sub.dist == "mix":
                 raise LabError(F.join(where, "length.dist"), "a mix cannot contain another mix")
             comps.append((weight, sub))
