@@ -4,7 +4,7 @@ from .errors import LabError
 from .engine import simulate
 from .metrics import summarize
 
-__all__ = ["parse_range", "sweep", "max_rate_meeting_slo", "MAX_SWEEP_POINTS"]
+__all__ = ["parse_range", "sweep", "sweep_points", "max_rate_meeting_slo", "MAX_SWEEP_POINTS"]
 
 MAX_SWEEP_POINTS = 200
 
@@ -43,14 +43,23 @@ def parse_range(text, field="--vary"):
     return path, values
 
 
+def sweep_points(scenario, path, values):
+    """Yield (value, metrics) for each value of the dotted `path`, one run at a time.
+
+    A generator, so a caller on an event loop (the lab page) can show progress and
+    stay responsive between runs.
+    """
+    for value in values:
+        yield value, summarize(simulate(scenario.with_changes({path: value})))
+
+
 def sweep(scenario, path, values, progress=None):
     """[(value, metrics)] for each value of the dotted `path`; `progress(done, total)` after each."""
     out = []
-    for i, value in enumerate(values):
-        metrics = summarize(simulate(scenario.with_changes({path: value})))
-        out.append((value, metrics))
+    for point in sweep_points(scenario, path, values):
+        out.append(point)
         if progress is not None:
-            progress(i + 1, len(values))
+            progress(len(out), len(values))
     return out
 
 

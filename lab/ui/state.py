@@ -24,6 +24,7 @@ import param
 import lab.core as core
 from lab.core.errors import LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
+from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
 
@@ -364,8 +365,7 @@ class LabState(param.Parameterized):
         goodput, attainment = [], []
         self.sweep_progress = 0.0
         try:
-            for i, rate in enumerate(rates):
-                metrics = core.summarize(core.simulate(scenario.with_changes({"workload.rate": rate})))
+            for i, (rate, metrics) in enumerate(sweep_points(scenario, "workload.rate", rates)):
                 goodput.append(metrics["goodput_rps_per_gpu"])
                 attainment.append(metrics["slo_attainment"] or 0.0)
                 self.sweep_progress = (i + 1) / len(rates)
