@@ -374,13 +374,18 @@ print(json.dumps(sorted(urls)))
 '''
 
 
-def test_vendored_wheels_import_and_render_the_lab(dist, info, tmp_path):
-    """The trimmed Panel/Bokeh wheels and the lab wheel, alone on sys.path, build every page kind;
-    every stylesheet those pages ask for is on the site."""
-    site = tmp_path / "site-packages"
+def _unpack_site_wheels(dist, info, site):
+    """Every wheel the site's worker installs, unpacked into `site` (a site-packages folder)."""
     for wheel in info["wheels"]:
         with zipfile.ZipFile(_resolve(dist, "lab.js", wheel["url"])) as zf:
             zf.extractall(site)
+    return site
+
+
+def test_vendored_wheels_import_and_render_the_lab(dist, info, tmp_path):
+    """The trimmed Panel/Bokeh wheels and the lab wheel, alone on sys.path, build every page kind;
+    every stylesheet those pages ask for is on the site."""
+    site = _unpack_site_wheels(dist, info, tmp_path / "site-packages")
     script = tmp_path / "render.py"
     script.write_text(_CPYTHON_RENDER, encoding="utf-8")
     env = dict(os.environ, PANEL_CDN_ROOT="./panel/", PYTHONPATH="")
@@ -435,10 +440,7 @@ def test_the_workers_python_builds_the_mission_in_the_address(dist, info, tmp_pa
     """lab.js's own Python (build.py's setup + Panel's converted program), run in CPython with the
     site's wheels and stand-ins for Pyodide's js/pyodide modules: it builds the mission the page's
     address names, and every stylesheet it asks for is on the site, at its sub-path."""
-    site = tmp_path / "site-packages"
-    for wheel in info["wheels"]:
-        with zipfile.ZipFile(_resolve(dist, "lab.js", wheel["url"])) as zf:
-            zf.extractall(site)
+    site = _unpack_site_wheels(dist, info, tmp_path / "site-packages")
     script = tmp_path / "worker_python.py"
     script.write_text(_WORKER_PYTHON, encoding="utf-8")
     search = f"?mission={mission}" + ("&embed=1" if embed else "")
