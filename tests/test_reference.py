@@ -77,8 +77,8 @@ def assert_matches(scenario, requests=None):
     assert not problems, "engine != reference:\n  " + "\n  ".join(problems)
 
 
-def scenario(base, **changes):
-    """A copy of `base` with dotted-path changes, loaded and validated."""
+def scenario(base, base_dir=None, **changes):
+    """A copy of `base` with dotted-path changes, loaded and validated (trace paths relative to `base_dir`)."""
     raw = copy.deepcopy(base)
     overrides = []
     for key, value in changes.items():
@@ -89,7 +89,7 @@ def scenario(base, **changes):
         for p in parts[:-1]:
             node = node.setdefault(p, {})
         node[parts[-1]] = value
-    return load_scenario(raw)
+    return load_scenario(raw, base_dir=base_dir)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -115,9 +115,8 @@ DISAGG = {
     "seed": 2,
 }
 
-MISSION_TRACES = Path(__file__).resolve().parent.parent / "missions" / "traces"
-CONV_TRACE = MISSION_TRACES / "azure_conv_2023_640s-940s.csv"
-CODE_TRACE = MISSION_TRACES / "azure_code_2023_1175s-1375s.csv"
+# The public Azure traces live beside the repo (../shared/traces), never in it.
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 CASES = {
     "colocated-whole": scenario(COLOCATED),
@@ -168,11 +167,14 @@ CASES = {
                                                            "fleet.decode_gpus": 1, "model.kv_capacity_tokens": 20000}),
     "disagg-layerwise-overloaded-capped": scenario(DISAGG, **{"workload.rate": 15, "drain_s": 0.3, "fleet.link.layerwise": True,
                                                                "fleet.prefill_batch_tokens": 20000}),
-    "trace-conv-window-colocated": scenario({"workload": {"trace": {"path": str(CONV_TRACE), "duration_s": 25}},
-                                             "fleet": {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024}}),
-    "trace-code-whole-disagg": scenario({"workload": {"trace": {"path": str(CODE_TRACE), "time_scale": 0.5}},
+    "trace-conv-window-colocated": scenario({"workload": {"trace": {"path": "azure_conv_2023.csv", "start_s": 640, "duration_s": 25}},
+                                             "fleet": {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024}},
+                                            base_dir=str(SHARED_TRACES)),
+    "trace-code-whole-disagg": scenario({"workload": {"trace": {"path": "azure_code_2023.csv", "start_s": 1175, "duration_s": 200,
+                                                                "time_scale": 0.5}},
                                          "fleet": {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
-                                                   "link": {"gbytes_per_s": 10}}}),
+                                                   "link": {"gbytes_per_s": 10}}},
+                                        base_dir=str(SHARED_TRACES)),
     "disagg-70b": scenario(DISAGG, **{"model.llm": "llama3-70b", "model.kv_capacity_tokens": 50000, "workload.rate": 2}),
 }
 
@@ -180,8 +182,8 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_reference(name):
     sc = CASES[name]
-    if sc.workload.trace is not None and not Path(sc.workload.trace.path).exists():
-        pytest.skip(f"trace excerpt {sc.workload.trace.path} is not in this checkout")
+    if sc.workload.trace is not None and not SHARED_TRACES.is_dir():
+        pytest.skip(f"the public traces folder {SHARED_TRACES} is not beside this checkout")
     assert_matches(sc)
 
 

@@ -11,8 +11,8 @@ from lab.core import LabError, generate_requests, load_scenario, parse_trace_tex
 from lab.core.spec import Workload
 from lab.core.workload import read_trace
 
-# The full Azure traces (the repo ships only excerpts of them, under missions/traces).
-TRACES = Path("/work/shared/traces")
+# The public Azure traces live beside the repo (../shared/traces), never in it.
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def full_trace(name):

@@ -4,8 +4,8 @@
 //
 // Usage: node tests/pyodide/run_core.mjs <python-file> [args...]
 //
-// Copies ONLY lab/__init__.py, lab/core/**/*.py and, if present, missions/*.json and
-// missions/traces/*.csv to /repo in Pyodide's file system; /repo is the cwd and first
+// Copies ONLY lab/__init__.py, lab/core/**/*.py and, if present, missions/*.json
+// to /repo in Pyodide's file system; /repo is the cwd and first
 // on sys.path. Exit codes and output: see bare.mjs.
 
 import fs from "node:fs";
@@ -47,7 +47,6 @@ if (fs.existsSync(labInit)) repoFiles.push(labInit);
 const coreDir = path.join(REPO, "lab", "core");
 if (fs.existsSync(coreDir)) repoFiles.push(...walkPy(coreDir));
 repoFiles.push(...filesIn(path.join(REPO, "missions"), ".json"));
-repoFiles.push(...filesIn(path.join(REPO, "missions", "traces"), ".csv"));
 
 const { pyodide, jsVersion } = await bootBarePyodide("lab.core must need only the standard library");
 for (const file of repoFiles) {
