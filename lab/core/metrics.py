@@ -205,7 +205,7 @@ def summarize(result, rows=None):
     for log in result.gpus:
         busy[log.role] += min(log.busy_s(), span)
         count[log.role] += 1
-    wire = math.fsum(min(t.end, span) - t.start for t in result.transfers if t.start < span)
+    wire = math.fsum(min(e, span) - s for t in result.transfers for s, e in t.wire_spans() if s < span)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
     def util(role):

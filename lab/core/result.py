@@ -44,6 +44,17 @@ class Transfer:
     start: float  # bytes started moving on the wire
     end: float  # the last byte landed on the decode GPU
     bytes: int
+    # Layer-wise streaming (lab/core/link.py): one chunk per layer, each `layer_s` on the
+    # wire, started at `layer_starts` (in layer order). A whole transfer has neither.
+    layer_s: float = 0.0
+    layer_starts: list = None
+
+    def wire_spans(self):
+        """[(start, end)] of the times this transfer's bytes are on the wire."""
+        if self.layer_starts is None:
+            return [(self.start, self.end)]
+        step = self.layer_s
+        return [(s, s + step) for s in self.layer_starts]
 
 
 @dataclass
