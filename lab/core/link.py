@@ -87,6 +87,7 @@ class FifoWire:
         """
         streams = self._streams
         layers = self.layers
+        last = layers - 1
         free = self.free
         landed = []
         while streams and streams[0][0] <= horizon:
@@ -96,12 +97,19 @@ class FifoWire:
             starts = transfer.layer_starts
             starts.append(start)
             free = start + transfer.layer_s
-            if len(starts) == layers:
+            layer = len(starts)
+            if layer == layers:
                 heapq.heappop(streams)
                 transfer.start = starts[0]
                 transfer.end = free
                 landed.append(transfer)
-            else:
-                heapq.heapreplace(streams, (self._ready(transfer, item[1], len(starts)), rid, item))
+                continue
+            # layer_ready() and the reservation, inline: this loop is the link's whole cost
+            prefill_start = item[1]
+            end = transfer.ready
+            ready = end if layer == last else prefill_start + (end - prefill_start) * (layer + 1) / layers
+            if ready < transfer.reserved:
+                ready = transfer.reserved
+            heapq.heapreplace(streams, (ready, rid, item))
         self.free = free
         return landed
