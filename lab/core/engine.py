@@ -142,6 +142,7 @@ class _Simulation:
             end_time = stop
         else:
             end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
+            end_time = stop = max(end_time, self.arrivals_end)
         result = Result(
             scenario=self.scenario,
             requests=self.records,
@@ -151,6 +152,7 @@ class _Simulation:
             arrivals_end=self.arrivals_end,
             capped=self.capped,
             events=events,
+            stopped_at=stop,
         )
         return result
 

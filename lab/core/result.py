@@ -87,12 +87,15 @@ class Result:
     requests: list
     gpus: list
     transfers: list
-    end_time: float  # simulated time when the run stopped
+    end_time: float  # the run's time span for metrics: when it stopped, or when arrivals ended if later
     arrivals_end: float  # when arrivals stopped (the workload's duration)
     # Why the run was cut short, leaving requests unfinished: "drain_s" (overload: the
     # drain time after arrivals ran out) or "max_steps" (the step bound); None if not.
     capped: str = None
     events: int = 0  # loop iterations, for benchmarks and bounds
+    # Simulated time the run stopped (the step bound may cut it before arrivals end);
+    # None for a hand-built Result, read as end_time.
+    stopped_at: float = None
 
     @property
     def gpu_roles(self):
