@@ -12,6 +12,7 @@ that step emits. No per-token work is done; per-request gaps come from the step 
 """
 
 import heapq
+import math
 from collections import deque
 
 from .cost import step_time_fn
@@ -462,8 +463,10 @@ class _Simulation:
         self.link_wake = INF
         # New chunks come from reservations: while prompts wait for room any decode step
         # may make one (ready after now); otherwise only a prefill batch starting, at a
-        # prefill boundary or an arrival, and its layers are ready after that.
-        horizon = t if self.waiting_reserve else min(self.next_arrival, min(self.prefill_next))
+        # prefill boundary or an arrival, and its layers are ready after that moment.
+        horizon = t
+        if not self.waiting_reserve:
+            horizon = max(t, math.nextafter(min(self.next_arrival, min(self.prefill_next)), 0.0))
         for tr in self.wire.serve(horizon):
             self._schedule_landing(tr)
         self._wake_link()
