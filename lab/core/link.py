@@ -17,9 +17,10 @@ Whole transfers (`layerwise: false`) never come here: the engine queues them its
 
 Ordering by ready time means a transfer reserved later can still pass chunks of one
 reserved earlier, so a fifo transfer's landing is known only once its last chunk has its
-place. `FifoWire.serve(horizon)` places the chunks ready by `horizon`, a time before
-which the caller promises no new chunk can become ready. Each placement is one step on
-a heap of the transfers streaming at the moment (a few), so a run costs O(chunks) steps.
+place. `FifoWire.serve(horizon)` places the chunks ready by `horizon`; the caller
+promises that every chunk added later is ready after it. Each placement is one step on a
+heap of the k transfers streaming at that moment (k is a few: the prefill batches in
+flight), so a run's link costs O(chunks x log k), never a pass over earlier transfers.
 """
 
 import heapq
