@@ -28,6 +28,8 @@ REQUEST_COLUMNS = (
     "id", "arrival_s", "prompt_tokens", "output_tokens", "prefill_gpu", "decode_gpu",
     "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped",
 )
+# The same on every row, so a CSV alone says whether its unfinished requests were cut off.
+RUN_COLUMNS = ("run_cut",)
 
 
 def format_metrics(metrics):
@@ -50,12 +52,14 @@ def _json_safe(value):
     return value
 
 
-def write_requests_csv(path, rows):
+def write_requests_csv(path, rows, metrics):
+    """One row per request, then RUN_COLUMNS taken from the run's `metrics` (empty = None)."""
+    run = ["" if metrics[c] is None else metrics[c] for c in RUN_COLUMNS]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(REQUEST_COLUMNS)
+        writer.writerow(REQUEST_COLUMNS + RUN_COLUMNS)
         for row in rows:
-            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS])
+            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS] + run)
 
 
 def cmd_run(args):
@@ -69,7 +73,7 @@ def cmd_run(args):
     metrics = core.summarize(result, rows)
     elapsed = time.perf_counter() - started
     if args.requests_csv:
-        write_requests_csv(args.requests_csv, rows)
+        write_requests_csv(args.requests_csv, rows, metrics)
     if args.json:
         print(json.dumps({k: _json_safe(v) for k, v in metrics.items()}, indent=2))
     else:

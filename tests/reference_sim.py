@@ -5,8 +5,12 @@ tests/test_reference.py), independently of `lab/core/engine.py`. It is meant to 
 obviously correct, not fast:
 
 - one loop; each iteration scans for the earliest pending thing: the next arrival,
-  the next KV landing, the next GPU step boundary (ties: arrivals by request id, then
-  landings by request id, then GPU boundaries by GPU index);
+  the next KV landing, the next GPU step boundary, the next layer chunk to go on a
+  shared (fifo) wire (ties: arrivals by request id, then landings by request id, then
+  GPU boundaries by GPU index, then the wire);
+- layer-wise streaming follows README's rule literally: every layer's chunk is an object;
+  whenever the fifo wire is free, it takes the waiting chunk with the earliest ready time
+  (ties: request id, then layer), found by scanning all of them;
 - every request is an explicit `Seq` that keeps the list of every token timestamp;
 - batch sizes, context sums, free KV and free slots are recomputed from scratch from
   the sequence objects every time they are needed (no incremental counters).
@@ -61,9 +65,23 @@ class RefTransfer:
         self.start = start
         self.end = end
         self.bytes = nbytes
+        self.chunks = None  # layer-wise: one RefChunk per layer, in layer order
+        self.layer_s = 0.0  # layer-wise: wire time of one chunk
 
     def as_tuple(self):
-        return (self.request, self.src_gpu, self.dst_gpu, self.ready, self.reserved, self.start, self.end, self.bytes)
+        starts = None if self.chunks is None else tuple(c.start for c in self.chunks)
+        return (self.request, self.src_gpu, self.dst_gpu, self.ready, self.reserved, self.start, self.end, self.bytes,
+                self.layer_s, starts)
+
+
+class RefChunk:
+    """One layer's share of a layer-wise transfer."""
+
+    def __init__(self, transfer, layer, ready):
+        self.transfer = transfer
+        self.layer = layer
+        self.ready = ready  # its layer's KV exists and room is reserved
+        self.start = None  # when it went on the wire
 
 
 class RefGpu:
@@ -112,6 +130,7 @@ class _Sim:
         self.in_flight = []  # disaggregated: (seq, dst gpu) whose KV is crossing the link
         self.transfers = []
         self.link_free = 0.0
+        self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         f = self.fleet
         if f.layout == "colocated":
             self.gpus = [RefGpu(i, "colocated", self.kv_cap, f.max_batch_seqs) for i in range(f.gpus)]
@@ -140,6 +159,11 @@ class _Sim:
                     cand = (g.boundary, 2, g.index, ("gpu", g))
                     if best is None or cand[:3] < best[:3]:
                         best = cand
+            if self.wire_waiting:
+                chunk = self.next_chunk()
+                cand = (max(chunk.ready, self.link_free), 3, 0, ("wire", chunk))
+                if best is None or cand[:3] < best[:3]:
+                    best = cand
             if best is None:
                 break
             t = best[0]
@@ -152,8 +176,15 @@ class _Sim:
             elif kind == "landing":
                 self.in_flight.remove(obj)
                 self.on_landing(obj[0], obj[1], t)
+            elif kind == "wire":
+                self.put_on_wire(obj, t)
             else:
                 self.on_boundary(obj, t)
+        # Chunks still waiting when the run stopped get the places the rule gives them,
+        # as if it went on (nothing new would join them): transfers are always complete.
+        while self.wire_waiting:
+            chunk = self.next_chunk()
+            self.put_on_wire(chunk, max(chunk.ready, self.link_free))
         # A step still running at the cap never completed: it emitted nothing and is not
         # part of the run (its tokens were never counted above either).
         for g in self.gpus:
@@ -179,6 +210,20 @@ class _Sim:
             self.prefill_boundary(g, t)
         else:
             self.decode_boundary(g, t)
+
+    def next_chunk(self):
+        return min(self.wire_waiting, key=lambda c: (c.ready, c.transfer.request, c.layer))
+
+    def put_on_wire(self, chunk, t):
+        self.wire_waiting.remove(chunk)
+        chunk.start = t
+        self.link_free = t + chunk.transfer.layer_s
+        tr = chunk.transfer
+        if all(c.start is not None for c in tr.chunks):  # its last chunk: the landing is known
+            tr.start = tr.chunks[0].start
+            tr.end = tr.chunks[-1].start + tr.layer_s
+            seq = self.seqs[tr.request]
+            self.in_flight.append((seq, self.gpus[tr.dst_gpu]))
 
     def start_step(self, g, t, decode, prefill):
         """Begin a step at t with `decode` sequences and `prefill` [(seq, tokens)] parts."""
@@ -285,18 +330,43 @@ class _Sim:
             best.members.append(s)
             s.decode_gpu = best.index
             nbytes = s.P * self.model.kv_bytes_per_token
-            wire = nbytes / (link.gbytes_per_s * 1e9)
+            bandwidth = link.gbytes_per_s * 1e9
+            self.transfer_of[s.id] = len(self.transfers)
+            if link.layerwise:
+                tr = RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, None, None, nbytes)
+                self.transfers.append(tr)
+                self.stream_layers(tr, s, t, bandwidth)
+                continue
             start = t
             if link.sharing == "fifo":
                 start = max(t, self.link_free)
-            end = start + wire
-            if link.layerwise:
-                end = max(end, s.prefill_end_planned + wire / self.model.shape["layers"])
+            end = start + nbytes / bandwidth
             if link.sharing == "fifo":
                 self.link_free = end
-            self.transfer_of[s.id] = len(self.transfers)
             self.transfers.append(RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, start, end, nbytes))
             self.in_flight.append((s, best))
+
+    def stream_layers(self, tr, s, reserved, bandwidth):
+        """README: layer i of L is ready at prefill start + (prefill end - start) * (i + 1) / L
+        (the last at the end); a chunk carries bytes / L, may go once its layer is ready and
+        room is reserved; on its own wire (independent) right after the previous chunk."""
+        layers = self.model.shape["layers"]
+        tr.layer_s = tr.bytes / layers / bandwidth
+        tr.chunks = []
+        for i in range(layers):
+            if i == layers - 1:
+                layer_ready = s.prefill_end_planned
+            else:
+                layer_ready = s.prefill_start + (s.prefill_end_planned - s.prefill_start) * (i + 1) / layers
+            tr.chunks.append(RefChunk(tr, i, max(layer_ready, reserved)))
+        if self.fleet.link.sharing == "fifo":
+            self.wire_waiting.extend(tr.chunks)
+            return
+        for i, c in enumerate(tr.chunks):
+            c.start = c.ready if i == 0 else max(c.ready, tr.chunks[i - 1].start + tr.layer_s)
+        tr.start = tr.chunks[0].start
+        tr.end = tr.chunks[-1].start + tr.layer_s
+        self.in_flight.append((s, self.gpus[tr.dst_gpu]))
 
     def prefill_boundary(self, g, t):
         f = self.fleet

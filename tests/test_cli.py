@@ -10,7 +10,8 @@ import pytest
 
 from lab import core
 from lab.cli import main
-from lab.core.metrics import METRIC_NAMES
+from lab.core import engine
+from lab.core.metrics import METRIC_NAMES, RUN_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,8 @@ def run_json(capsys, *args):
 
 def test_run_json_has_exactly_the_design_metric_names(scenario_file, capsys):
     metrics = run_json(capsys, str(scenario_file))
-    assert list(metrics) == list(METRIC_NAMES)
+    assert list(metrics) == list(METRIC_NAMES) + list(RUN_NAMES)
+    assert metrics["run_cut"] is None and metrics["unfinished"] == 0
     expected = core.summarize(core.simulate(core.load_scenario(SCENARIO)))
     assert metrics == json.loads(json.dumps(expected))
 
@@ -65,8 +67,41 @@ def test_run_requests_csv_has_one_row_per_request(scenario_file, tmp_path, capsy
     for row, rec in zip(rows, result.requests):
         assert float(row["arrival_s"]) == rec.arrival
         assert row["met_slo"] in ("True", "False")
+        assert row["run_cut"] == ""  # the run ended by itself
     table = capsys.readouterr().out
     assert "Time to first token" in table and "p99" in table
+
+
+# One GPU, 2,000-token prompts at 20 req/s for 2 s: hopelessly overloaded, so the drain
+# cap (0.5 s after arrivals end) cuts it.
+OVERLOADED = {"workload": {"rate": 20, "duration_s": 2, "prompt_tokens": 2000, "output_tokens": 200},
+              "fleet": {"layout": "colocated", "gpus": 1}, "drain_s": 0.5}
+
+
+@pytest.mark.parametrize("bound", ["drain_s", "max_steps"])
+def test_a_cut_run_says_so_in_every_output(bound, tmp_path, capsys, monkeypatch):
+    path = tmp_path / "overloaded.json"
+    raw = dict(OVERLOADED)
+    if bound == "max_steps":
+        monkeypatch.setattr(engine, "MAX_STEPS", 5)  # the engine reads it at run time; 2,000,000 in earnest
+        raw["drain_s"] = 600
+    path.write_text(json.dumps(raw))
+    out = tmp_path / "requests.csv"
+    metrics = run_json(capsys, str(path), "--requests-csv", str(out))
+    assert metrics["run_cut"] == bound and metrics["unfinished"] > 0
+    if bound == "drain_s":
+        assert metrics["run_end_s"] == 2.5
+    else:
+        assert 0 < metrics["run_end_s"] < 2.0  # 5 steps: before arrivals end
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == metrics["requests"]
+    assert {r["run_cut"] for r in rows} == {bound}
+    assert sum(1 for r in rows if r["finish_s"] == "") == metrics["unfinished"]
+    # the table keeps its note, with the unfinished count
+    assert main(["run", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "note:" in table and f"{metrics['unfinished']} requests unfinished" in table
+    assert ("5 GPU steps" in table) == (bound == "max_steps")
 
 
 def test_bad_override_is_named_with_its_value(scenario_file, capsys):

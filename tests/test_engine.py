@@ -226,19 +226,55 @@ def test_fifo_link_is_shared_across_prefill_gpus():
     assert b.start == a.end
 
 
+def layer_s(p, gbytes_per_s, layers=32):
+    return p * KV_BYTES / layers / (gbytes_per_s * 1e9)
+
+
+def layer_ready(start, end, i, layers=32):
+    """README: layer i of L is ready at start + (end - start) * (i + 1) / L, the last at the end."""
+    return end if i == layers - 1 else start + (end - start) * (i + 1) / layers
+
+
 def test_layerwise_streams_during_the_prefill():
-    # fast link: the wire time is short, so the last layer (1/32 of it) lands right after the prefill
+    # fast link: each layer's chunk crosses as soon as the layer exists; the last lands
+    # one chunk after the prefill ends
     res = run(disaggregated(link={"gbytes_per_s": 400, "layerwise": True}), [(0.0, 2000, 2)])
     [tr] = res.transfers
     end = prefill(2000)
-    assert (tr.ready, tr.reserved, tr.start) == (end, 0.0, 0.0)
-    assert tr.end == end + wire(2000, 400) / 32
+    assert (tr.ready, tr.reserved, tr.layer_s) == (end, 0.0, layer_s(2000, 400))
+    assert tr.layer_starts == [layer_ready(0.0, end, i) for i in range(32)]
+    assert tr.start == end / 32 and tr.end == end + tr.layer_s
     assert res.requests[0].first_token == tr.end
-    # slow link: the wire itself is the bottleneck, but it started with the prefill
+    # slow link: the wire is the bottleneck; chunks go back to back from the first layer on
     res = run(disaggregated(link={"gbytes_per_s": 1, "layerwise": True}), [(0.0, 2000, 2)])
     [tr] = res.transfers
-    assert tr.end == 0.0 + wire(2000, 1)
-    assert tr.end > prefill(2000) + wire(2000, 1) / 32
+    expected = [end / 32]
+    for _ in range(31):
+        expected.append(expected[-1] + layer_s(2000, 1))
+    assert tr.layer_starts == expected
+    assert tr.end == expected[-1] + layer_s(2000, 1)
+    assert tr.end > end + wire(2000, 1) / 32
+
+
+def test_layerwise_fifo_leaves_the_wire_free_between_layers():
+    """A long prefill streaming its layers must not hold the shared wire for its whole
+    duration (it once did: a short prompt prefilled meanwhile waited for the long one to
+    end). Chunks go in order of ready time, so the short prompt's fit in between."""
+    reqs = [(0.0, 8000, 2), (0.01, 1000, 2)]  # 0.4 s of prefill on GPU 0, 0.05 s on GPU 1
+    res = run(disaggregated(prefill_gpus=2, decode_gpus=2, link={"layerwise": True}), reqs)
+    a, b = sorted(res.transfers, key=lambda t: t.request)
+    assert (a.src_gpu, b.src_gpu) == (0, 1)
+    b_end = 0.01 + prefill(1000)
+    assert b.ready == b_end and b.end == b_end + layer_s(1000, 50) < a.ready
+    # B's second layer is ready (0.013125 s) while A's first chunk is on the wire: it waits for it
+    assert a.layer_starts[0] == prefill(8000) / 32
+    assert b.layer_starts[1] == a.layer_starts[0] + a.layer_s > layer_ready(0.01, b_end, 1)
+    chunks = sorted((s, s + t.layer_s) for t in res.transfers for s in t.layer_starts)
+    assert all(nxt[0] >= prev[1] for prev, nxt in zip(chunks, chunks[1:]))
+    # the link is busy only while bytes move
+    m = summarize(res)
+    assert m["util_link"] == pytest.approx(wire(9000, 50) / res.end_time, rel=1e-9)
+    assert m["transfer_p99_ms"] < 1.0
 
 
 def test_decode_gpu_with_most_free_kv_is_chosen():

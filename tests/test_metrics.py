@@ -10,7 +10,8 @@ from lab.core import (
     METRIC_NAMES, GpuLog, RequestRecord, Result, Transfer, load_scenario, percentile, request_gaps,
     request_metrics, simulate, summarize,
 )
-from lab.core.metrics import weighted_percentile
+from lab.core import engine
+from lab.core.metrics import RUN_NAMES, weighted_percentile
 
 QS = [0, 1, 5, 10, 25, 33.3, 50, 66.7, 75, 90, 95, 99, 99.9, 100]
 
@@ -139,7 +140,8 @@ def test_met_slo_needs_every_target(slo, met):
 
 def test_summarize_hand_built():
     m = summarize(hand_built())
-    assert set(m) == set(METRIC_NAMES)
+    assert list(m) == list(METRIC_NAMES) + list(RUN_NAMES)
+    assert m["run_cut"] is None and m["run_end_s"] == 1.0
     assert (m["requests"], m["finished"], m["unfinished"]) == (5, 3, 2)
     ttfts = [0.125, 0.25, 0.125, 1.0 - 0.3125, 1.0 - 0.5]
     for q in (50, 90, 99):
@@ -182,6 +184,38 @@ def test_summarize_with_a_gpu_that_never_ran():
     gaps = request_gaps(res, res.requests[0])
     assert len(gaps) == 2
     assert m["itl_p50_ms"] == np.percentile(gaps, 50) * 1000
+
+
+# ---------------------------------------------------------------- a run cut short
+
+CUT = {"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 100, "output_tokens": 2},
+       "fleet": {"layout": "colocated", "gpus": 1}}
+
+
+def test_summary_says_the_drain_cap_cut_the_run():
+    # 5,000 tokens at ~8 ms a step need ~40 s; the run may drain for 2 s after arrivals end at 1 s
+    res = simulate(load_scenario({**CUT, "drain_s": 2}), requests=[(0.0, 100, 5000), (0.1, 100, 3)])
+    m = summarize(res)
+    assert res.capped == "drain_s"
+    assert (m["run_cut"], m["run_end_s"], m["unfinished"]) == ("drain_s", 3.0, 1)
+
+
+def test_summary_says_the_step_bound_cut_the_run(monkeypatch):
+    monkeypatch.setattr(engine, "MAX_STEPS", 50)  # read at run time; 2,000,000 in earnest
+    res = simulate(load_scenario({**CUT, "drain_s": 1000}), requests=[(0.0, 100, 5000)])
+    m = summarize(res)
+    assert res.capped == "max_steps" and sum(len(g) for g in res.gpus) == 50
+    assert m["run_cut"] == "max_steps" and m["unfinished"] == 1
+    # it stopped when the 51st step would have begun, before arrivals ended at 1 s (the
+    # span metrics use still runs to 1 s, so requests that arrive later count as unserved)
+    assert m["run_end_s"] == res.gpus[0].end[-1] < res.end_time == 1.0
+
+
+def test_summary_of_a_run_that_ends_by_itself():
+    res = simulate(load_scenario({**CUT, "drain_s": 2}), requests=[(0.0, 100, 3)])
+    m = summarize(res)
+    assert m["run_cut"] is None and m["unfinished"] == 0
+    assert m["run_end_s"] == 1.0  # arrivals ran until 1 s; the request was done long before
 
 
 # ---------------------------------------------------------------- real runs vs numpy

@@ -1,13 +1,16 @@
 """Property tests of the engine over random valid scenarios (hypothesis).
 
 Invariants: every request accounted for; per-request times in order; no GPU in two
-steps at once; no transfer before its prefill ends; the fifo link never carries two
-transfers at once; KV memory and batch slots never over capacity; same seed, same
-result; and the engine equals the naive reference simulator.
+steps at once; no transfer before its prefill ends (layer-wise: no chunk before its layer
+is ready); the fifo link never carries two transfers (or layer chunks) at once, and takes
+layer chunks in order of ready time; a transfer lands when its last chunk does; KV memory
+and batch slots never over capacity; same seed, same result; and the engine equals the
+naive reference simulator.
 """
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -171,7 +174,9 @@ def check_invariants(res):
         assert tr.bytes == rec.prompt_tokens * sc.model.kv_bytes_per_token
         wire = tr.bytes / (link.gbytes_per_s * 1e9)
         assert tr.start >= tr.reserved
-        assert tr.end >= tr.start + wire * (1 - 1e-12)
+        # (layer-wise: a sum of one rounded addition per chunk, hence the few ulps)
+        slack = 0.0 if tr.layer_starts is None else len(tr.layer_starts) * math.ulp(tr.end)
+        assert tr.end - tr.start >= wire * (1 - 1e-12) - slack
         assert rec.prefill_start <= tr.reserved
         if not link.layerwise:
             assert tr.reserved >= tr.ready == rec.prefill_end
@@ -182,7 +187,9 @@ def check_invariants(res):
             assert rec.first_token >= tr.end
         if rec.finished:
             assert rec.finish >= tr.end
-    if fleet.layout == "disaggregated" and link.sharing == "fifo":
+    if fleet.layout == "disaggregated" and link.layerwise:
+        check_layer_chunks(res)
+    elif fleet.layout == "disaggregated" and link.sharing == "fifo":
         wire_order = sorted(res.transfers, key=lambda t: t.start)
         for a, b in zip(wire_order, wire_order[1:]):
             assert b.start >= a.end, f"transfers {a.request} and {b.request} share the fifo link"
@@ -230,6 +237,43 @@ def check_invariants(res):
     for key, value in metrics.items():
         if isinstance(value, float):
             assert math.isfinite(value), key
+
+
+def check_layer_chunks(res):
+    """Layer-wise transfers against README's rule, from the records alone."""
+    sc = res.scenario
+    layers = sc.model.shape["layers"]
+    bandwidth = sc.fleet.link.gbytes_per_s * 1e9
+    chunks = []  # (start, end, ready, request, layer)
+    for tr in res.transfers:
+        rec = res.requests[tr.request]
+        starts = tr.layer_starts
+        assert len(starts) == layers
+        assert tr.layer_s == pytest.approx(tr.bytes / bandwidth / layers, rel=1e-12)
+        # a transfer starts with its first chunk and lands when its last chunk does
+        assert tr.start == starts[0] and tr.end == starts[-1] + tr.layer_s
+        prefill_start, prefill_end = rec.prefill_start, tr.ready
+        for i, start in enumerate(starts):
+            layer = prefill_end if i == layers - 1 else prefill_start + (prefill_end - prefill_start) * (i + 1) / layers
+            ready = max(layer, tr.reserved)
+            # no chunk before its layer exists and room is reserved; a transfer's chunks in layer order
+            assert start >= ready, f"request {tr.request} layer {i} on the wire at {start}, ready at {ready}"
+            if i:
+                assert start >= starts[i - 1] + tr.layer_s
+            chunks.append((start, start + tr.layer_s, ready, tr.request, i))
+    if sc.fleet.link.sharing != "fifo":
+        return
+    chunks.sort()
+    for a, b in zip(chunks, chunks[1:]):
+        assert b[0] >= a[1], f"chunks {a[3:]} and {b[3:]} share the fifo link"
+    # the wire's order is by ready time, then request id, then layer ...
+    order = [c[2:] for c in chunks]
+    assert order == sorted(order)
+    # ... and it is never idle while a chunk is ready
+    free = 0.0
+    for start, end, ready, *_ in chunks:
+        assert start == max(ready, free)
+        free = end
 
 
 # ---------------------------------------------------------------- properties

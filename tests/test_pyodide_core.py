@@ -42,6 +42,13 @@ SCENARIOS = {
          "link": {"gbytes_per_s": 10, "sharing": "independent", "layerwise": True}, "first_token": "prefill"},
         seed=4,
     ),
+    # Layer chunks of transfers from three prefill GPUs interleaving on one wire.
+    "disagg-fifo-layerwise": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2,
+         "link": {"gbytes_per_s": 10, "sharing": "fifo", "layerwise": True}},
+        workload={"rate": 12, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 6000}},
+        seed=7,
+    ),
     "roofline": _scenario(
         {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024},
         model={"cost": "roofline", "gpu": "h100"},
@@ -123,7 +130,8 @@ for name, spec in SPECS.items():
         h.update(b"\n")
     t = hashlib.sha256()
     for x in result.transfers:
-        t.update(repr((x.request, x.src_gpu, x.dst_gpu, x.ready, x.reserved, x.start, x.end, x.bytes)).encode())
+        t.update(repr((x.request, x.src_gpu, x.dst_gpu, x.ready, x.reserved, x.start, x.end, x.bytes,
+                       getattr(x, "layer_starts", None))).encode())
     out[name] = {
         "summary": canon(core.summarize(result)),
         "requests": len(result.requests),

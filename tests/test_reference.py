@@ -55,13 +55,14 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             out.append(f"gpu {log.index}: step {k} differs (engine {len(steps)} steps, reference {len(rg.steps)}): "
                        f"engine {steps[k] if k < len(steps) else None}, reference {rg.steps[k] if k < len(rg.steps) else None} "
                        "(start, end, decode_seqs, prefill_tokens, context_tokens)")
-    engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes) for t in res.transfers]
+    engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes, t.layer_s,
+                  None if t.layer_starts is None else tuple(t.layer_starts)) for t in res.transfers]
     ref_tr = [t.as_tuple() for t in ref.transfers]
     if engine_tr != ref_tr:
         k = next((i for i, (a, b) in enumerate(zip(engine_tr, ref_tr)) if a != b), min(len(engine_tr), len(ref_tr)))
         out.append(f"transfer {k} differs (engine {len(engine_tr)}, reference {len(ref_tr)}): "
                    f"engine {engine_tr[k] if k < len(engine_tr) else None}, reference {ref_tr[k] if k < len(ref_tr) else None} "
-                   "(request, src, dst, ready, reserved, start, end, bytes)")
+                   "(request, src, dst, ready, reserved, start, end, bytes, layer_s, layer_starts)")
     for rec in res.requests:
         if rec.transfer >= 0:
             tr = res.transfers[rec.transfer]
@@ -282,7 +283,7 @@ def test_reference_on_a_hand_computed_disaggregated_run():
     land = prefill + wire
     d1 = (8 + 0.25 + 0.00004 * 101) / 1000
     d2 = (8 + 0.25 + 0.00004 * 102) / 1000
-    assert ref.transfers[0].as_tuple() == (0, 0, 1, prefill, prefill, prefill, land, 100 * 131072)
+    assert ref.transfers[0].as_tuple() == (0, 0, 1, prefill, prefill, prefill, land, 100 * 131072, 0.0, None)
     assert seq.tokens == [land, land + d1, land + d1 + d2]
     assert seq.first_token == land and seq.prefill_end == prefill
     assert_matches(sc, [(0.0, 100, 3)])

@@ -2,7 +2,9 @@
 
 The loop reads like SimPy's `Environment.step`: a heap of `(time, priority, key)`
 events. At equal times arrivals come first, then KV transfers landing, then GPU step
-boundaries (ordered by GPU index), so the order is fully determined by the scenario.
+boundaries (ordered by GPU index), then the layer-wise fifo wire's turn (it must see
+every chunk that becomes ready at that time), so the order is fully determined by the
+scenario. The layer-wise link itself lives in `link.py`.
 
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
@@ -10,16 +12,19 @@ that step emits. No per-token work is done; per-request gaps come from the step 
 """
 
 import heapq
+import math
 from collections import deque
 
 from .cost import step_time_fn
+from .link import FifoWire, stream_alone
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
 __all__ = ["simulate", "MAX_STEPS"]
 
 # Event priorities at equal times.
-ARRIVAL, LANDED, BOUNDARY = 0, 1, 2
+ARRIVAL, LANDED, BOUNDARY, LINK = 0, 1, 2, 3
+INF = float("inf")
 
 # A hard bound on logged steps so no input can eat unbounded memory (~250 bytes a
 # step in CPython, all told, so at most about half a gigabyte).
@@ -88,7 +93,11 @@ class _Simulation:
             self.decode_gpus = [_Gpu(p + i, "decode", self.kv_tokens) for i in range(d)]
             self.gpus = self.prefill_gpus + self.decode_gpus
         self.waiting_reserve = deque()  # disaggregated: (request id, prefill end) waiting for decode KV
-        self.link_free = 0.0  # fifo link: when the wire is next free
+        self.link_free = 0.0  # fifo link, whole transfers: when the wire is next free
+        link = fleet.link
+        # Layer-wise on a fifo link: the shared wire, and when its next turn is on the heap.
+        self.wire = FifoWire(self.layers) if link.layerwise and link.sharing == "fifo" else None
+        self.link_wake = INF
         self.next_arrival = float("inf")  # time of the next request not yet arrived
         self.landings = []  # heap of pending KV landing times
         self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
@@ -113,6 +122,8 @@ class _Simulation:
         while heap:
             t, kind, key = pop(heap)
             if t > cap or self.steps >= MAX_STEPS:
+                if kind == LINK and t != self.link_wake:
+                    continue  # a superseded wire turn says nothing about the run
                 self.capped = "max_steps" if self.steps >= MAX_STEPS else "drain_s"
                 stop = cap if self.capped == "drain_s" else t
                 break
@@ -121,13 +132,18 @@ class _Simulation:
                 boundary[key](gpus[key], t)
             elif kind == ARRIVAL:
                 self._arrive(key, t)
-            else:
+            elif kind == LANDED:
                 self._land(key, t)
+            else:
+                self._link_turn(t)
+        if self.wire is not None:
+            self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
             _cut_at(self.gpus, self.records, stop)
             end_time = stop
         else:
             end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
+            end_time = stop = max(end_time, self.arrivals_end)
         result = Result(
             scenario=self.scenario,
             requests=self.records,
@@ -137,6 +153,7 @@ class _Simulation:
             arrivals_end=self.arrivals_end,
             capped=self.capped,
             events=events,
+            stopped_at=stop,
         )
         return result
 
@@ -405,23 +422,54 @@ class _Simulation:
             best.kv_free -= need
             best.seqs += 1
             nbytes = rec.prompt_tokens * self.kv_bytes
-            wire = nbytes / bandwidth
+            rec.decode_gpu = best.index
+            rec.transfer = len(self.transfers)
+            if link.layerwise:
+                tr = Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, None, None, nbytes,
+                              nbytes / self.layers / bandwidth)
+                self.transfers.append(tr)
+                if self.wire is not None:
+                    self.wire.add(tr, rec.prefill_start)  # its landing is known once its chunks have places
+                    self._wake_link()
+                    continue
+                stream_alone(tr, rec.prefill_start, self.layers)
+                self._schedule_landing(tr)
+                continue
             start = t
             if link.sharing == "fifo" and self.link_free > start:
                 start = self.link_free
-            end = start + wire
-            if link.layerwise:
-                # The last layer's KV exists only when the prefill ends.
-                last_layer = prefill_end + wire / self.layers
-                if last_layer > end:
-                    end = last_layer
+            end = start + nbytes / bandwidth
             if link.sharing == "fifo":
                 self.link_free = end
-            rec.decode_gpu = best.index
-            rec.transfer = len(self.transfers)
-            self.transfers.append(Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, start, end, nbytes))
-            heapq.heappush(self.heap, (end, LANDED, rec.id))
-            heapq.heappush(self.landings, end)
+            tr = Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, start, end, nbytes)
+            self.transfers.append(tr)
+            self._schedule_landing(tr)
+
+    def _schedule_landing(self, tr):
+        heapq.heappush(self.heap, (tr.end, LANDED, tr.request))
+        heapq.heappush(self.landings, tr.end)
+
+    def _wake_link(self):
+        """Give the fifo wire a turn when its earliest waiting chunk becomes ready."""
+        when = self.wire.next_ready()
+        if when < self.link_wake:
+            self.link_wake = when
+            heapq.heappush(self.heap, (when, LINK, 0))
+
+    def _link_turn(self, t):
+        """Place the chunks whose order on the fifo wire can no longer change."""
+        if t != self.link_wake:
+            return  # superseded by an earlier turn
+        self.link_wake = INF
+        # New chunks come from reservations: while prompts wait for room any decode step
+        # may make one (ready after now); otherwise only a prefill batch starting, at a
+        # prefill boundary or an arrival, and its layers are ready after that moment.
+        horizon = t
+        if not self.waiting_reserve:
+            horizon = max(t, math.nextafter(min(self.next_arrival, min(self.prefill_next)), 0.0))
+        for tr in self.wire.serve(horizon):
+            self._schedule_landing(tr)
+        self._wake_link()
 
     def _land(self, rid, t):
         heapq.heappop(self.landings)
@@ -457,6 +505,8 @@ class _Simulation:
                 limit = self.next_arrival  # it will start a batch on an idle prefill GPU
             if self.landings and self.landings[0] < limit:
                 limit = self.landings[0]
+            if self.link_wake < limit:
+                limit = self.link_wake  # the wire's next turn may schedule a landing here
             if end < limit:
                 end = self._run_decode_only(gpu, end, limit)
         if end is not None:

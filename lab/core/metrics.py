@@ -10,6 +10,10 @@ Conventions (also in the README):
 - A request meets the SLO when it finished and meets every target the SLO sets.
 - Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
   default `np.percentile(..., method="linear")`.
+- A run cut short says so: `run_cut` is the bound that stopped it (`Result.capped`:
+  "drain_s" or "max_steps", None when every request ran to its end) and `run_end_s` the
+  simulated time it stopped. They describe the run, not its quality, so they are not
+  among the METRIC_NAMES that stars compare (RUN_NAMES; summarize returns both).
 """
 
 import math
@@ -19,6 +23,7 @@ from operator import sub
 
 __all__ = [
     "METRIC_NAMES",
+    "RUN_NAMES",
     "percentile",
     "weighted_percentile",
     "request_metrics",
@@ -37,6 +42,9 @@ METRIC_NAMES = (
     "util_gpu", "util_prefill", "util_decode", "util_link",
     "transfer_p50_ms", "transfer_p99_ms",
 )
+
+# How the run ended; in every summary, after the metrics.
+RUN_NAMES = ("run_cut", "run_end_s")
 
 
 def _lerp(a, b, t):
@@ -183,7 +191,7 @@ def _pooled_gaps(result, step_gaps):
 
 
 def summarize(result, rows=None):
-    """The fleet metrics, keyed by METRIC_NAMES (None where a metric is undefined)."""
+    """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
     step_gaps = [_step_gaps(g) for g in result.gpus]
     if rows is None:
         rows = request_metrics(result, step_gaps)
@@ -205,7 +213,7 @@ def summarize(result, rows=None):
     for log in result.gpus:
         busy[log.role] += min(log.busy_s(), span)
         count[log.role] += 1
-    wire = math.fsum(min(t.end, span) - t.start for t in result.transfers if t.start < span)
+    wire = math.fsum(min(e, span) - s for t in result.transfers for s, e in t.wire_spans() if s < span)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
     def util(role):
@@ -237,4 +245,6 @@ def summarize(result, rows=None):
         "util_link": wire / span if fleet.layout == "disaggregated" else None,
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
+        "run_cut": result.capped,
+        "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }

@@ -44,6 +44,17 @@ class Transfer:
     start: float  # bytes started moving on the wire
     end: float  # the last byte landed on the decode GPU
     bytes: int
+    # Layer-wise streaming (lab/core/link.py): one chunk per layer, each `layer_s` on the
+    # wire, started at `layer_starts` (in layer order). A whole transfer has neither.
+    layer_s: float = 0.0
+    layer_starts: list = None
+
+    def wire_spans(self):
+        """[(start, end)] of the times this transfer's bytes are on the wire."""
+        if self.layer_starts is None:
+            return [(self.start, self.end)]
+        step = self.layer_s
+        return [(s, s + step) for s in self.layer_starts]
 
 
 @dataclass
@@ -76,12 +87,15 @@ class Result:
     requests: list
     gpus: list
     transfers: list
-    end_time: float  # simulated time when the run stopped
+    end_time: float  # the run's time span for metrics: when it stopped, or when arrivals ended if later
     arrivals_end: float  # when arrivals stopped (the workload's duration)
     # Why the run was cut short, leaving requests unfinished: "drain_s" (overload: the
     # drain time after arrivals ran out) or "max_steps" (the step bound); None if not.
     capped: str = None
     events: int = 0  # loop iterations, for benchmarks and bounds
+    # Simulated time the run stopped (the step bound may cut it before arrivals end);
+    # None for a hand-built Result, read as end_time.
+    stopped_at: float = None
 
     @property
     def gpu_roles(self):
