@@ -501,7 +501,16 @@ class Canvas(param.Parameterized):
     def _on_run(self, *_):
         state = self.state
         result = state.result
-        if result is None:
+        if result is None:  # the run failed: no stale timeline next to its error
+            self._full = {}
+            self._buffer = None
+            self._slow_starts = np.zeros(0)
+            for name, source in self.sources.items():
+                if len(source.data["left"]):
+                    source.data = _empty(tuple(source.data))
+            self.overview_source.data = {"x": [], "slow": [], "busy": []}
+            self.next_button.styles = INERT_STYLE
+            self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
         data = timeline_data(result, state.scenario.slo.tpot_ms)
         meta = data["meta"]

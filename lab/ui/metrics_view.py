@@ -10,7 +10,8 @@ import panel as pn
 
 from .theme import CSS, PALETTE
 
-__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share"]
+__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
+           "run_error_html", "run_cut_html"]
 
 
 def fmt_seconds(value):
@@ -106,13 +107,40 @@ def metrics_html(metrics, scenario):
     util = (f'<div class="stf-card" data-metric="util"><div class="k">Busy: share of the run</div>'
             f'<div class="stf-util" style="margin-top:4px">{"".join(bars)}</div></div>')
     foot = []
-    if m.get("unfinished"):
+    cut = run_cut_html(m)
+    if cut:
+        foot.append(cut)
+    elif m.get("unfinished"):
         foot.append(f'<b>{m["unfinished"]:,} requests never finished</b> (the run hit its time cap): they count as misses.')
     if scenario.fleet.layout == "disaggregated" and m.get("transfer_p99_ms") is not None:
         foot.append(f'KV transfer p99 (wait + wire): {fmt_ms(m["transfer_p99_ms"])}.')
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'
+
+
+CUT_REASONS = {"drain_s": "drain limit", "max_steps": "step limit"}
+
+
+def run_cut_html(metrics):
+    """The warning for a run the engine cut short (`run_cut` set by the core), else ''."""
+    cut = (metrics or {}).get("run_cut")
+    if not cut:
+        return ""
+    reason = CUT_REASONS.get(cut, str(cut))
+    end = metrics.get("run_end_s")
+    when = f" at {end:,.0f} s" if isinstance(end, (int, float)) else ""
+    n = metrics.get("unfinished") or 0
+    counted = f"{n:,} request unfinished counts as a miss" if n == 1 else f"{n:,} requests unfinished count as misses"
+    return (f'<span class="stf-cut" role="status" data-run-cut="{html.escape(str(cut))}">⚠ This run was cut{when} '
+            f'({html.escape(reason)}): {counted}.</span>')
+
+
+def run_error_html(message):
+    """Where the metrics would be when a run failed: why (escaped), and that a change runs again."""
+    return ('<div class="stf-notes stf-error stf-run-error" role="alert" data-run-error="true">'
+            f'<b>The simulation could not run.</b> {html.escape(message)}'
+            '<br><small>Change a control (or go back to the start) to run again.</small></div>')
 
 
 def stars_html(mission, metrics, now, saved):
@@ -155,7 +183,11 @@ class MetricsView:
             self._update()
 
     def _update(self, *_):
-        self.pane.object = metrics_html(self.state.metrics, self.state.scenario)
+        s = self.state
+        if s.run_error:
+            self.pane.object = run_error_html(s.run_error)
+        else:
+            self.pane.object = metrics_html(s.metrics, s.scenario)
 
 
 class StarsView:

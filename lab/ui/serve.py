@@ -49,6 +49,9 @@ def main(argv=None):
     import panel as pn
 
     from .catalog import Catalog
+    from .page_bridge import guard_location
+
+    guard_location()  # Panel must not convert the query string before the lab's parser sees it
 
     catalog = Catalog(missions)
     if catalog.error:

@@ -78,6 +78,9 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
             line-height: 16px; }
 .stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 40px; }
 .stf-bar > span { display: block; height: 100%%; border-radius: 4px; }
+.stf-cut { display: inline-block; color: var(--bad); font-weight: 600; background: #fdeee6; border-radius: 4px;
+           padding: 1px 6px; }
+.stf-run-error { margin: 0; font-size: 13.5px; min-height: 88px; box-sizing: border-box; }
 .stf-foot { font-size: 12px; color: var(--muted); margin-top: 6px; min-height: 16px; line-height: 16px; }
 
 /* stars */
