@@ -71,11 +71,13 @@ TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a dec
 
 
 def get_catalog(missions_dir=None):
-    """The catalog for a folder, loaded once per process."""
+    """The catalog for a folder, loaded once per process and reloaded when its files change."""
     directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
     key = os.path.abspath(directory) if directory else ""
     if key not in _CATALOGS:
         _CATALOGS[key] = Catalog(directory)
+    else:
+        _CATALOGS[key].refresh()  # a mission file added or edited while `lab serve` runs
     return _CATALOGS[key]
 
 
