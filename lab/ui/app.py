@@ -174,6 +174,8 @@ class LabApp:
         s.param.watch(self._on_busy, ["busy", "run_id"])
         s.param.watch(self._on_notes, ["notes"])
         s.param.watch(self._on_settings, ["settings"])
+        s.param.watch(self._on_layout, ["scenario"])
+        self._on_layout()
         s.param.watch(self._on_stars, ["run_id", "saved_stars"])
         self.bridge.param.watch(self._on_bridge, ["stars", "status"])
         self._on_busy()
@@ -356,6 +358,12 @@ class LabApp:
         if self._settle_pending is not None:
             self._settle_pending.stop()
         self._settle_pending = _later(self._settle, HISTORY_SETTLE_MS)
+
+    def _on_layout(self, *_):
+        """Controls that do nothing in this layout take no focus (see PageBridge.inert)."""
+        inert = [f"stf-control-{n}" for n in self.controls.idle]
+        if inert != self.url.inert:
+            self.url.inert = inert
 
     def _settle(self):
         self._settle_pending = None

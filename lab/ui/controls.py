@@ -4,7 +4,9 @@ A widget change calls `on_change(name, value)` (the app validates it through the
 state and schedules the re-simulation). Sliders report on release and on each key
 press (`value_throttled`), so dragging does not start a run per pixel. Controls that
 do nothing in the current layout (e.g. the pool sizes of a colocated fleet) stay
-visible but disabled, with a hint saying when they matter.
+visible but disabled, with a hint saying when they matter: greyed (half opacity, a grey
+bar where a live slider's is blue) and out of the tab order (`idle`, which the app
+hands to the page bridge as inert controls).
 """
 
 import html
@@ -14,7 +16,7 @@ import panel as pn
 from lab.core.missions import CONTROL_SPECS
 
 from .state import format_value
-from .theme import CSS, INERT_STYLE, LIVE_STYLE
+from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
 __all__ = ["Controls", "CHOICE_LABELS", "locked_html"]
 
@@ -96,6 +98,7 @@ class Controls:
         self.embed = embed
         self.on_change = on_change
         self.widgets = {}
+        self.idle = []  # names of the controls that do nothing in the current layout
         self._syncing = False
         rows = []
         for name, control in state.mission.controls.items():
@@ -142,6 +145,7 @@ class Controls:
                                                  button_style="outline", **common)
             widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value")
             return widget
+        common.update(bar_color=PALETTE["decode"], stylesheets=[SLIDER_CSS])
         if control.kind == "int":
             step = int(control.step or 1)
             widget = pn.widgets.IntSlider(name=label, start=int(control.min), end=int(control.max), step=step,
@@ -168,10 +172,13 @@ class Controls:
                 value = state.settings.get(name)
                 if value is not None and widget.value != value:
                     widget.value = value
-                widget.disabled = not state.applies(name)
+                idle = not state.applies(name)
+                widget.disabled = idle
+                widget.styles = INERT_STYLE if idle else LIVE_STYLE
         finally:
             self._syncing = False
         idle = [n for n in self.widgets if not state.applies(n)]
+        self.idle = idle
         if idle:
             layout = state.scenario.fleet.layout
             other = "split (disaggregated)" if layout == "colocated" else "colocated"

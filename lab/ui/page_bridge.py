@@ -11,6 +11,10 @@
   query string to `on_pop`, which restores those settings in the page.
   `settled` (the entry number the app has committed: its next change pushes) is
   mirrored on <html data-history-settled>, so tests can wait on it.
+- Inert controls: `inert` lists the css classes (stf-control-*) of controls that do
+  not apply to the current layout. Their hosts get the `inert` attribute: no tab stop,
+  no clicks. (Bokeh marks a disabled slider with an attribute but leaves its handle's
+  tabindex at 0, so Tab still stopped on it.)
 - Keyboard shortcuts for the timeline (K play/pause, J/L back/forward one second,
   N next slow step), ignored while typing or while a slider has the focus.
 - Focus: Bokeh re-renders a button whose label changes, which drops the keyboard
@@ -40,6 +44,19 @@ function deepFind(root, cls) {
     for (const child of (node.children || [])) stack.push(child);
   }
   return null;
+}
+
+function deepFindAll(root, prefix) {
+  // Every element with a class starting with `prefix`, inside open shadow roots too.
+  const out = [];
+  const stack = [root];
+  while (stack.length) {
+    const node = stack.pop();
+    if (node.classList) for (const c of node.classList) if (c.startsWith(prefix)) { out.push([c, node]); break; }
+    if (node.shadowRoot) stack.push(node.shadowRoot);
+    for (const child of (node.children || [])) stack.push(child);
+  }
+  return out;
 }
 
 function typing(event) {
@@ -101,6 +118,16 @@ export function render({ model }) {
   const title = () => { if (typeof model.doc_title === "string" && model.doc_title) document.title = model.doc_title.slice(0, 200); };
   title();
   model.on("doc_title", title);
+  const applyInert = () => {
+    const wanted = new Set(Array.isArray(model.inert) ? model.inert : []);
+    for (const [cls, node] of deepFindAll(document.body, "stf-control-")) {
+      const off = wanted.has(cls);
+      if (node.inert !== off) node.inert = off;
+    }
+  };
+  const inertSoon = () => { applyInert(); requestAnimationFrame(() => requestAnimationFrame(applyInert)); };
+  inertSoon();
+  model.on("inert", inertSoon);
   const onPop = () => model.send_msg({type: "popstate", search: window.location.search.slice(0, 4000)});
   window.addEventListener("popstate", onPop);
   model.on("remove", () => window.removeEventListener("popstate", onPop));
@@ -129,6 +156,7 @@ class PageBridge(JSComponent):
     address = param.Dict(default={"search": "", "push": False, "n": 0}, doc="What the address bar should show.")
     settled = param.Integer(default=0, doc="The history entry (address n) whose settings are committed.")
     doc_title = param.String(default="", doc="The document's title.")
+    inert = param.List(default=[], item_type=str, doc="Css classes of controls that take no focus or clicks.")
 
     _esm = _ESM
     _rename = {"action": None}

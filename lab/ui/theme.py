@@ -9,7 +9,7 @@ CSS lives here as a string (not in a file) so that the same wheel works under
 `lab serve` and in Pyodide, where the package's data files are not served.
 """
 
-__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE"]
+__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE", "SLIDER_CSS"]
 
 # A button with nothing to do (reset at the start, no slow step to jump to): it looks
 # disabled and ignores the mouse. Its `disabled` flag is not used for this because
@@ -128,6 +128,13 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-locked-compact ul { margin: 2px 0 0 16px; padding: 0; }
 kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
 """ % {**PALETTE, "font": FONT_STACK}
+
+# Inside a slider's shadow root. A live slider's bar is the decode blue (its `bar_color`);
+# a disabled one's is a light grey, whatever Bokeh left inline from when it was live.
+SLIDER_CSS = """
+.noUi-target[disabled] .noUi-connect { background: #d3d8df !important; }
+.noUi-target[disabled] .noUi-handle { background: #f1f3f6; box-shadow: none; }
+"""
 
 HUB_CSS = CSS + """
 .stf-hero { padding: 6px 0 2px; }
