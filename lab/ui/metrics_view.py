@@ -14,22 +14,25 @@ __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_second
            "run_error_html", "run_cut_html"]
 
 
+NBSP = "\u00a0"  # between a number and its unit: a narrow card wraps between values, never inside one
+
+
 def fmt_seconds(value):
     if value is None:
         return "—"
     if value < 1:
-        return f"{value * 1000:,.0f} ms"
-    return f"{value:,.2f} s"
+        return f"{value * 1000:,.0f}{NBSP}ms"
+    return f"{value:,.2f}{NBSP}s"
 
 
 def fmt_ms(value):
     if value is None:
         return "—"
     if value >= 10_000:
-        return f"{value / 1000:,.1f} s"
+        return f"{value / 1000:,.1f}{NBSP}s"
     if value >= 100:
-        return f"{value:,.0f} ms"
-    return f"{value:,.1f} ms"
+        return f"{value:,.0f}{NBSP}ms"
+    return f"{value:,.1f}{NBSP}ms"
 
 
 def fmt_share(value):
@@ -45,11 +48,11 @@ def _verdict(ok):
         "bad", '<span class="bad" aria-label="misses the target">✗</span>')
 
 
-def _card(key, value, target="", ok=None, name=""):
+def _card(key, value, target="", ok=None, name="", pair=False):
     cls, mark = _verdict(ok)
     t = f'<div class="t">{mark} {target}</div>' if (target or mark) else '<div class="t">&nbsp;</div>'
     return (f'<div class="stf-card {cls}" data-metric="{name}"><div class="k">{html.escape(key)}</div>'
-            f'<div class="v">{value}</div>{t}</div>')
+            f'<div class="v{" pair" if pair else ""}">{value}</div>{t}</div>')
 
 
 def _bar(label, share, colour, name):
@@ -73,7 +76,7 @@ def metrics_html(metrics, scenario):
         "TTFT p50 / p99",
         f'{fmt_seconds(m.get("ttft_p50_s"))} <small>/</small> {fmt_seconds(ttft99)}',
         f"target ≤ {fmt_seconds(slo.ttft_s)}" if slo.ttft_s else "time to first token",
-        (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft",
+        (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft", pair=True,
     ))
     tpot99 = m.get("tpot_p99_ms")
     cards.append(_card(
@@ -94,7 +97,7 @@ def metrics_html(metrics, scenario):
         f'{m.get("requests", 0):,} requests', None, "slo",
     ))
     cards.append(_card(
-        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f} <small>req/s</small>',
+        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
         f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
     ))
     bars = []

@@ -65,18 +65,23 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 /* metrics */
 .stf-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(136px, 1fr)); gap: 8px;
                grid-auto-rows: minmax(88px, auto); }  /* as tall for 1 busy bar as for 3: no re-layout on a switch */
-.stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0; }
+/* A card is a size container: a value shrinks with its card (cqi = 1%% of the card's width) and, as a
+   last resort, wraps between its parts (number and unit are joined by no-break spaces), never overflows. */
+.stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0;
+            container-type: inline-size; overflow-wrap: anywhere; }
 .stf-card .k { font-size: 11.5px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.stf-card .v { font-size: 19px; white-space: nowrap; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.25; }
+.stf-card .v { font-size: clamp(14px, 15cqi, 19px); white-space: normal; overflow-wrap: normal; font-weight: 650;
+               font-variant-numeric: tabular-nums; line-height: 1.25; }
+.stf-card .v.pair { font-size: clamp(12px, 12.5cqi, 19px); }
 .stf-card .v small { font-size: 12px; font-weight: 500; color: var(--muted); }
 .stf-card .t { font-size: 11.5px; color: var(--muted); }
 .stf-card.ok { border-top: 3px solid var(--good); }
 .stf-card.bad { border-top: 3px solid var(--bad); }
 .stf-card .ok { color: var(--good); font-weight: 600; }
 .stf-card .bad { color: var(--bad); font-weight: 600; }
-.stf-util { display: grid; grid-template-columns: auto 1fr auto; gap: 1px 8px; align-items: center; font-size: 12px;
-            line-height: 16px; }
-.stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 40px; }
+.stf-util { display: grid; grid-template-columns: auto minmax(12px, 1fr) auto; gap: 1px 6px; align-items: center;
+            font-size: 12px; line-height: 16px; }
+.stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 12px; }
 .stf-bar > span { display: block; height: 100%%; border-radius: 4px; }
 .stf-cut { display: inline-block; color: var(--bad); font-weight: 600; background: #fdeee6; border-radius: 4px;
            padding: 1px 6px; }
