@@ -160,7 +160,8 @@ class LabApp:
         self.canvas = Canvas(self.state, embed=self.embed)
         self.canvas.after_toggle = self._after_toggle
         self.canvas.on_user_window = self._on_user_window
-        self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed)
+        self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed,
+                                 on_upload=self.on_upload, on_clear_replay=self.on_clear_replay)
         self.metrics = MetricsView(self.state)
         self.stars = StarsView(self.state)
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
@@ -276,6 +277,17 @@ class LabApp:
         with pn.io.hold():
             if self.state.reset():
                 self.schedule_run(delay_ms=10)
+
+    def on_upload(self, text, name):
+        """The sandbox got a trace CSV: replay it (a bad one only says why)."""
+        with pn.io.hold():
+            if self.state.load_trace_text(text, name):
+                self.schedule_run(FIRST_MS)
+
+    def on_clear_replay(self):
+        with pn.io.hold():
+            if self.state.clear_replay():
+                self.schedule_run(FIRST_MS)
 
     def on_sweep(self):
         state = self.state

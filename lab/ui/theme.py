@@ -116,6 +116,9 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-legend .sw.mixed { background: linear-gradient(to top, var(--prefill) 0 40%%, var(--decode) 40%% 100%%); }
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
 .stf-lock { color: var(--muted); font-size: 12px; }
+.stf-replay { font-size: 13px; margin: 4px 0; border-left: 4px solid var(--link); padding: 2px 8px; background: #eef8f4; }
+.stf-upload-error { margin: 4px 0; overflow-wrap: anywhere; }
+.stf-trace-sources code { font-size: 11px; overflow-wrap: anywhere; }
 .stf-lock svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
 .stf-locked-list > li { line-height: 18px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .stf-locked-list > li.idle { opacity: .6; }
