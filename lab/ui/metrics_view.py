@@ -182,7 +182,7 @@ class MetricsView:
                                  margin=0, css_classes=["stf-metrics-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")
-        if state.metrics:
+        if state.metrics or state.run_error:
             self._update()
 
     def _update(self, *_):
