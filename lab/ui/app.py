@@ -28,7 +28,8 @@ with one, or the student scrubbed or paused (throttled while scrubbing).
 History: the first change after a quiet spell (HISTORY_SETTLE_MS since the last one)
 pushes a history entry; the rest of its burst (slider ticks, a held arrow key) and the
 window position replace it. Back and Forward restore an entry's settings in the page
-(`popstate`); Back from the entry the page opened with leaves the lab. At load, the
+(`popstate`); Back from the entry the page opened with leaves the lab. An embed only
+replaces (its entries would be the host page's: Back would step through the lab). At load, the
 address is rewritten (replaced) to the values the lab accepted, so a rejected value
 does not linger after its "Ignored…" note.
 
@@ -362,7 +363,7 @@ class LabApp:
         if self._restoring:
             return
         search = self.state.search(self.embed)
-        if self._history_settled:
+        if self._history_settled and not self.embed:  # an embed's entries would take over its host page's Back
             self._history_settled = False
             self.url.push(search)
         else:

@@ -360,3 +360,14 @@ def test_mission_files_in_the_repo_fingerprint_cheaply():
     fp = folder_fingerprint(REPO / "missions")
     assert len(fp) == len([n for n in os.listdir(REPO / "missions") if n.endswith(".json") and n != "schema.json"])
     assert folder_fingerprint(REPO / "no-such-folder")[0] == "error"
+
+
+def test_an_embed_never_pushes_history_entries(catalog, monkeypatch):
+    """An iframe's entries join its host page's history: Back would step through the lab."""
+    import lab.ui.app as app
+
+    monkeypatch.setattr(app, "_later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
+    lab = app.LabApp(catalog, f"?mission={M1}&embed=1")
+    lab.on_change("gpus", 5)
+    assert lab.url.address["search"] == f"?mission={M1}&gpus=5&embed=1" and lab.url.address["push"] is False
