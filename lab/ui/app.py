@@ -24,10 +24,23 @@ send only what changed (see canvas.py, controls.py, plots.py).
 
 The window start goes into the address (`t`) once it is worth sharing: the link came
 with one, or the student scrubbed or paused (throttled while scrubbing).
+
+History: the first change after a quiet spell (HISTORY_SETTLE_MS since the last one)
+pushes a history entry; the rest of its burst (slider ticks, a held arrow key) and the
+window position replace it. Back and Forward restore an entry's settings in the page
+(`popstate`); Back from the entry the page opened with leaves the lab. An embed only
+replaces (its entries would be the host page's: Back would step through the lab). At load, the
+address is rewritten (replaced) to the values the lab accepted, so a rejected value
+does not linger after its "Ignored…" note.
+
+A run never leaves the page on "Simulating…": a failure shows its reason where the
+metrics would be (LabState.run), and anything else that goes wrong in `_run_now` ends
+the busy spell too.
 """
 
 import html
 import os
+import re
 import sys
 import time
 
@@ -37,31 +50,35 @@ from .canvas import Canvas
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
-from .page_bridge import PageBridge
+from .page_bridge import PageBridge, guard_location
 from .plots import Plots
 from .stars_bridge import StarsBridge
-from .state import LabState, parse_search
+from .state import LabState, parse_search, parse_settings
 from .theme import CSS, HUB_CSS, PALETTE
 
 __all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
-           "URL_THROTTLE_MS", "MISSIONS_ENV"]
+           "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
 FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simulating…" patch is out)
 PLOTS_LAG_MS = 40  # the plots redraw this long after the canvas, in a patch of their own
 URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
+HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
 _CATALOGS = {}
+_SECONDS_RE = re.compile(r"^\d{1,7}(\.\d{0,6})?$", re.ASCII)  # a window start in a popped address
 TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
            "Reshape a small simulated fleet and watch every GPU's timeline and the latency targets react.")
 
 
 def get_catalog(missions_dir=None):
-    """The catalog for a folder, loaded once per process."""
+    """The catalog for a folder, loaded once per process and reloaded when its files change."""
     directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
     key = os.path.abspath(directory) if directory else ""
     if key not in _CATALOGS:
         _CATALOGS[key] = Catalog(directory)
+    else:
+        _CATALOGS[key].refresh()  # a mission file added or edited while `lab serve` runs
     return _CATALOGS[key]
 
 
@@ -131,12 +148,21 @@ class LabApp:
         self._last_change = -1e9  # time.monotonic() of the last accepted change
         self._sweep_iter = None
         self.bridge = StarsBridge()
-        self.url = PageBridge(on_key=self._on_key)
+        self.url = PageBridge(on_key=self._on_key, on_pop=self._on_pop)
         self._url_pending = None
+        self._settle_pending = None
+        self._history_settled = True  # the entry the page opened with is committed
+        self._restoring = False  # applying a popped history entry: the address already shows it
+        m = self.state.mission
+        self.url.title(f"{m.title} · Split the Fleet" if m.id != SANDBOX_ID else "Sandbox · Split the Fleet")
+        # Applied when the page renders: only the accepted values stay in the address.
+        self.url.replace(self.state.search(self.embed))
+        self.url.settle()
         self.canvas = Canvas(self.state, embed=self.embed)
         self.canvas.after_toggle = self._after_toggle
         self.canvas.on_user_window = self._on_user_window
-        self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed)
+        self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed,
+                                 on_upload=self.on_upload, on_clear_replay=self.on_clear_replay)
         self.metrics = MetricsView(self.state)
         self.stars = StarsView(self.state)
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
@@ -150,6 +176,8 @@ class LabApp:
         s.param.watch(self._on_busy, ["busy", "run_id"])
         s.param.watch(self._on_notes, ["notes"])
         s.param.watch(self._on_settings, ["settings"])
+        s.param.watch(self._on_layout, ["scenario"])
+        self._on_layout()
         s.param.watch(self._on_stars, ["run_id", "saved_stars"])
         self.bridge.param.watch(self._on_bridge, ["stars", "status"])
         self._on_busy()
@@ -161,9 +189,6 @@ class LabApp:
     # ------------------------------------------------------------ scheduling
 
     def _on_load(self):
-        m = self.state.mission
-        self.url.title(f"{m.title} · Split the Fleet" if m.id != SANDBOX_ID else "Sandbox · Split the Fleet")
-        self.url.replace(self.state.search(self.embed))
         self.schedule_run(delay_ms=10)
 
     def schedule_run(self, delay_ms=DEBOUNCE_MS):
@@ -209,11 +234,21 @@ class LabApp:
         state = self.state
         first = state.run_id == 0
         _debug("run start")
-        with pn.io.hold():  # one document patch for the whole update, not one per model change
-            state.run()
-            _debug("run end")
-            if first and self._auto_window and state.result is not None:
-                self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
+        try:
+            with pn.io.hold():  # one document patch for the whole update, not one per model change
+                state.run()
+                _debug("run end")
+                if first and self._auto_window and state.result is not None:
+                    self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
+        except Exception as exc:  # a view failed on the new run: say so, and stay usable
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            with pn.io.hold():
+                if not state.run_error:
+                    state.run_error = f"the page could not show this run ({type(exc).__name__}: {str(exc)[:300]})"
+                state.busy = False
+            return
         # The canvas, metrics and stars go first; the plots follow in their own patch once
         # the browser has had time to paint those (their data and drawing would delay it).
         self._plots_pending = _later(self._update_plots, PLOTS_LAG_MS)
@@ -243,6 +278,17 @@ class LabApp:
         with pn.io.hold():
             if self.state.reset():
                 self.schedule_run(delay_ms=10)
+
+    def on_upload(self, text, name):
+        """The sandbox got a trace CSV: replay it (a bad one only says why)."""
+        with pn.io.hold():
+            if self.state.load_trace_text(text, name):
+                self.schedule_run(FIRST_MS)
+
+    def on_clear_replay(self):
+        with pn.io.hold():
+            if self.state.clear_replay():
+                self.schedule_run(FIRST_MS)
 
     def on_sweep(self):
         state = self.state
@@ -284,7 +330,10 @@ class LabApp:
         if s.busy:
             text = ('<span class="stf-status busy" role="status" aria-live="polite" data-busy="true">'
                     '<span class="stf-spin" aria-hidden="true"></span>Simulating…</span>')
-        elif s.metrics:
+        elif s.run_error:
+            text = (f'<span class="stf-status failed" role="status" aria-live="polite" data-busy="false" '
+                    f'data-run="{s.run_id}" data-failed="true">The simulation failed: see below</span>')
+        elif s.metrics and s.result is not None:
             m = s.metrics
             text = (f'<span class="stf-status" role="status" aria-live="polite" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}">'
                     f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms</span>')
@@ -309,7 +358,55 @@ class LabApp:
         self.notes.visible = bool(notes)
 
     def _on_settings(self, *_):
-        self.url.replace(self.state.search(self.embed))
+        """A change of the settings: a new history entry if the last one is committed, else
+        it rewrites the entry of its burst. Committed = HISTORY_SETTLE_MS without a change."""
+        if self._restoring:
+            return
+        search = self.state.search(self.embed)
+        if self._history_settled and not self.embed:  # an embed's entries would take over its host page's Back
+            self._history_settled = False
+            self.url.push(search)
+        else:
+            self.url.replace(search)
+        if self._settle_pending is not None:
+            self._settle_pending.stop()
+        self._settle_pending = _later(self._settle, HISTORY_SETTLE_MS)
+
+    def _on_layout(self, *_):
+        """Controls that do nothing in this layout take no focus (see PageBridge.inert)."""
+        inert = [f"stf-control-{n}" for n in self.controls.idle]
+        if inert != self.url.inert:
+            self.url.inert = inert
+
+    def _settle(self):
+        self._settle_pending = None
+        self._history_settled = True
+        self.url.settle()
+
+    def _on_pop(self, search):
+        """Back/Forward to an entry of this page: restore its settings (and moment)."""
+        state = self.state
+        params = parse_search(search)
+        if params.get("mission", state.mission.id) != state.mission.id:
+            return  # not one of this page's entries
+        settings, _notes = parse_settings(state.mission, params)
+        wanted = {**state.start_settings, **settings}
+        if self._settle_pending is not None:
+            self._settle_pending.stop()
+            self._settle_pending = None
+        self._restoring = True
+        try:
+            with pn.io.hold():
+                if wanted != state.settings and state.change_many(wanted):
+                    self.schedule_run(self._change_delay())
+                raw = params.get("t")
+                if raw is not None and _SECONDS_RE.match(raw.strip()) and float(raw) <= 1e6:
+                    self.canvas.set_window(float(raw))
+                    state.share_window = True
+        finally:
+            self._restoring = False
+        self._history_settled = True
+        self.url.settle()
 
     def _on_stars(self, *_):
         s = self.state
@@ -414,6 +511,7 @@ class LabApp:
 def lab_page(missions_dir=None):
     """The lab for the mission named in the address (`?mission=ID`)."""
     _extension()
+    guard_location()  # before anything reads pn.state.location
     app = LabApp(get_catalog(missions_dir), _search())
     return app.view
 
@@ -511,6 +609,7 @@ class HubApp:
 def hub_page(missions_dir=None):
     """The mission hub."""
     _extension()
+    guard_location()
     return HubApp(get_catalog(missions_dir)).view
 
 

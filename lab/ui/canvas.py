@@ -70,6 +70,13 @@ _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
+def _keys_html(note):
+    """The shortcut line under the overview, with what the last "next slow step" found."""
+    shown = f' <span class="stf-jump-note" role="status">· {html.escape(note)}</span>' if note else ""
+    return ('<div class="stf-kbd">Keys: <kbd>K</kbd> play/pause · <kbd>J</kbd>/<kbd>L</kbd> back/forward 1 s · '
+            f'<kbd>N</kbd> next slow step · click the overview to jump{shown}</div>')
+
+
 def _empty(cols):
     return {c: np.zeros(0, dtype=F32) for c in cols}
 
@@ -298,6 +305,7 @@ class Canvas(param.Parameterized):
         self._frame_px = frame_px(self._rows_max)
         self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
         self.on_user_window = None  # called after the student moved the window (not playback)
+        self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
         self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
         self.figure = self._make_figure()
@@ -489,11 +497,8 @@ class Canvas(param.Parameterized):
                                         stylesheets=[CSS], css_classes=["stf-row-labels"])
         timeline = pn.Row(self.labels_pane, self.pane, sizing_mode="stretch_width", margin=0)
         overview = pn.pane.Bokeh(self.overview, sizing_mode="stretch_width", margin=0, css_classes=["stf-overview"])
-        keys = pn.pane.HTML(
-            '<div class="stf-kbd">Keys: <kbd>K</kbd> play/pause · <kbd>J</kbd>/<kbd>L</kbd> back/forward 1 s · '
-            '<kbd>N</kbd> next slow step · click the overview to jump</div>',
-            stylesheets=[CSS], margin=(2, 10, 6, 10), sizing_mode="stretch_width",
-        )
+        keys = self.keys_pane = pn.pane.HTML(_keys_html(""), stylesheets=[CSS], margin=(2, 10, 6, 10),
+                                             sizing_mode="stretch_width", css_classes=["stf-keys"])
         return pn.Column(timeline, controls, overview, keys, sizing_mode="stretch_width", margin=0)
 
     # ------------------------------------------------------------ updates
@@ -501,7 +506,16 @@ class Canvas(param.Parameterized):
     def _on_run(self, *_):
         state = self.state
         result = state.result
-        if result is None:
+        if result is None:  # the run failed: no stale timeline next to its error
+            self._full = {}
+            self._buffer = None
+            self._slow_starts = np.zeros(0)
+            for name, source in self.sources.items():
+                if len(source.data["left"]):
+                    source.data = _empty(tuple(source.data))
+            self.overview_source.data = {"x": [], "slow": [], "busy": []}
+            self.next_button.styles = INERT_STYLE
+            self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
         data = timeline_data(result, state.scenario.slo.tpot_ms)
         meta = data["meta"]
@@ -596,6 +610,9 @@ class Canvas(param.Parameterized):
         """Move the window to start at `t0` (clamped to the run). `user`: the student did it."""
         t0 = float(min(max(t0, 0.0), max(self._end - WINDOW_S, 0.0)))
         self.state.window_start = round(t0, 3)
+        if user and self._jump_note:  # the note was about the window it leaves
+            self._jump_note = ""
+            self.keys_pane.object = _keys_html("")
         if user and self.on_user_window is not None:
             self.on_user_window()
 
@@ -603,14 +620,35 @@ class Canvas(param.Parameterized):
         self.set_window(self.state.window_start + seconds, user=True)
 
     def jump_to_slow(self):
-        """Put the next slow step (after the window's middle) a fifth into the window."""
+        """Show the next slow step the window does not show yet, a fifth into the window.
+
+        "Next" is after the window's end (after every slow step on screen): from a window's
+        start, a run full of slow steps would find one a millisecond on and barely move.
+        After the last one it wraps to the first; returns "moved", "wrapped" or "none"
+        (no slow step, or every one is already on screen), also shown beside the keys.
+        """
         starts = self._slow_starts
+        t0 = self.state.window_start
+        end = t0 + WINDOW_S
         if not len(starts):
-            return
-        here = self.state.window_start + WINDOW_S * 0.2 + 1e-6
-        i = int(np.searchsorted(starts, here, side="right"))
-        target = starts[i] if i < len(starts) else starts[0]
+            return self._jumped("none")
+        i = int(np.searchsorted(starts, end + 1e-6, side="right"))
+        if i < len(starts):
+            how, target = "moved", float(starts[i])
+        else:
+            how, target = "wrapped", float(starts[0])
+            if t0 - 1e-6 <= target <= end + 1e-6:
+                return self._jumped("none")
         self.set_window(target - WINDOW_S * 0.2, user=True)
+        return self._jumped(how)
+
+    def _jumped(self, how):
+        note = {"moved": "", "wrapped": "back to the first slow step",
+                "none": "no more slow steps beyond this window" if len(self._slow_starts) else "no slow steps in this run"}[how]
+        if note != self._jump_note:
+            self._jump_note = note
+            self.keys_pane.object = _keys_html(note)
+        return how
 
     # ------------------------------------------------------------ playback
 

@@ -3,13 +3,21 @@
 The sandbox is a pseudo-mission built here (id "sandbox"): every control open over
 wide ranges, no stars. It uses the core's own `Mission` and `Control` classes, so
 settings are validated exactly as a mission's are.
+
+The folder is read file by file: a broken file is set aside (listed in `broken` and
+`error`, logged) and the others still load. `refresh()` reloads the folder when its
+mission files changed (names, sizes, modification times: a cheap check, made on each
+page load), so `lab serve` sees a mission added or edited while it runs.
 """
 
+import os
+import sys
+
 from lab.core.errors import LabError
-from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, list_missions
+from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, load_mission
 from lab.core.spec import Scenario
 
-__all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission"]
+__all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TRACE_SOURCES"]
 
 SANDBOX_ID = "sandbox"
 
@@ -42,8 +50,14 @@ The workload: 12 requests/s of 2,500-token prompts with 220-token answers, for 6
 against a TTFT target of 1.5 s and a TPOT target of 25 ms.
 
 Try a colocated fleet with whole prefills, then chunk them, then split the fleet and
-starve the link.
+starve the link. Or replay a trace of your own: upload a CSV under the controls.
 """
+
+# Where real request traces come from (shown next to the sandbox's upload, and in README.md).
+TRACE_SOURCES = (
+    ("Azure LLM inference traces", "https://github.com/Azure/AzurePublicDataset"),
+    ("Mooncake traces", "https://github.com/kvcache-ai/Mooncake"),
+)
 
 
 def sandbox_mission():
@@ -66,23 +80,72 @@ def sandbox_mission():
     )
 
 
+def _mission_files(directory):
+    return sorted(n for n in os.listdir(directory) if n.endswith(".json") and n != "schema.json")
+
+
+def folder_fingerprint(directory):
+    """What `refresh` compares: each mission file's name, size and modification time."""
+    try:
+        names = _mission_files(directory)
+    except OSError as exc:
+        return ("error", str(exc))
+    out = []
+    for name in names:
+        try:
+            info = os.stat(os.path.join(directory, name))
+        except OSError:
+            continue
+        out.append((name, info.st_size, info.st_mtime_ns))
+    return tuple(out)
+
+
 class Catalog:
     """The missions of one folder, in order, plus the sandbox.
 
-    A folder that fails to load does not take the UI down: `error` says why and the
-    hub shows it, with the sandbox still available.
+    A file that fails to load does not take the others (or the UI) down: it is listed in
+    `broken` ([(file name, why)]) and `error` says so, and the hub shows it.
     """
 
     def __init__(self, missions_dir=None):
         self.directory = str(missions_dir) if missions_dir else default_missions_dir()
-        self.error = ""
-        try:
-            self.missions = list_missions(self.directory)
-        except (LabError, OSError) as exc:
-            where = getattr(exc, "file", "") or self.directory
-            self.missions = []
-            self.error = f"Could not load the missions in {where}: {exc}"
         self.sandbox = sandbox_mission()
+        self._load()
+
+    def _load(self):
+        self.fingerprint = folder_fingerprint(self.directory)
+        missions, broken, by_id = [], [], {}
+        try:
+            names = _mission_files(self.directory)
+        except OSError as exc:
+            names = []
+            broken.append((self.directory, f"cannot read the folder: {exc.strerror or exc}"))
+        for name in names:
+            try:
+                mission = load_mission(os.path.join(self.directory, name))
+                if mission.id in by_id:
+                    raise LabError(f"{name}: id", f"{mission.id!r} is also the id of {by_id[mission.id]}; "
+                                   "mission ids must be unique")
+            except (LabError, OSError) as exc:
+                broken.append((name, str(exc)))
+                continue
+            by_id[mission.id] = name
+            missions.append(mission)
+        missions.sort(key=lambda m: (m.order, m.id))
+        self.missions = missions
+        self.broken = broken
+        self.error = ""
+        if broken:
+            listed = "; ".join(f"{name}: {why}" for name, why in broken)
+            self.error = f"Could not load the missions in {self.directory}: {listed}"
+            print(f"warning: {self.error}", file=sys.stderr)
+
+    def refresh(self):
+        """Reload the folder if its mission files changed since the last load. True if it did."""
+        if folder_fingerprint(self.directory) == self.fingerprint:
+            return False
+        self._load()
+        return True
 
     def get(self, mission_id):
         """The mission with this id (or the sandbox), else None. Never touches the filesystem."""

@@ -4,7 +4,9 @@ A widget change calls `on_change(name, value)` (the app validates it through the
 state and schedules the re-simulation). Sliders report on release and on each key
 press (`value_throttled`), so dragging does not start a run per pixel. Controls that
 do nothing in the current layout (e.g. the pool sizes of a colocated fleet) stay
-visible but disabled, with a hint saying when they matter.
+visible but disabled, with a hint saying when they matter: greyed (half opacity, a grey
+bar where a live slider's is blue) and out of the tab order (`idle`, which the app
+hands to the page bridge as inert controls).
 """
 
 import html
@@ -13,10 +15,12 @@ import panel as pn
 
 from lab.core.missions import CONTROL_SPECS
 
+from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .state import format_value
-from .theme import CSS, INERT_STYLE, LIVE_STYLE
+from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
+from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
-__all__ = ["Controls", "CHOICE_LABELS", "locked_html"]
+__all__ = ["Controls", "CHOICE_LABELS", "locked_html", "replay_html", "sources_html"]
 
 # How choice values read on buttons.
 CHOICE_LABELS = {
@@ -88,14 +92,39 @@ def locked_html(state, compact=False):
             f'{"".join(items)}</ul>')
 
 
+def replay_html(state):
+    """What the sandbox replays: the uploaded trace (or why the last upload was refused)."""
+    parts = []
+    if state.upload_error:
+        parts.append(f'<p class="stf-notes stf-error stf-upload-error" role="alert">Not replayed: '
+                     f'{html.escape(state.upload_error)}</p>')
+    replay = state.replay
+    if replay:
+        parts.append(f'<p class="stf-replay" role="status" data-requests="{int(replay["requests"])}">'
+                     f'Replaying <b>{html.escape(replay["name"])}</b>: {replay["requests"]:,} requests over '
+                     f'{replay["span_s"]:,.0f} s. The request rate does not apply while it replays.</p>')
+    return "".join(parts)
+
+
+def sources_html():
+    links = " · ".join(f'<a href="{html.escape(url)}" target="_blank" rel="noopener noreferrer">{html.escape(label)}</a> '
+                       f'({html.escape(url.split("github.com/")[-1])})' for label, url in TRACE_SOURCES)
+    return (f'<div class="stf-lock stf-trace-sources">Columns <code>arrival_s,prompt_tokens,output_tokens</code>, '
+            f'Azure\'s <code>TIMESTAMP,ContextTokens,GeneratedTokens</code> or '
+            f'<code>arrived_at,num_prefill_tokens,num_decode_tokens</code>; up to {MAX_UPLOAD_BYTES / 1e6:g} MB. '
+            f'Real traces: {links}.</div>')
+
+
 class Controls:
     """Widgets for `state.mission.controls`, kept in sync with `state.settings`."""
 
-    def __init__(self, state, on_change, on_reset=None, embed=False):
+    def __init__(self, state, on_change, on_reset=None, embed=False, on_upload=None, on_clear_replay=None):
         self.state = state
         self.embed = embed
         self.on_change = on_change
         self.widgets = {}
+        self.idle = []  # names of the controls that do nothing in the current layout
+        self._styles = {}  # each widget's own styles, under the live/idle look
         self._syncing = False
         rows = []
         for name, control in state.mission.controls.items():
@@ -105,6 +134,7 @@ class Controls:
             # so the next turn of the event loop will do (Pyodide never waits).
             widget._debounce = WIDGET_DEBOUNCE_MS
             self.widgets[name] = widget
+            self._styles[name] = dict(widget.styles or {})
             rows.append(widget)
         self.hint = pn.pane.HTML("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
                                  sizing_mode="stretch_width", visible=False)
@@ -119,17 +149,40 @@ class Controls:
         if on_reset is not None:
             self.reset_button.on_click(lambda _e: on_reset())
         if embed:  # compact: two controls a row in a 700 px iframe; the reset button and the locked line share one
-            for w in rows:
-                w.styles = {"flex": "1 1 300px"}
+            for name, w in self.widgets.items():
+                self._styles[name] = {"flex": "1 1 300px"}
             rows = [pn.FlexBox(*rows, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
             self.locked.margin = (14, 10, 0, 4)
             tail = [pn.Row(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0)]
         else:
             tail = [self.reset_button, self.locked]
-        self.view = pn.Column(*rows, self.hint, self.error, *tail, sizing_mode="stretch_width",
+        replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []
+        self.view = pn.Column(*rows, self.hint, self.error, *tail, *replay, sizing_mode="stretch_width",
                               margin=0, css_classes=["stf-controls"])
         state.param.watch(self._sync, ["settings", "scenario", "error"])
         self._sync()
+
+    def _replay_block(self, on_upload, on_clear_replay):
+        """The sandbox's upload: pick a trace CSV, see what replays, go back to the generated workload."""
+        state = self.state
+        self.upload = TraceUpload(on_file=on_upload, on_refused=lambda why: setattr(state, "upload_error", why),
+                                  margin=(10, 10, 0, 10), css_classes=["stf-trace-upload"])
+        self.replay_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 0, 10),
+                                        css_classes=["stf-replay-pane"])
+        self.clear_replay = pn.widgets.Button(name="Back to the generated workload", button_type="light",
+                                              margin=(2, 10, 0, 10), width=230, css_classes=["stf-clear-replay"],
+                                              visible=False)
+        if on_clear_replay is not None:
+            self.clear_replay.on_click(lambda _e: on_clear_replay())
+        sources = pn.pane.HTML(sources_html(), sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 4, 10))
+
+        def show(*_):
+            self.replay_note.object = replay_html(state)
+            self.clear_replay.visible = bool(state.replay)
+
+        state.param.watch(show, ["replay", "upload_error"])
+        show()
+        return [self.upload, self.replay_note, self.clear_replay, sources]
 
     def _widget(self, name, control):
         label = control.label or CONTROL_SPECS[name][1]
@@ -142,6 +195,7 @@ class Controls:
                                                  button_style="outline", **common)
             widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value")
             return widget
+        common.update(bar_color=PALETTE["decode"], stylesheets=[SLIDER_CSS])
         if control.kind == "int":
             step = int(control.step or 1)
             widget = pn.widgets.IntSlider(name=label, start=int(control.min), end=int(control.max), step=step,
@@ -168,10 +222,13 @@ class Controls:
                 value = state.settings.get(name)
                 if value is not None and widget.value != value:
                     widget.value = value
-                widget.disabled = not state.applies(name)
+                idle = not state.applies(name)
+                widget.disabled = idle
+                widget.styles = {**self._styles.get(name, {}), **(INERT_STYLE if idle else LIVE_STYLE)}
         finally:
             self._syncing = False
         idle = [n for n in self.widgets if not state.applies(n)]
+        self.idle = idle
         if idle:
             layout = state.scenario.fleet.layout
             other = "split (disaggregated)" if layout == "colocated" else "colocated"

@@ -10,25 +10,29 @@ import panel as pn
 
 from .theme import CSS, PALETTE
 
-__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share"]
+__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
+           "run_error_html", "run_cut_html"]
+
+
+NBSP = "\u00a0"  # between a number and its unit: a narrow card wraps between values, never inside one
 
 
 def fmt_seconds(value):
     if value is None:
         return "—"
     if value < 1:
-        return f"{value * 1000:,.0f} ms"
-    return f"{value:,.2f} s"
+        return f"{value * 1000:,.0f}{NBSP}ms"
+    return f"{value:,.2f}{NBSP}s"
 
 
 def fmt_ms(value):
     if value is None:
         return "—"
     if value >= 10_000:
-        return f"{value / 1000:,.1f} s"
+        return f"{value / 1000:,.1f}{NBSP}s"
     if value >= 100:
-        return f"{value:,.0f} ms"
-    return f"{value:,.1f} ms"
+        return f"{value:,.0f}{NBSP}ms"
+    return f"{value:,.1f}{NBSP}ms"
 
 
 def fmt_share(value):
@@ -44,11 +48,11 @@ def _verdict(ok):
         "bad", '<span class="bad" aria-label="misses the target">✗</span>')
 
 
-def _card(key, value, target="", ok=None, name=""):
+def _card(key, value, target="", ok=None, name="", pair=False):
     cls, mark = _verdict(ok)
     t = f'<div class="t">{mark} {target}</div>' if (target or mark) else '<div class="t">&nbsp;</div>'
     return (f'<div class="stf-card {cls}" data-metric="{name}"><div class="k">{html.escape(key)}</div>'
-            f'<div class="v">{value}</div>{t}</div>')
+            f'<div class="v{" pair" if pair else ""}">{value}</div>{t}</div>')
 
 
 def _bar(label, share, colour, name):
@@ -72,7 +76,7 @@ def metrics_html(metrics, scenario):
         "TTFT p50 / p99",
         f'{fmt_seconds(m.get("ttft_p50_s"))} <small>/</small> {fmt_seconds(ttft99)}',
         f"target ≤ {fmt_seconds(slo.ttft_s)}" if slo.ttft_s else "time to first token",
-        (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft",
+        (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft", pair=True,
     ))
     tpot99 = m.get("tpot_p99_ms")
     cards.append(_card(
@@ -93,7 +97,7 @@ def metrics_html(metrics, scenario):
         f'{m.get("requests", 0):,} requests', None, "slo",
     ))
     cards.append(_card(
-        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f} <small>req/s</small>',
+        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
         f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
     ))
     bars = []
@@ -106,13 +110,40 @@ def metrics_html(metrics, scenario):
     util = (f'<div class="stf-card" data-metric="util"><div class="k">Busy: share of the run</div>'
             f'<div class="stf-util" style="margin-top:4px">{"".join(bars)}</div></div>')
     foot = []
-    if m.get("unfinished"):
+    cut = run_cut_html(m)
+    if cut:
+        foot.append(cut)
+    elif m.get("unfinished"):
         foot.append(f'<b>{m["unfinished"]:,} requests never finished</b> (the run hit its time cap): they count as misses.')
     if scenario.fleet.layout == "disaggregated" and m.get("transfer_p99_ms") is not None:
         foot.append(f'KV transfer p99 (wait + wire): {fmt_ms(m["transfer_p99_ms"])}.')
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'
+
+
+CUT_REASONS = {"drain_s": "drain limit", "max_steps": "step limit"}
+
+
+def run_cut_html(metrics):
+    """The warning for a run the engine cut short (`run_cut` set by the core), else ''."""
+    cut = (metrics or {}).get("run_cut")
+    if not cut:
+        return ""
+    reason = CUT_REASONS.get(cut, str(cut))
+    end = metrics.get("run_end_s")
+    when = f" at {end:,.0f} s" if isinstance(end, (int, float)) else ""
+    n = metrics.get("unfinished") or 0
+    counted = f"{n:,} request unfinished counts as a miss" if n == 1 else f"{n:,} requests unfinished count as misses"
+    return (f'<span class="stf-cut" role="status" data-run-cut="{html.escape(str(cut))}">⚠ This run was cut{when} '
+            f'({html.escape(reason)}): {counted}.</span>')
+
+
+def run_error_html(message):
+    """Where the metrics would be when a run failed: why (escaped), and that a change runs again."""
+    return ('<div class="stf-notes stf-error stf-run-error" role="alert" data-run-error="true">'
+            f'<b>The simulation could not run.</b> {html.escape(message)}'
+            '<br><small>Change a control (or go back to the start) to run again.</small></div>')
 
 
 def stars_html(mission, metrics, now, saved):
@@ -151,11 +182,15 @@ class MetricsView:
                                  margin=0, css_classes=["stf-metrics-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")
-        if state.metrics:
+        if state.metrics or state.run_error:
             self._update()
 
     def _update(self, *_):
-        self.pane.object = metrics_html(self.state.metrics, self.state.scenario)
+        s = self.state
+        if s.run_error:
+            self.pane.object = run_error_html(s.run_error)
+        else:
+            self.pane.object = metrics_html(s.metrics, s.scenario)
 
 
 class StarsView:

@@ -1,9 +1,20 @@
-"""The page-side helpers the lab needs from Python: address, title, keys, focus.
+"""The page-side helpers the lab needs from Python: address, history, title, keys, focus.
 
-- Address: `history.replaceState` (not a new history entry per slider nudge, which is
-  what setting `pn.state.location.search` does). The address is only written here;
-  the state reads the query string once, from `pn.state.location`, which Panel fills
-  in under `lab serve` and in Pyodide alike.
+- Address: `address` = {search, push, n}. `push` makes a history entry (a change worth
+  going back to), otherwise `history.replaceState` rewrites the current one (the
+  window position, the cleanup of rejected values at load). It is a synced parameter,
+  not a message, so the value set before the page has rendered is applied on render
+  (a message sent then was lost and left rejected values in the address). The address
+  is only written here; the state reads the query string once, from
+  `pn.state.location`, which Panel fills in under `lab serve` and in Pyodide alike.
+- History: Back/Forward inside the lab fire `popstate`; the bridge hands the entry's
+  query string to `on_pop`, which restores those settings in the page.
+  `settled` (the entry number the app has committed: its next change pushes) is
+  mirrored on <html data-history-settled>, so tests can wait on it.
+- Inert controls: `inert` lists the css classes (stf-control-*) of controls that do
+  not apply to the current layout. Their hosts get the `inert` attribute: no tab stop,
+  no clicks. (Bokeh marks a disabled slider with an attribute but leaves its handle's
+  tabindex at 0, so Tab still stopped on it.)
 - Keyboard shortcuts for the timeline (K play/pause, J/L back/forward one second,
   N next slow step), ignored while typing or while a slider has the focus.
 - Focus: Bokeh re-renders a button whose label changes, which drops the keyboard
@@ -16,7 +27,7 @@ server's websocket and from Pyodide's web worker alike.
 import param
 from panel.custom import JSComponent
 
-__all__ = ["PageBridge", "SHORTCUTS"]
+__all__ = ["PageBridge", "SHORTCUTS", "guard_location"]
 
 SHORTCUTS = {"k": "toggle", "j": "back", "l": "forward", "n": "next_slow"}
 
@@ -33,6 +44,19 @@ function deepFind(root, cls) {
     for (const child of (node.children || [])) stack.push(child);
   }
   return null;
+}
+
+function deepFindAll(root, prefix) {
+  // Every element with a class starting with `prefix`, inside open shadow roots too.
+  const out = [];
+  const stack = [root];
+  while (stack.length) {
+    const node = stack.pop();
+    if (node.classList) for (const c of node.classList) if (c.startsWith(prefix)) { out.push([c, node]); break; }
+    if (node.shadowRoot) stack.push(node.shadowRoot);
+    for (const child of (node.children || [])) stack.push(child);
+  }
+  return out;
 }
 
 function typing(event) {
@@ -69,18 +93,47 @@ export function render({ model }) {
     document.removeEventListener("focusin", onFocus, true);
     document.removeEventListener("keydown", onKey);
   });
+  const root = document.documentElement;
+  let applied = -1;
+  const write = (address, initial) => {
+    if (!address || typeof address.search !== "string" || !address.search.startsWith("?") || address.search.length >= 4000) return;
+    if (address.n === applied) return;
+    applied = address.n;
+    try {
+      const url = window.location.pathname + address.search + window.location.hash;
+      const here = window.location.pathname + window.location.search + window.location.hash;
+      if (address.push && !initial && url !== here) {
+        window.history.pushState({stf: address.n}, "", url);
+      } else if (url !== here) {
+        window.history.replaceState(window.history.state, "", url);
+      }
+    } catch (e) { /* sandboxed: the address just stays */ }
+    root.dataset.historyEntry = String(address.n);
+  };
+  write(model.address, true);
+  model.on("address", () => write(model.address, false));
+  const settled = () => { root.dataset.historySettled = String(model.settled); };
+  settled();
+  model.on("settled", settled);
+  const title = () => { if (typeof model.doc_title === "string" && model.doc_title) document.title = model.doc_title.slice(0, 200); };
+  title();
+  model.on("doc_title", title);
+  const applyInert = () => {
+    const wanted = new Set(Array.isArray(model.inert) ? model.inert : []);
+    for (const [cls, node] of deepFindAll(document.body, "stf-control-")) {
+      const off = wanted.has(cls);
+      if (node.inert !== off) node.inert = off;
+    }
+  };
+  const inertSoon = () => { applyInert(); requestAnimationFrame(() => requestAnimationFrame(applyInert)); };
+  inertSoon();
+  model.on("inert", inertSoon);
+  const onPop = () => model.send_msg({type: "popstate", search: window.location.search.slice(0, 4000)});
+  window.addEventListener("popstate", onPop);
+  model.on("remove", () => window.removeEventListener("popstate", onPop));
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
-    if (msg.type === "replace" && typeof msg.search === "string" && msg.search.startsWith("?") && msg.search.length < 2000) {
-      try {
-        const url = window.location.pathname + msg.search + window.location.hash;
-        if (url !== window.location.pathname + window.location.search + window.location.hash) {
-          window.history.replaceState(window.history.state, "", url);
-        }
-      } catch (e) { /* sandboxed: the address just stays */ }
-    } else if (msg.type === "title" && typeof msg.title === "string") {
-      document.title = msg.title.slice(0, 200);
-    } else if (msg.type === "refocus" && typeof msg.cls === "string" && lastFocus === msg.cls) {
+    if (msg.type === "refocus" && typeof msg.cls === "string" && lastFocus === msg.cls) {
       const again = () => {
         const host = deepFind(document.body, msg.cls);
         const target = host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
@@ -97,35 +150,83 @@ export function render({ model }) {
 
 
 class PageBridge(JSComponent):
-    """Address bar, document title, keyboard shortcuts and focus repair for the lab page."""
+    """Address bar, history, document title, keyboard shortcuts and focus repair for the lab page."""
 
     action = param.String(default="", doc="The last shortcut pressed (toggle, back, forward, next_slow).")
+    address = param.Dict(default={"search": "", "push": False, "n": 0}, doc="What the address bar should show.")
+    settled = param.Integer(default=0, doc="The history entry (address n) whose settings are committed.")
+    doc_title = param.String(default="", doc="The document's title.")
+    inert = param.List(default=[], item_type=str, doc="Css classes of controls that take no focus or clicks.")
 
     _esm = _ESM
     _rename = {"action": None}
 
-    def __init__(self, on_key=None, **params):
+    def __init__(self, on_key=None, on_pop=None, **params):
         params.setdefault("width", 0)
         params.setdefault("height", 0)
         params.setdefault("margin", 0)
         params.setdefault("sizing_mode", "fixed")
         super().__init__(**params)
         self._on_key = on_key
+        self._on_pop = on_pop
 
     def _handle_msg(self, data):
-        if isinstance(data, dict) and data.get("type") == "key" and data.get("action") in SHORTCUTS.values():
+        if not isinstance(data, dict):
+            return
+        if data.get("type") == "key" and data.get("action") in SHORTCUTS.values():
             self.action = data["action"]
             if self._on_key is not None:
                 self._on_key(data["action"])
+        elif data.get("type") == "popstate" and isinstance(data.get("search"), str) and self._on_pop is not None:
+            self._on_pop(data["search"][:4000])
+
+    def _write(self, search, push):
+        if isinstance(search, str) and search.startswith("?"):
+            self.address = {"search": search, "push": bool(push), "n": self.address["n"] + 1}
 
     def replace(self, search):
         """Show `search` ('?mission=...') in the address bar without a new history entry."""
-        if isinstance(search, str) and search.startswith("?"):
-            self._send_msg({"type": "replace", "search": search})
+        self._write(search, False)
+
+    def push(self, search):
+        """Show `search` in a new history entry (Back returns to the one before)."""
+        self._write(search, True)
+
+    def settle(self):
+        """The current entry's settings are committed: the next change gets an entry of its own."""
+        self.settled = self.address["n"]
 
     def title(self, text):
-        self._send_msg({"type": "title", "title": str(text)})
+        self.doc_title = str(text)[:200]
 
     def refocus(self, css_class):
         """Give the keyboard focus back to the widget with `css_class` if it had it."""
         self._send_msg({"type": "refocus", "cls": css_class})
+
+
+def guard_location():
+    """Keep Panel's `Location` from converting the query string itself (idempotent).
+
+    Panel's Location parses the whole query into ints and floats whenever its `search`
+    is set, to feed parameters synced to the URL, even when none are: `?gpus=` with
+    10,000 digits then raised (Python's int-digit limit) before the lab saw the value,
+    and `lab serve` answered HTTP 500. The lab syncs nothing through it and reads the
+    raw `search` through its own parser (state.parse_settings), so: nothing synced,
+    nothing parsed; and a value Panel cannot convert is dropped from what it syncs.
+    """
+    from panel.io.location import Location
+
+    if getattr(Location, "_stf_guarded", False):
+        return
+    original = Location._update_synced
+
+    def _update_synced(self, event=None):
+        if not self._synced:
+            return
+        try:
+            original(self, event)
+        except ValueError:  # an absurd value: whatever is synced keeps its state
+            pass
+
+    Location._update_synced = _update_synced
+    Location._stf_guarded = True

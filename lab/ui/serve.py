@@ -3,7 +3,9 @@
     python -m lab.ui.serve [--port 5006] [--address 127.0.0.1] [--show | --no-show] [--missions DIR]
 
 Panel serves Bokeh's and its own JavaScript and CSS from this server (resources mode
-"server"); the pages load nothing from a CDN, so they work without a network.
+"server"); the pages load nothing from a CDN, so they work without a network. The
+mission folder is re-checked on each page load: a file added or edited while the
+server runs shows up on the next load (a broken one is listed on the hub, not fatal).
 """
 
 import argparse
@@ -48,13 +50,14 @@ def main(argv=None):
     os.environ.setdefault("BOKEH_RESOURCES", "server")  # JS/CSS from this server, never a CDN
     import panel as pn
 
-    from .catalog import Catalog
+    from .app import get_catalog
+    from .page_bridge import guard_location
 
-    catalog = Catalog(missions)
-    if catalog.error:
-        print(f"warning: {catalog.error}", file=sys.stderr)
-    else:
-        print(f"{len(catalog.missions)} missions from {catalog.directory}", file=sys.stderr)
+    guard_location()  # Panel must not convert the query string before the lab's parser sees it
+
+    catalog = get_catalog(missions)  # the pages share it; it reloads when the folder changes
+    print(f"{len(catalog.missions)} missions from {catalog.directory}"
+          + (f" ({len(catalog.broken)} broken: see the warning above)" if catalog.broken else ""), file=sys.stderr)
     pn.extension(notifications=False)
     server = pn.serve(
         make_apps(missions),

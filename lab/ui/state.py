@@ -11,17 +11,26 @@ debounce when changes come in a burst), which simulates and publishes the new re
 URL query strings go through `from_query`/`query`, which never trust a value: anything
 bad falls back to the mission's start with a note; `query` adds the window start (`t`)
 once `share_window` is set.
+
+A run never leaves the page busy: whatever it raises (a LabError, an unreadable trace,
+a bug) ends up in `run_error` with the state idle, and the next change runs again.
+The sandbox can replay an uploaded trace CSV (`load_trace_text`): its requests replace
+the generated workload until `clear_replay`.
 """
 
+import dataclasses
 import html
 import math
 import re
+import sys
 import time
+import traceback
 import urllib.parse
 
 import param
 
 import lab.core as core
+import lab.core.spec as core_spec
 from lab.core.errors import LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
 from lab.core.sweep import sweep_points
@@ -36,14 +45,22 @@ __all__ = [
     "format_value",
     "sweep_rates",
     "WINDOW_S",
+    "MAX_VALUE_CHARS",
 ]
 
 WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
 RESERVED_PARAMS = ("mission", "embed", "t")  # query keys that are not control settings
-MAX_QUERY_CHARS = 4000  # longer query strings are cut before parsing
+MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
+MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
+MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 _INT_RE = re.compile(r"^[+-]?\d{1,12}$", re.ASCII)
 _FLOAT_RE = re.compile(r"^[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?$", re.ASCII)
+
+
+def _short(exc, limit=300):
+    text = str(exc)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _shown(raw):
@@ -78,7 +95,7 @@ def parse_search(search):
         pairs = urllib.parse.parse_qsl(text[:1000], keep_blank_values=True)
         pairs = pairs[:64]
     for key, value in pairs:
-        out.setdefault(key, value)
+        out.setdefault(key[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
     return out
 
 
@@ -160,6 +177,10 @@ class LabState(param.Parameterized):
     busy = param.Boolean(default=False, doc="Settings changed and the new run is not in yet.")
     notes = param.List(default=[], doc="Notes for the student (HTML-safe), e.g. URL values ignored.")
     error = param.String(default="", doc="Why the last control change was refused.")
+    run_error = param.String(default="", doc="Why the last run failed (plain text: views escape it); '' after a good run.")
+    replay = param.Dict(default=None, allow_None=True, doc="{name, requests, span_s} of the uploaded trace the "
+                        "sandbox replays, else None.")
+    upload_error = param.String(default="", doc="Why the last uploaded trace was refused (plain text).")
     run_id = param.Integer(default=0, doc="Increments after every finished run.")
     run_ms = param.Number(default=0.0, doc="How long the last simulation took (wall clock).")
     window_start = param.Number(default=0.0, bounds=(0, None), doc="Canvas window start (s).")
@@ -176,6 +197,7 @@ class LabState(param.Parameterized):
         self.scenario = mission.scenario
         self.saved_stars = [False] * len(mission.stars)
         self.stars_now = [False] * len(mission.stars)
+        self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
 
     # ------------------------------------------------------------ building
 
@@ -307,12 +329,23 @@ class LabState(param.Parameterized):
     # ------------------------------------------------------------ running
 
     def run(self):
-        """Simulate the current scenario and publish the result, metrics and stars."""
+        """Simulate the current scenario and publish the result, metrics and stars.
+
+        Returns the metrics, or None when the run failed: then `run_error` says why, the
+        result and metrics are cleared (no stale numbers) and the state is idle again.
+        """
         began = time.perf_counter()
-        result = core.simulate(self.scenario)
-        rows = core.request_metrics(result)
-        metrics = core.summarize(result, rows)
-        now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+        try:
+            scenario, requests = self.run_input()
+            result = core.simulate(scenario, requests)
+            rows = core.request_metrics(result)
+            metrics = core.summarize(result, rows)
+            now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+        except LabError as exc:
+            return self._failed(str(exc), began)
+        except Exception as exc:  # a bug must not leave the page on "Simulating…" forever
+            traceback.print_exc(file=sys.stderr)
+            return self._failed(f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})", began)
         saved = [a or b for a, b in zip(self.saved_stars, now)] if now else []
         elapsed = (time.perf_counter() - began) * 1000.0
         end = max(result.end_time - WINDOW_S, 0.0)
@@ -323,11 +356,70 @@ class LabState(param.Parameterized):
             self.stars_now = now
             self.saved_stars = saved
             self.run_ms = elapsed
+            self.run_error = ""
             if self.window_start > end:
                 self.window_start = end
             self.busy = False
             self.run_id += 1
         return metrics
+
+    def _failed(self, message, began):
+        with param.parameterized.batch_call_watchers(self):
+            self.result = None
+            self.rows = []
+            self.metrics = {}
+            self.stars_now = [False] * len(self.mission.stars)
+            self.run_ms = (time.perf_counter() - began) * 1000.0
+            self.run_error = message
+            self.busy = False
+            self.run_id += 1
+        return None
+
+    # ------------------------------------------------------------ replaying a trace (sandbox)
+
+    def run_input(self):
+        """(scenario, requests or None) for the next run: the uploaded trace's requests, if any,
+        with the workload's duration stretched over them (arrivals end at the last one)."""
+        requests = self._replay_requests
+        if not requests:
+            return self.scenario, None
+        span = max(requests[-1][0], 1e-3)
+        workload = dataclasses.replace(self.scenario.workload, duration_s=min(span, MAX_REPLAY_S), phases=())
+        return dataclasses.replace(self.scenario, workload=workload), requests
+
+    def load_trace_text(self, text, name):
+        """Replay a trace CSV (text) in the sandbox. True if accepted (needs a `run()` like a change);
+        a bad file sets `upload_error` and keeps the current workload."""
+        name = str(name or "trace.csv")[:MAX_SHOWN]
+        try:
+            if self.mission.id != SANDBOX_ID:
+                raise LabError("upload", "only the sandbox replays uploaded traces")
+            requests = core.parse_trace_text(text, name)
+            if len(requests) > core_spec.MAX_REQUESTS:
+                raise LabError(name, f"{len(requests):,} requests; the limit is {core_spec.MAX_REQUESTS:,}")
+            if requests[-1][0] > MAX_REPLAY_S:
+                raise LabError(name, f"the trace spans {requests[-1][0]:,.0f} s; the limit is {MAX_REPLAY_S:,.0f} s")
+        except LabError as exc:
+            self.upload_error = str(exc)
+            return False
+        self._replay_requests = tuple(requests)
+        with param.parameterized.batch_call_watchers(self):
+            self.upload_error = ""
+            self.replay = {"name": name, "requests": len(requests), "span_s": requests[-1][0]}
+            self.sweep = None
+            self.busy = True
+        return True
+
+    def clear_replay(self):
+        """Back to the generated workload (needs a `run()`)."""
+        if self._replay_requests is None:
+            return False
+        self._replay_requests = None
+        with param.parameterized.batch_call_watchers(self):
+            self.replay = None
+            self.upload_error = ""
+            self.busy = True
+        return True
 
     def merge_saved(self, earned):
         """OR stars saved in the browser into `saved_stars` (a bad list is ignored)."""
@@ -347,7 +439,7 @@ class LabState(param.Parameterized):
         return repr(raw)
 
     def can_sweep(self):
-        return self.scenario.workload.trace is None and bool(self.scenario.workload.rate)
+        return self.scenario.workload.trace is None and bool(self.scenario.workload.rate) and not self._replay_requests
 
     def sweep_steps(self, points=8):
         """Run the rate sweep one point at a time: yields (done, total) after each point.

@@ -9,7 +9,7 @@ CSS lives here as a string (not in a file) so that the same wheel works under
 `lab serve` and in Pyodide, where the package's data files are not served.
 """
 
-__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE"]
+__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE", "SLIDER_CSS"]
 
 # A button with nothing to do (reset at the start, no slow step to jump to): it looks
 # disabled and ignores the mouse. Its `disabled` flag is not used for this because
@@ -65,19 +65,27 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 /* metrics */
 .stf-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(136px, 1fr)); gap: 8px;
                grid-auto-rows: minmax(88px, auto); }  /* as tall for 1 busy bar as for 3: no re-layout on a switch */
-.stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0; }
+/* A card is a size container: a value shrinks with its card (cqi = 1%% of the card's width) and, as a
+   last resort, wraps between its parts (number and unit are joined by no-break spaces), never overflows. */
+.stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0;
+            container-type: inline-size; overflow-wrap: anywhere; }
 .stf-card .k { font-size: 11.5px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.stf-card .v { font-size: 19px; white-space: nowrap; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.25; }
+.stf-card .v { font-size: clamp(14px, 15cqi, 19px); white-space: normal; overflow-wrap: normal; font-weight: 650;
+               font-variant-numeric: tabular-nums; line-height: 1.25; }
+.stf-card .v.pair { font-size: clamp(12px, 12.5cqi, 19px); }
 .stf-card .v small { font-size: 12px; font-weight: 500; color: var(--muted); }
 .stf-card .t { font-size: 11.5px; color: var(--muted); }
 .stf-card.ok { border-top: 3px solid var(--good); }
 .stf-card.bad { border-top: 3px solid var(--bad); }
 .stf-card .ok { color: var(--good); font-weight: 600; }
 .stf-card .bad { color: var(--bad); font-weight: 600; }
-.stf-util { display: grid; grid-template-columns: auto 1fr auto; gap: 1px 8px; align-items: center; font-size: 12px;
-            line-height: 16px; }
-.stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 40px; }
+.stf-util { display: grid; grid-template-columns: auto minmax(12px, 1fr) auto; gap: 1px 6px; align-items: center;
+            font-size: 12px; line-height: 16px; }
+.stf-bar { height: 8px; background: #e9edf3; border-radius: 4px; overflow: hidden; min-width: 12px; }
 .stf-bar > span { display: block; height: 100%%; border-radius: 4px; }
+.stf-cut { display: inline-block; color: var(--bad); font-weight: 600; background: #fdeee6; border-radius: 4px;
+           padding: 1px 6px; }
+.stf-run-error { margin: 0; font-size: 13.5px; min-height: 88px; box-sizing: border-box; }
 .stf-foot { font-size: 12px; color: var(--muted); margin-top: 6px; min-height: 16px; line-height: 16px; }
 
 /* stars */
@@ -108,6 +116,9 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-legend .sw.mixed { background: linear-gradient(to top, var(--prefill) 0 40%%, var(--decode) 40%% 100%%); }
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
 .stf-lock { color: var(--muted); font-size: 12px; }
+.stf-replay { font-size: 13px; margin: 4px 0; border-left: 4px solid var(--link); padding: 2px 8px; background: #eef8f4; }
+.stf-upload-error { margin: 4px 0; overflow-wrap: anywhere; }
+.stf-trace-sources code { font-size: 11px; overflow-wrap: anywhere; }
 .stf-lock svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
 .stf-locked-list > li { line-height: 18px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .stf-locked-list > li.idle { opacity: .6; }
@@ -125,6 +136,13 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-locked-compact ul { margin: 2px 0 0 16px; padding: 0; }
 kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
 """ % {**PALETTE, "font": FONT_STACK}
+
+# Inside a slider's shadow root. A live slider's bar is the decode blue (its `bar_color`);
+# a disabled one's is a light grey, whatever Bokeh left inline from when it was live.
+SLIDER_CSS = """
+.noUi-target[disabled] .noUi-connect { background: #d3d8df !important; }
+.noUi-target[disabled] .noUi-handle { background: #f1f3f6; box-shadow: none; }
+"""
 
 HUB_CSS = CSS + """
 .stf-hero { padding: 6px 0 2px; }
