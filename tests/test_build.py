@@ -435,15 +435,16 @@ print(json.dumps({"docs": docs_json, "roots": len(json.loads(root_ids)), "panel"
 """
 
 
-@pytest.mark.parametrize("mission, embed", [("slow-link", True), ("chunk-it", False)])
-def test_the_workers_python_builds_the_mission_in_the_address(dist, info, tmp_path, mission, embed):
+@pytest.mark.parametrize("mission, embed, extra", [("slow-link", True, ""), ("chunk-it", False, ""),
+                                                   ("chunk-it", False, "&gpus=" + "9" * 10_000)])
+def test_the_workers_python_builds_the_mission_in_the_address(dist, info, tmp_path, mission, embed, extra):
     """lab.js's own Python (build.py's setup + Panel's converted program), run in CPython with the
     site's wheels and stand-ins for Pyodide's js/pyodide modules: it builds the mission the page's
     address names, and every stylesheet it asks for is on the site, at its sub-path."""
     site = _unpack_site_wheels(dist, info, tmp_path / "site-packages")
     script = tmp_path / "worker_python.py"
     script.write_text(_WORKER_PYTHON, encoding="utf-8")
-    search = f"?mission={mission}" + ("&embed=1" if embed else "")
+    search = f"?mission={mission}" + ("&embed=1" if embed else "") + extra
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "BOKEH_"))}
     env["PYTHONPATH"] = ""
     proc = subprocess.run([sys.executable, str(script), str(site), str(dist / "lab.js"), search], cwd=tmp_path, env=env,
@@ -454,6 +455,8 @@ def test_the_workers_python_builds_the_mission_in_the_address(dist, info, tmp_pa
     title = next(m.title for m in _missions() if m.id == mission)
     assert title in out["docs"]
     assert ("stf-embed" in out["docs"]) == embed
+    # A value Panel cannot convert (10,000 digits) reaches the lab's own parser, which ignores it, saying so.
+    assert ("Ignored" in out["docs"]) == bool(extra)
     page = (dist / "lab.html").read_text(encoding="utf-8")
     assert out["roots"] == len(re.findall(r'data-root-id="', page)), "the page has one element per root"
     css = set(re.findall(r'"(https?://[^"\\]+?\.css)[?"]', out["docs"]))
