@@ -28,12 +28,12 @@ var STFStars = (function () {
   function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
   function dict() { return Object.create(null); }
 
+  // The storage if it can be read (a full one still can); null when blocked. Failed
+  // writes are caught where they happen and kept in `memory`.
   function storage() {
     try {
       var s = window.localStorage;
-      var probe = KEY + ":probe";
-      s.setItem(probe, "1");
-      s.removeItem(probe);
+      s.getItem(KEY);
       return s;
     } catch (e) {
       return null;
