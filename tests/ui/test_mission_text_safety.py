@@ -404,3 +404,19 @@ def test_a_near_quota_corrupt_value_is_kept_not_dropped_on_the_lab_serve_hub(pag
     held = page.evaluate(HELD, [n, EASY_ID])
     assert held == [BACKUP_KEY], held  # moved, whole, to the backup key
     assert _stored(page) == {"version": 1, "stars": {EASY_ID: [True, False]}}
+
+
+def test_hostile_values_in_the_address_show_as_text_in_the_ignored_notes(page, hostile):
+    base, _ = hostile
+    page.goto(f"{base}/lab?mission=xss-brief&gpus=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E"
+              "&%3Csvg%20onload%3Dwindow.__pwned%3D1%3E=1")
+    _settle(page)
+    notes = page.locator(".stf-notes-pane .stf-notes")
+    notes.wait_for()
+    text = notes.inner_text()
+    assert "Ignored gpus=<img src=x onerror=window.__pwned=1>" in text
+    assert "Ignored <svg onload=window.__pwned=1>" in text
+    for sel in DANGEROUS:
+        assert page.locator(f".stf-notes-pane .stf-notes {sel}").count() == 0, sel
+    _poke(page, ".stf-notes-pane .stf-notes")
+    assert _pwned(page) == "undefined"
