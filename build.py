@@ -46,10 +46,11 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-__all__ = ["main", "build", "BuildError", "write_wheel", "lab_wheel_files"]
+__all__ = ["main", "build", "BuildError", "write_wheel", "lab_wheel_files", "missions_index", "hub_html"]
 
 REPO = Path(__file__).resolve().parent
 SITE_SRC = REPO / "static" / "site"
+STARS_JS = REPO / "lab" / "ui" / "stars_store.js"  # the stars' storage logic: the lab's bridge and the hub share it
 MISSIONS_SRC = REPO / "missions"
 NODE_PYODIDE = REPO / "node_modules" / "pyodide"
 
@@ -432,9 +433,15 @@ def _js_string(text):
     return json.dumps(text)
 
 
+_HTML_UNSAFE_IN_JSON = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _json_for_html(data):
-    """JSON to put inside <script type="application/json">: no '</' can close the tag."""
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
+    """JSON to put inside <script type="application/json">: no <, > or & at all, so no text
+    (`</script>`, `<!--<script>`) can close the element or change how the page parses it.
+    JSON.parse reads the \\u escapes back as the same characters."""
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _HTML_UNSAFE_IN_JSON[m.group(0)], text)
 
 
 def _template(name):
@@ -462,13 +469,13 @@ def _human(size):
 
 # ---------------------------------------------------------------------------- pages
 
-def missions_index():
+def missions_index(missions_dir=MISSIONS_SRC):
     """Every mission, validated by the core, as the hub needs it (in order)."""
     from lab.core.errors import LabError
     from lab.core.missions import list_missions
 
     try:
-        missions = list_missions(str(MISSIONS_SRC))
+        missions = list_missions(str(missions_dir))
     except LabError as exc:
         raise BuildError(f"missions/: {exc}") from None
     if not missions:
@@ -478,6 +485,15 @@ def missions_index():
          "stars": [s.label for s in m.stars], "file": Path(m.path).name}
         for m in missions
     ]
+
+
+def hub_html(missions, *, version, pyodide_version):
+    """index.html: the hub page with the mission list embedded as JSON (hub.js renders it as text)."""
+    return _fill(_template("index.html"), {
+        "MISSIONS_JSON": _json_for_html({"version": 1, "missions": missions, "storageKey": STORAGE_KEY}),
+        "VERSION": html.escape(version),
+        "PYODIDE_VERSION": html.escape(pyodide_version),
+    }, "index.html")
 
 
 def theme_css():
@@ -726,13 +742,10 @@ def build(args):
         _write(site, "lab.js", build_worker(parts, worker_config))
 
         # ---- the hub and static assets
-        _write(site, "index.html", _fill(_template("index.html"), {
-            "MISSIONS_JSON": _json_for_html({"version": 1, "missions": missions, "storageKey": STORAGE_KEY}),
-            "VERSION": html.escape(project["version"]),
-            "PYODIDE_VERSION": html.escape(pyodide_version),
-        }, "index.html"))
-        for name in ("site.css", "hub.js", "stars.js", "loader.js", "icon.svg"):
+        _write(site, "index.html", hub_html(missions, version=project["version"], pyodide_version=pyodide_version))
+        for name in ("site.css", "hub.js", "loader.js", "icon.svg"):
             _write(site, "assets/" + name, (SITE_SRC / name).read_bytes())
+        _write(site, "assets/stars.js", STARS_JS.read_bytes())  # the lab's own storage logic, one copy
         _write(site, "assets/theme.css", theme_css())
         _write(site, "site.webmanifest", (SITE_SRC / "site.webmanifest").read_bytes())
         _write(site, ".nojekyll", b"")

@@ -191,11 +191,12 @@ def test_stars_written_by_the_lab_page_appear_on_the_hub(page, server):
         const sent = [];
         const model = {send_msg: (m) => sent.push(JSON.parse(JSON.stringify(m))), on: (n, f) => { handlers[n] = f; }};
         bridge.render({model});
-        handlers["msg:custom"]({type: "earn", mission: "mixing-hurts", stars: [true, false, true]});
-        handlers["msg:custom"]({type: "earn", mission: "decode-drowns", stars: [false, true]});
+        handlers["msg:custom"]({type: "earn", missions: [{mission: "mixing-hurts", stars: [true, false, true]}]});
+        handlers["msg:custom"]({type: "earn", missions: [{mission: "decode-drowns", stars: [false, true]}]});
         return sent;
     }""", module)
-    assert replies[-1]["stars"]["mixing-hurts"] == [True, False, True]
+    assert replies[0]["hello"] is True and replies[0]["stars"] == []  # on render: what storage holds
+    assert replies[-1]["ack"] is True and dict(replies[-1]["stars"])["mixing-hurts"] == [True, False, True]
     stored = json.loads(lab_tab.evaluate(f"localStorage.getItem({json.dumps(KEY)})"))
     assert stored == {"version": 1, "stars": {"mixing-hurts": [True, False, True], "decode-drowns": [False, True]}}
     # The hub, open in the first tab, updates on the storage event; and after a reload.
@@ -527,3 +528,152 @@ def test_lab_loads_fully_from_the_cdn(pw, server):
         context.close()
     finally:
         b.close()
+
+
+# ------------------------------------------------------------------ hostile mission text, storage edge cases
+
+
+@pytest.fixture(scope="module")
+def hostile_site(dist, tmp_path_factory):
+    """The built site with its hub rebuilt (build.py's own hub_html) from hostile missions."""
+    import importlib.util as iu
+
+    from mission_text_payloads import write_hostile_missions
+
+    spec = iu.spec_from_file_location("stf_build_hostile", REPO / "build.py")
+    stf_build = iu.module_from_spec(spec)
+    spec.loader.exec_module(stf_build)
+    root = tmp_path_factory.mktemp("hostile-site")
+    site = root / "dist"
+    shutil.copytree(dist, site)
+    folder = write_hostile_missions(root / "missions")
+    missions = stf_build.missions_index(folder)
+    (site / "index.html").write_text(stf_build.hub_html(missions, version="test", pyodide_version="0"), encoding="utf-8")
+    srv = Server(site)
+    yield srv, missions
+    srv.stop()
+
+
+def test_hostile_mission_text_never_runs_on_the_static_hub(page, hostile_site):
+    from mission_text_payloads import HOSTILE_LABEL
+
+    srv, missions = hostile_site
+    _open_hub(page, srv.url("index.html"))
+    cards = {c["id"]: c for c in _cards(page)}
+    assert list(cards) == [m["id"] for m in missions] + ["sandbox"]  # `<!--<script>` no longer blanks the page
+    for m in missions:
+        assert cards[m["id"]]["name"] == m["title"]
+        assert page.text_content(f'a[data-mission="{m["id"]}"] .one') == m["summary"]
+    assert HOSTILE_LABEL in page.get_attribute('a[data-mission="xss-brief"]', "title")  # star labels: the tooltip
+    for i in range(len(missions)):
+        page.hover(f"#stf-missions li:nth-child({i + 1}) a")
+        page.hover(f"#stf-missions li:nth-child({i + 1}) .name")
+    for sel in ("script", "img", "svg", "iframe", "style", "b"):
+        assert page.locator(f"#stf-missions {sel}").count() == 0, sel
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.errors == []
+
+
+def _backups(page):
+    return page.evaluate("() => Object.keys(localStorage).filter(k => k.startsWith(%s)).sort()" % json.dumps(BACKUP))
+
+
+def test_two_recoveries_and_a_reset_keep_three_backups_until_cleared(page, server):
+    page.goto(server.url("site.webmanifest"))
+    first = '{"version": 1, "stars": {"mixing-hurts": [true, 7]}}'
+    second = "{not json"
+    for raw in (first, second):
+        page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, raw])
+        _open_hub(page, server.url("index.html"))
+        assert "could not be read" in page.inner_text("#stf-note")
+    saved = json.dumps({"version": 1, "stars": {"mixing-hurts": [True, True]}})
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, saved])
+    _open_hub(page, server.url("index.html"))
+    page.click("#stf-reset")
+    page.click("#stf-reset")
+    page.wait_for_selector('a[data-mission="mixing-hurts"][data-stars="0"]')
+    keys = _backups(page)
+    assert keys == [BACKUP, BACKUP + ":1", BACKUP + ":2"], keys
+    values = page.evaluate("(ks) => ks.map(k => localStorage.getItem(k))", keys)
+    assert values == [saved, first, second]  # the newest under the plain key, then oldest first by number
+    assert page.get_attribute("#stf-backups", "data-backups") == "3" and page.is_visible("#stf-backups")
+    assert all(k in page.inner_text("#stf-backups-text") for k in keys)
+    page.click("#stf-clear-backups")
+    assert len(_backups(page)) == 3  # one click only arms it
+    page.click("#stf-clear-backups")
+    assert _backups(page) == [] and page.is_hidden("#stf-backups")
+    assert "3 backups deleted" in page.inner_text("#stf-reset-status")
+    assert page.errors == []
+
+
+_QUOTA = """() => {
+    localStorage.clear();
+    let lo = 0, hi = 64 * 1024 * 1024;
+    while (hi - lo > 1024) {
+        const mid = Math.floor((lo + hi) / 2);
+        try { localStorage.setItem("probe", "x".repeat(mid)); lo = mid; } catch (e) { hi = mid; }
+        localStorage.removeItem("probe");
+    }
+    return lo;
+}"""
+_BIG = """([key, n, extra]) => {
+    const raw = '{"version": 1, "stars": {"mixing-hurts": [true, false, true], "junk": "' + "j".repeat(n) + '"}}';
+    if (key) localStorage.setItem(key, raw);
+    return Object.keys(localStorage).filter(k => localStorage.getItem(k) === raw);
+}"""
+
+
+@pytest.mark.parametrize("room", ["no room for a copy", "no room at all"])
+def test_a_corrupt_value_over_half_the_quota_is_never_lost(page, server, room):
+    """No room to copy it: the raw text moves to the backup key (or, with no room even for
+    that, stays where it was); the readable stars show either way."""
+    page.goto(server.url("site.webmanifest"))
+    quota = page.evaluate(_QUOTA)
+    n = int(quota * 0.6)
+    assert page.evaluate(_BIG, [KEY, n, 0]) == [KEY]
+    if room == "no room at all":  # fill what is left, so even the backup key's longer name does not fit
+        page.evaluate("""() => { let i = 0, size = 1 << 20;
+            while (size >= 1) { try { localStorage.setItem("fill" + i, "f".repeat(size)); i++; } catch (e) { size >>= 1; } } }""")
+    _open_hub(page, server.url("index.html"))
+    assert page.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "2"
+    held = page.evaluate(_BIG, [None, n, 0])
+    if room == "no room for a copy":
+        assert held == [BACKUP]
+        assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")) == {
+            "version": 1, "stars": {"mixing-hurts": [True, False, True]}}
+    else:
+        assert held in ([KEY], [BACKUP]), held  # kept in place if it could not be backed up
+    # Earning more never overwrites what could not be backed up.
+    page.evaluate("STFStars.earn('chunk-it', [true])")
+    assert page.evaluate(_BIG, [None, n, 0]) == held
+    assert page.errors == []
+
+
+def test_object_prototype_names_in_storage_and_as_a_mission_id_on_the_static_hub(page, hostile_site):
+    from mission_text_payloads import CONSTRUCTOR_ID, EASY_ID
+
+    srv, _ = hostile_site
+    page.goto(srv.url("site.webmanifest"))
+    raw = ('{"version": 1, "stars": {"__proto__": [true, true], "constructor": [true, false], "toString": [true], '
+           '"hasOwnProperty": [true], "' + EASY_ID + '": [false, true]}}')
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, raw])
+    _open_hub(page, srv.url("index.html"))
+    assert page.get_attribute(f'a[data-mission="{CONSTRUCTOR_ID}"]', "data-stars") == "1"
+    assert page.get_attribute(f'a[data-mission="{EASY_ID}"]', "data-stars") == "1"
+    assert page.get_attribute('a[data-mission="xss-brief"]', "data-stars") == "0"
+    assert page.get_attribute("#stf-total .stf-total", "data-earned") == "2"
+    assert page.evaluate(f"localStorage.getItem({json.dumps(BACKUP)})") == raw
+    # Earning for "constructor" (the lab's bridge runs this same code) merges like any id.
+    page.evaluate(f"STFStars.earn({json.dumps(CONSTRUCTOR_ID)}, [false, true])")
+    assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")) == {
+        "version": 1, "stars": {CONSTRUCTOR_ID: [True, True], EASY_ID: [False, True]}}
+    assert page.evaluate("Object.prototype.constructor === Object && ({}).toString === Object.prototype.toString")
+    assert page.errors == []
+
+
+def test_the_hub_and_the_lab_bridge_share_one_copy_of_the_storage_logic(dist):
+    from lab.ui.stars_bridge import _ESM, STORE_JS
+
+    store = STORE_JS.read_text(encoding="utf-8")
+    assert (dist / "assets" / "stars.js").read_text(encoding="utf-8") == store
+    assert _ESM.startswith(store)

@@ -50,6 +50,7 @@ from .canvas import Canvas
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
+from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
 from .plots import Plots
 from .stars_bridge import StarsBridge
@@ -436,9 +437,10 @@ class LabApp:
         pos = s.position
         total = len(self.catalog.missions)
         kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {total}"
-        title = html.escape(m.title)
-        brief = pn.pane.Markdown(m.brief, sizing_mode="stretch_width", margin=(0, 10), stylesheets=[CSS],
-                                 css_classes=["stf-brief"], disable_anchors=True)
+        title = plain(m.title)
+        # Mission text never reaches the page as markup: see mission_text.py.
+        brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
+                             margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
         legend = pn.pane.HTML(
             '<div class="stf-legend" aria-label="legend">'
             '<span><span class="sw" style="background:%(decode)s"></span>decode step</span>'
@@ -476,7 +478,7 @@ class LabApp:
                 css_classes=["stf-lab", "stf-embed"],
             )
             return body
-        nav = (f'<a href="{lab_href(next_m.id)}">Next: {html.escape(next_m.title)} →</a>' if next_m else "")
+        nav = (f'<a href="{plain(lab_href(next_m.id))}">Next: {plain(next_m.title)} →</a>' if next_m else "")
         header = pn.Row(
             pn.pane.HTML(
                 f'<div class="stf-header">{_brand()}<a href="{hub_href()}">← All missions</a>'
@@ -535,7 +537,14 @@ class HubApp:
             description="Forget the stars earned in this browser (asks to confirm)",
         )
         self.reset_button.on_click(self._on_reset)
-        self.bridge.param.watch(self._render, ["stars", "loaded", "status"])
+        # Every backup of old stars is kept until the student clears them (stars_store.js).
+        self.backups = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(4, 0), visible=False, css_classes=["stf-hub-backups"])
+        self._clear_armed = False
+        self.clear_button = pn.widgets.Button(name="Clear backups", button_type="light", margin=(0, 0, 4, 0), width=190,
+                                              visible=False, css_classes=["stf-clear-backups"],
+                                              description="Delete the backups of earlier stars (asks to confirm)")
+        self.clear_button.on_click(self._on_clear_backups)
+        self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
         self._render()
         self.view = self._layout()
 
@@ -550,7 +559,21 @@ class HubApp:
         self.reset_button.button_type = "light"
         self.bridge.reset()
 
+    def _on_clear_backups(self, _event):
+        if not self._clear_armed:
+            self._clear_armed = True
+            self.clear_button.name = "Click again to delete the backups"
+            return
+        self._clear_armed = False
+        self.clear_button.name = "Clear backups"
+        self.bridge.clear_backups()
+
     def _render(self, *_):
+        keys = self.bridge.backups
+        self.backups.object = (f'<span class="stf-total" data-backups="{len(keys)}">{len(keys)} backup'
+                               f'{"" if len(keys) == 1 else "s"} of earlier stars kept in this browser: '
+                               f'{plain(", ".join(keys))}.</span>') if keys else ""
+        self.backups.visible = self.clear_button.visible = bool(keys)
         stars = self.bridge.stars
         loaded = self.bridge.loaded
         items = []
@@ -563,9 +586,9 @@ class HubApp:
             earned_all += got
             total_all += total
             items.append(
-                f'<li><a class="stf-mission" href="{lab_href(m.id)}" data-mission="{m.id}" data-stars="{got}">'
-                f'<span class="num">Mission {i + 1}</span><span class="name">{html.escape(m.title)}</span>'
-                f'<span class="one">{html.escape(m.summary)}</span>'
+                f'<li><a class="stf-mission" href="{plain(lab_href(m.id))}" data-mission="{plain(m.id)}" data-stars="{got}">'
+                f'<span class="num">Mission {i + 1}</span><span class="name">{plain(m.title)}</span>'
+                f'<span class="one">{plain(m.summary)}</span>'
                 f'<span class="stars" aria-label="{got} of {total} stars earned">{glyphs}'
                 f"<small>{got}/{total}</small></span></a></li>"
             )
@@ -600,7 +623,8 @@ class HubApp:
             f"<p>{html.escape(TAGLINE)}</p></div>",
             stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
         )
-        body = pn.Column(hero, self.total, self.note, self.list, self.reset_button, self.bridge,
+        body = pn.Column(hero, self.total, self.note, self.list, self.reset_button, self.backups, self.clear_button,
+                         self.bridge,
                          sizing_mode="stretch_width", margin=(12, 24, 24, 24), styles={"max-width": "1180px"})
         return pn.Column(header, body, sizing_mode="stretch_width", margin=0, css_classes=["stf-hub"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})

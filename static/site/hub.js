@@ -1,6 +1,10 @@
 // Split the Fleet: the mission hub (index.html). Plain script: works from file:// too.
 // Missions come from the JSON build.py writes into the page; stars from localStorage
-// (assets/stars.js, the same key and format the lab page writes).
+// (assets/stars.js, the lab's own storage logic: the same key and format the lab writes).
+//
+// Mission text (titles, summaries, star labels) is written by whoever wrote a mission
+// file, so it only ever reaches the page as text: the DOM is built with textContent and
+// attributes, never innerHTML.
 (function () {
   "use strict";
 
@@ -11,73 +15,104 @@
   } catch (e) {
     problem = "The mission list of this page is damaged; rebuild the site.";
   }
-  var missions = Array.isArray(data.missions) ? data.missions : [];
+  var missions = data && Array.isArray(data.missions) ? data.missions : [];
   var armed = false;
   var armTimer = null;
+  var clearArmed = false;
 
   function $(id) { return document.getElementById(id); }
-  function escapeHtml(text) {
-    return String(text).replace(/[&<>"']/g, function (c) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
-    });
+  function text(value) { return value === undefined || value === null ? "" : String(value); }
+  function labHref(id) { return "lab.html?mission=" + encodeURIComponent(text(id)); }
+  function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
+
+  // el("span", {class: "x", "data-n": 1}, child, "text", ...): children are nodes or text.
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) { node.setAttribute(name, text(attrs[name])); });
+    for (var i = 2; i < arguments.length; i++) {
+      var child = arguments[i];
+      if (child === null || child === undefined) continue;
+      node.appendChild(typeof child === "object" ? child : document.createTextNode(text(child)));
+    }
+    return node;
   }
-  function labHref(id) { return "lab.html?mission=" + encodeURIComponent(id); }
+
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
   function starGlyphs(saved, total) {
+    var box = el("span", { "class": "stars" });
     var got = 0;
-    var out = "";
     for (var i = 0; i < total; i++) {
       var on = saved[i] === true;
       if (on) got++;
-      out += '<span class="' + (on ? "on" : "") + '">' + (on ? "★" : "☆") + "</span>";
+      box.appendChild(el("span", { "class": on ? "on" : "" }, on ? "★" : "☆"));
     }
-    return { got: got, html: out };
+    box.setAttribute("aria-label", got + " of " + total + " stars earned");
+    box.appendChild(el("small", null, got + "/" + total));
+    return { got: got, node: box };
+  }
+
+  function missionCard(m, i, stars) {
+    var labels = Array.isArray(m.stars) ? m.stars : [];
+    var saved = own(stars, m.id) && Array.isArray(stars[m.id]) ? stars[m.id] : [];
+    var g = starGlyphs(saved, labels.length);
+    var tip = labels.map(function (label, j) { return (saved[j] === true ? "★ " : "☆ ") + text(label); }).join("\n");
+    var link = el("a", { "class": "stf-mission", href: labHref(m.id), "data-mission": text(m.id), "data-stars": g.got, title: tip },
+      el("span", { "class": "num" }, "Mission " + (i + 1)),
+      el("span", { "class": "name" }, m.title),
+      el("span", { "class": "one" }, m.summary || ""),
+      g.node);
+    return { got: g.got, total: labels.length, node: el("li", null, link) };
   }
 
   function render() {
-    var state = window.STFStars ? window.STFStars.read() : { stars: {}, status: "unavailable" };
-    var items = [];
+    var state = window.STFStars ? window.STFStars.read() : { stars: Object.create(null), status: "unavailable" };
+    var list = $("stf-missions");
+    clear(list);
     var earned = 0;
     var total = 0;
     missions.forEach(function (m, i) {
-      var labels = Array.isArray(m.stars) ? m.stars : [];
-      var saved = Array.isArray(state.stars[m.id]) ? state.stars[m.id] : [];
-      var g = starGlyphs(saved, labels.length);
-      earned += g.got;
-      total += labels.length;
-      var tip = labels.map(function (label, j) { return (saved[j] === true ? "★ " : "☆ ") + label; }).join("\n");
-      items.push(
-        '<li><a class="stf-mission" href="' + escapeHtml(labHref(m.id)) + '" data-mission="' + escapeHtml(m.id) +
-        '" data-stars="' + g.got + '" title="' + escapeHtml(tip) + '">' +
-        '<span class="num">Mission ' + (i + 1) + "</span>" +
-        '<span class="name">' + escapeHtml(m.title) + "</span>" +
-        '<span class="one">' + escapeHtml(m.summary || "") + "</span>" +
-        '<span class="stars" aria-label="' + g.got + " of " + labels.length + ' stars earned">' + g.html +
-        "<small>" + g.got + "/" + labels.length + "</small></span></a></li>"
-      );
+      if (!m || typeof m !== "object") return;
+      var card = missionCard(m, i, state.stars);
+      earned += card.got;
+      total += card.total;
+      list.appendChild(card.node);
     });
-    items.push(
-      '<li><a class="stf-mission sandbox" href="' + labHref("sandbox") + '" data-mission="sandbox">' +
-      '<span class="num">Free play</span><span class="name">Sandbox</span>' +
-      '<span class="one">Every control open, no stars: try anything.</span></a></li>'
-    );
-    var list = $("stf-missions");
-    list.innerHTML = items.join("");
+    list.appendChild(el("li", null, el("a", { "class": "stf-mission sandbox", href: labHref("sandbox"), "data-mission": "sandbox" },
+      el("span", { "class": "num" }, "Free play"), el("span", { "class": "name" }, "Sandbox"),
+      el("span", { "class": "one" }, "Every control open, no stars: try anything."))));
     list.setAttribute("data-loaded", "true");
-    $("stf-total").innerHTML = '<span class="stf-total" data-earned="' + earned + '" data-total="' + total + '">★ ' +
-      earned + " of " + total + " stars earned in this browser</span>";
+    var totalBox = $("stf-total");
+    clear(totalBox);
+    totalBox.appendChild(el("span", { "class": "stf-total", "data-earned": earned, "data-total": total },
+      "★ " + earned + " of " + total + " stars earned in this browser"));
 
     var notes = [];
-    if (problem) notes.push(escapeHtml(problem));
+    if (problem) notes.push(problem);
     if (state.status === "recovered") {
       notes.push("Some saved stars could not be read; they were set aside (backed up in this browser) and the readable ones kept.");
     } else if (state.status === "unavailable") {
       notes.push("This browser does not let the page store data, so stars last only for this visit.");
     }
     var note = $("stf-note");
-    note.innerHTML = notes.length ? "<ul>" + notes.map(function (n) { return "<li>" + n + "</li>"; }).join("") + "</ul>" : "";
+    clear(note);
+    if (notes.length) note.appendChild(el("ul", null));
+    notes.forEach(function (n) { note.firstChild.appendChild(el("li", null, n)); });
     note.hidden = !notes.length;
     note.setAttribute("data-status", state.status);
+    renderBackups();
+  }
+
+  // The backups of old stars (recoveries, resets): listed, and cleared on a second click.
+  function renderBackups() {
+    var keys = window.STFStars ? window.STFStars.backups() : [];
+    var box = $("stf-backups");
+    if (!box) return;
+    var label = $("stf-backups-text");
+    label.textContent = keys.length ? (keys.length === 1 ? "1 backup" : keys.length + " backups") +
+      " of earlier stars kept in this browser: " + keys.join(", ") + "." : "";
+    box.setAttribute("data-backups", keys.length);
+    box.hidden = !keys.length;
   }
 
   function disarm() {
@@ -100,10 +135,27 @@
       return;
     }
     disarm();
-    if (window.STFStars) window.STFStars.reset();
+    var result = window.STFStars ? window.STFStars.reset() : { reset: false };
     render();
-    var status = $("stf-reset-status");
-    status.textContent = "Progress reset. (The old stars are kept aside in this browser, under " + window.STFStars.BACKUP + ".)";
+    $("stf-reset-status").textContent = result.reset
+      ? "Progress reset. (The old stars are kept aside in this browser, under " + window.STFStars.BACKUP + ".)"
+      : "Not reset: this browser's storage is too full to keep a backup of the old stars.";
+  }
+
+  function onClearBackups() {
+    var button = $("stf-clear-backups");
+    if (!clearArmed) {
+      clearArmed = true;
+      button.textContent = "Click again to delete the backups";
+      button.setAttribute("aria-pressed", "true");
+      return;
+    }
+    clearArmed = false;
+    button.textContent = "Clear backups";
+    button.setAttribute("aria-pressed", "false");
+    var n = window.STFStars ? window.STFStars.clearBackups() : 0;
+    $("stf-reset-status").textContent = n === 1 ? "1 backup deleted." : n + " backups deleted.";
+    renderBackups();
   }
 
   function start() {
@@ -111,10 +163,19 @@
     render();
     $("stf-reset").addEventListener("click", onReset);
     $("stf-reset").addEventListener("blur", function () { if (armed) disarm(); });
+    var clearButton = $("stf-clear-backups");
+    if (clearButton) {
+      clearButton.addEventListener("click", onClearBackups);
+      clearButton.addEventListener("blur", function () {
+        clearArmed = false;
+        clearButton.textContent = "Clear backups";
+        clearButton.setAttribute("aria-pressed", "false");
+      });
+    }
     window.addEventListener("keydown", function (e) { if (e.key === "Escape" && armed) disarm(); });
     // Stars earned in the lab in another tab show up here at once.
     window.addEventListener("storage", function (e) {
-      if (e.key === null || (window.STFStars && e.key === window.STFStars.KEY)) render();
+      if (e.key === null || (window.STFStars && e.key.indexOf(window.STFStars.KEY) === 0)) render();
     });
     // Coming back with the browser's Back button: the page may come from the bfcache.
     window.addEventListener("pageshow", function (e) { if (e.persisted) render(); });

@@ -148,3 +148,21 @@ def new_page(context):
 @pytest.fixture
 def page(new_page):
     return new_page()
+
+
+@pytest.fixture(scope="session")
+def missions_server():
+    """A factory: `lab serve --missions DIR` for a folder of test missions -> base URL (one server per folder)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    started = {}
+
+    def start(directory):
+        key = str(Path(directory).resolve())
+        if key not in started:
+            started[key] = start_server(["--missions", key])
+        return started[key][1]
+
+    yield start
+    for proc, _ in started.values():
+        stop_server(proc)

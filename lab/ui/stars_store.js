@@ -1,0 +1,214 @@
+// Split the Fleet: earned stars in the browser's localStorage. The one copy of this logic:
+// lab/ui/stars_bridge.py puts it into the lab's storage component (lab serve and the
+// static site's lab page), and build.py copies it to the static hub as assets/stars.js.
+//
+//   split-the-fleet:stars:v1 = {"version": 1, "stars": {"mission-id": [true, false, true]}}
+//
+// Stars are only ever added (OR-ed); reset is the one way to clear them. Unreadable data
+// is never trusted and never dropped unless it was backed up first: the raw text moves to
+// a backup key and only the unreadable parts are left out of what is rewritten, so a
+// mangled entry for one mission does not cost another mission's stars. Every backup is
+// kept until the student clears them: the newest is "split-the-fleet:stars:v1:backup",
+// older ones "split-the-fleet:stars:v1:backup:<n>" (higher n = newer). When storage is
+// blocked or full, stars that could not be written live in memory for the visit.
+//
+// Everything keyed by mission id is a null-prototype object, so ids such as "constructor"
+// or "__proto__" are plain keys. Plain script (no modules): it also runs from file://.
+var STFStars = (function () {
+  "use strict";
+
+  var KEY = "split-the-fleet:stars:v1";
+  var BACKUP = KEY + ":backup";
+  var BACKUP_N = /^split-the-fleet:stars:v1:backup(?::([1-9][0-9]{0,8}))?$/;
+  var ID = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+  var MAX_STARS = 16;
+  var MAX_MISSIONS = 500;
+  var memory = null;  // stars that could not be written (blocked or full storage), OR-ed into every read
+
+  function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
+  function dict() { return Object.create(null); }
+
+  // The storage if it can be read (a full one still can); null when blocked. Failed
+  // writes are caught where they happen and kept in `memory`.
+  function storage() {
+    try {
+      var s = window.localStorage;
+      s.getItem(KEY);
+      return s;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function get(s, key) {
+    try { return s.getItem(key); } catch (e) { return null; }
+  }
+
+  // {stars, dropped}: the readable part of parsed JSON, and whether anything was not.
+  function clean(data) {
+    var stars = dict();
+    var dropped = false;
+    if (!data || typeof data !== "object" || Array.isArray(data)) return { stars: stars, dropped: true };
+    var src = own(data, "stars") ? data.stars : null;
+    if (!src || typeof src !== "object" || Array.isArray(src)) return { stars: stars, dropped: true };
+    if (data.version !== 1) dropped = true;
+    var ids = Object.keys(src);
+    if (ids.length > MAX_MISSIONS) dropped = true;
+    ids.slice(0, MAX_MISSIONS).forEach(function (id) {
+      var value = src[id];
+      if (!ID.test(id) || !Array.isArray(value)) { dropped = true; return; }
+      if (value.length > MAX_STARS || value.some(function (v) { return typeof v !== "boolean"; })) dropped = true;
+      stars[id] = value.slice(0, MAX_STARS).map(function (v) { return v === true; });
+    });
+    return { stars: stars, dropped: dropped };
+  }
+
+  function merge(into, from) {
+    if (!from) return into;
+    Object.keys(from).forEach(function (id) {
+      var a = own(into, id) ? into[id] : [];
+      var b = from[id];
+      var n = Math.min(Math.max(a.length, b.length), MAX_STARS);
+      var out = [];
+      for (var i = 0; i < n; i++) out.push(a[i] === true || b[i] === true);
+      into[id] = out;
+    });
+    return into;
+  }
+
+  function copy(stars) { return merge(dict(), stars); }
+
+  // Every backup key in storage, newest first.
+  function backups() {
+    var s = storage();
+    if (!s) return [];
+    var found = [];
+    try {
+      for (var i = 0; i < s.length; i++) {
+        var k = s.key(i);
+        var m = k === null ? null : BACKUP_N.exec(k);
+        if (m) found.push({ key: k, n: m[1] ? Number(m[1]) : Infinity });
+      }
+    } catch (e) { return []; }
+    found.sort(function (a, b) { return b.n - a.n; });
+    return found.map(function (f) { return f.key; });
+  }
+
+  function nextNumber() {
+    var top = 0;
+    backups().forEach(function (k) {
+      var m = BACKUP_N.exec(k);
+      if (m && m[1]) top = Math.max(top, Number(m[1]));
+    });
+    return top + 1;
+  }
+
+  // Move a value from one key to another. A copy needs room for two; when storage is too
+  // full for that, the original is removed first and put back if the new key still fails,
+  // so the value is never lost. True when it now lives under `to`.
+  function move(s, from, to) {
+    var value = get(s, from);
+    if (value === null) return false;
+    try {
+      s.setItem(to, value);
+      s.removeItem(from);
+      return true;
+    } catch (e) { /* full: try as a rename */ }
+    try {
+      s.removeItem(from);
+      s.setItem(to, value);
+      return true;
+    } catch (e) {
+      try { s.setItem(from, value); } catch (e2) { /* cannot happen: its room was just freed */ }
+      return false;
+    }
+  }
+
+  // Move what is under KEY to the newest backup; the previous newest gets the next number.
+  // True when done; false leaves KEY as it was.
+  function setAside(s) {
+    var target = BACKUP;
+    if (get(s, BACKUP) !== null && !move(s, BACKUP, BACKUP + ":" + nextNumber())) target = BACKUP + ":" + nextNumber();
+    return move(s, KEY, target);
+  }
+
+  function write(stars) {
+    var s = storage();
+    if (s) {
+      try {
+        s.setItem(KEY, JSON.stringify({ version: 1, stars: stars }));
+        return true;
+      } catch (e) { /* full */ }
+    }
+    memory = merge(memory || dict(), stars);
+    return false;
+  }
+
+  // {stars, status, kept}: status "ok", "recovered" (unreadable parts set aside) or
+  // "unavailable" (blocked or full storage: some stars last only for this visit); `kept`
+  // when unreadable data could not be backed up and so was left where it was, untouched.
+  function load() {
+    var s = storage();
+    if (!s) return { stars: copy(memory), status: "unavailable", kept: false };
+    var raw = get(s, KEY);
+    if (raw === null) return finish({ stars: dict(), status: "ok", kept: false });
+    var result;
+    try {
+      result = clean(JSON.parse(raw));
+    } catch (e) {
+      result = { stars: dict(), dropped: true };
+    }
+    if (!result.dropped) return finish({ stars: result.stars, status: "ok", kept: false });
+    if (!setAside(s)) return finish({ stars: result.stars, status: "recovered", kept: true });
+    write(result.stars);
+    return finish({ stars: result.stars, status: "recovered", kept: false });
+  }
+
+  function finish(state) {
+    if (memory) {
+      merge(state.stars, memory);
+      if (state.status === "ok") state.status = "unavailable";
+    }
+    return state;
+  }
+
+  function read() {
+    var state = load();
+    return { stars: state.stars, status: state.status };
+  }
+
+  function earn(id, list) {
+    if (typeof id !== "string" || !ID.test(id) || !Array.isArray(list)) return read();
+    var current = load();
+    var add = dict();
+    add[id] = list.slice(0, MAX_STARS).map(function (v) { return v === true; });
+    var merged = merge(current.stars, add);
+    if (current.kept) memory = merge(memory || dict(), add);  // never overwrite what was not backed up
+    else write(merged);
+    return read();
+  }
+
+  // Forget every star (the old ones go to a new backup). {stars, status, reset}: `reset`
+  // is false when storage was too full to keep a backup, and then nothing was removed.
+  function reset() {
+    var s = storage();
+    memory = null;
+    var done = true;
+    if (s && get(s, KEY) !== null) done = setAside(s);
+    var state = read();
+    state.reset = done;
+    return state;
+  }
+
+  function clearBackups() {
+    var s = storage();
+    if (!s) return 0;
+    var keys = backups();
+    keys.forEach(function (k) { try { s.removeItem(k); } catch (e) { /* blocked */ } });
+    return keys.length;
+  }
+
+  return { KEY: KEY, BACKUP: BACKUP, ID: ID, MAX_STARS: MAX_STARS, read: read, earn: earn, reset: reset,
+           clean: clean, backups: backups, clearBackups: clearBackups, own: own };
+})();
+if (typeof window !== "undefined") window.STFStars = STFStars;
