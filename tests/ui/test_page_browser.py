@@ -32,6 +32,7 @@ def _helpers(name):
 _server = _helpers("conftest")
 _browser = _helpers("test_browser")
 start_server, stop_server = _server.start_server, _server.stop_server
+write_trace_mission = _helpers("trace_mission").write_trace_mission
 canvas_window, painted, settle = _browser.canvas_window, _browser.painted, _browser.settle
 
 pytestmark = pytest.mark.browser
@@ -262,15 +263,11 @@ def folder_server(tmp_path_factory):
     if not os.path.exists("/usr/bin/chromium"):
         pytest.skip("/usr/bin/chromium is not installed")
     folder = tmp_path_factory.mktemp("missions")
-    (folder / "traces").mkdir()
     shutil.copy(REPO / "missions" / "01-mixing-hurts.json", folder / "01-mixing-hurts.json")
-    trace_mission = json.loads((REPO / "missions" / "08-conversation-trace.json").read_text(encoding="utf-8"))
-    trace = trace_mission["scenario"]["workload"]["trace"]["path"]
-    shutil.copy(REPO / "missions" / trace, folder / trace)
-    (folder / "08-conversation-trace.json").write_text(json.dumps(trace_mission), encoding="utf-8")
+    trace_mission, trace = write_trace_mission(folder)
     proc, base = start_server(["--missions", str(folder)])
     try:
-        yield base, folder, trace_mission, folder / trace
+        yield base, folder, trace_mission, trace
     finally:
         stop_server(proc)
 

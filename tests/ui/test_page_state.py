@@ -21,6 +21,7 @@ from lab.ui.catalog import SANDBOX_ID, Catalog, folder_fingerprint  # noqa: E402
 from lab.ui.controls import Controls, replay_html  # noqa: E402
 from lab.ui.metrics_view import MetricsView, metrics_html, run_cut_html  # noqa: E402
 from lab.ui.state import WINDOW_S, LabState, parse_search  # noqa: E402
+from trace_mission import write_trace_mission  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "missions"
@@ -37,13 +38,9 @@ def catalog():
 
 
 def trace_folder(tmp_path):
-    """A missions folder with the conversation-trace mission and its trace (a copy)."""
-    (tmp_path / "traces").mkdir()
-    src = json.loads((REPO / "missions" / "08-conversation-trace.json").read_text(encoding="utf-8"))
-    trace = src["scenario"]["workload"]["trace"]["path"]
-    shutil.copy(REPO / "missions" / trace, tmp_path / trace)
-    (tmp_path / "08-conversation-trace.json").write_text(json.dumps(src), encoding="utf-8")
-    return src["id"], tmp_path / trace
+    """A missions folder with a mission that replays a trace file beside it."""
+    mission, trace = write_trace_mission(tmp_path)
+    return mission["id"], trace
 
 
 # ---------------------------------------------------------------- 1. a run never hangs the page
