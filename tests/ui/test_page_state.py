@@ -4,7 +4,6 @@ the catalog reload, next slow step, idle controls and the sandbox's trace replay
 The browser side of the same defects is in test_page_browser.py.
 """
 
-import json
 import os
 import shutil
 from pathlib import Path
