@@ -213,24 +213,32 @@ def timeline_data(result, tpot_ms):
             out[name] = {c: _narrow(np.concatenate([ch[c] for ch in chunks])) for c in cols}
         else:
             out[name] = _empty(cols)
-    # The link: wire time (start..end) and waiting (ready..start).
+    # The link: wire time and waiting (ready..first byte on the wire). A layer-wise transfer is
+    # on the wire only while its layers' chunks are (Transfer.wire_spans): drawing it start..end
+    # would paint other transfers' chunks, which share the wire in between, as its own.
     transfers = result.transfers
     if transfers and link_row is not None:
         k = len(transfers)
         ready = np.fromiter((t.ready for t in transfers), float, k)
         begin = np.fromiter((t.start for t in transfers), float, k)
-        finish = np.fromiter((t.end for t in transfers), float, k)
+        spans = [t.wire_spans() for t in transfers]
+        per = np.fromiter((len(sp) for sp in spans), np.int64, k)
+        lefts = np.fromiter((a for sp in spans for a, _ in sp), float, int(per.sum()))
+        rights = np.fromiter((b for sp in spans for _, b in sp), float, int(per.sum()))
+        owner = np.repeat(np.arange(k), per)
+        wire_s = np.bincount(owner, weights=rights - lefts, minlength=k)
         common = {
             "req": np.fromiter((t.request for t in transfers), np.int32, k),
             "src": np.fromiter((t.src_gpu for t in transfers), np.int32, k),
             "dst": np.fromiter((t.dst_gpu for t in transfers), np.int32, k),
             "mb": np.fromiter((t.bytes for t in transfers), float, k) / 1e6,
             "wait_ms": (begin - ready) * 1000.0,
-            "wire_ms": (finish - begin) * 1000.0,
+            "wire_ms": wire_s * 1000.0,
             "ready_ms": ready * 1000.0,
             "y": np.full(k, link_row, dtype=F32),
         }
-        out["wire"] = {c: _narrow(v) for c, v in {"left": begin, "right": finish, **common}.items()}
+        out["wire"] = {c: _narrow(v) for c, v in {"left": lefts, "right": rights,
+                                                  **{n: col[owner] for n, col in common.items()}}.items()}
         waiting = begin > ready
         out["wait"] = {c: _narrow(v[waiting]) for c, v in {"left": ready, "right": begin, **common}.items()}
     else:

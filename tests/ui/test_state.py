@@ -513,3 +513,26 @@ def test_a_lone_change_runs_at_once_and_a_burst_is_debounced(monkeypatch):
     clock[0] += 1.0  # a quiet second later
     assert app.LabApp._change_delay(lab) == app.FIRST_MS
     assert app.FIRST_MS < app.DEBOUNCE_MS <= 80
+
+
+def test_a_layerwise_fifo_link_row_draws_only_the_wire_time_and_never_overlaps():
+    """Layer-wise chunks of several transfers share the fifo wire: the row shows each chunk, not start..end."""
+    from lab.ui.canvas import timeline_data
+
+    sc = core.load_scenario({"seed": 3, "workload": {"rate": 20, "duration_s": 6, "prompt_tokens": 2000, "output_tokens": 50},
+                             "fleet": {"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2,
+                                       "link": {"gbytes_per_s": 5, "layerwise": True}}})
+    result = core.simulate(sc)
+    wire = timeline_data(result, 25.0)["wire"]
+    layers = len(result.transfers[0].layer_starts)
+    assert layers > 1 and len(wire["left"]) == layers * len(result.transfers)
+    order = np.argsort(wire["left"], kind="stable")
+    left, right = np.asarray(wire["left"], float)[order], np.asarray(wire["right"], float)[order]
+    assert np.all(left[1:] >= right[:-1] - 1e-6), "two chunks on the fifo wire at once"
+    hulls = sum(t.end - t.start for t in result.transfers)
+    assert float(np.sum(right - left)) < 0.9 * hulls  # the wire is free between a stream's chunks
+    # The hover still tells each transfer's own wire time, once per chunk.
+    first = result.transfers[0]
+    rows = [i for i, r in enumerate(wire["req"]) if r == first.request]
+    assert len(rows) == layers
+    assert np.allclose(np.asarray(wire["wire_ms"])[rows], layers * first.layer_s * 1000.0, rtol=1e-4)
