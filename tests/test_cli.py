@@ -110,6 +110,9 @@ def test_sweep_rejects_bad_ranges(scenario_file, capsys):
     assert "at most 200" in capsys.readouterr().err
     assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,x"]) == 2
     assert "--vary" in capsys.readouterr().err
+    for bad in ("workload.rate=1:1e999:1", "workload.rate=nan:2:1", "workload.rate=1,1e400"):
+        assert main(["sweep", str(scenario_file), "--vary", bad]) == 2  # was OverflowError / ValueError
+        assert "finite number" in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_as_a_subprocess(scenario_file):
