@@ -51,7 +51,13 @@ def _json_safe(value):
 
 
 def write_requests_csv(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    from lab.core import LabError
+
+    try:
+        fh = open(path, "w", newline="", encoding="utf-8")
+    except OSError as exc:
+        raise LabError("--requests-csv", f"cannot write {path!r}: {exc.strerror or exc}") from None
+    with fh:
         writer = csv.writer(fh)
         writer.writerow(REQUEST_COLUMNS)
         for row in rows:

@@ -188,3 +188,12 @@ def test_serve_on_a_busy_port_is_an_error_not_a_traceback(capsys):
         assert main(["serve", "--port", str(port), "--no-show"]) == 2
     err = capsys.readouterr().err
     assert f"error: --port: port {port} is in use" in err and "Traceback" not in err
+
+
+def test_overrides_on_a_non_object_and_an_unwritable_csv_are_errors(tmp_path, scenario_file, capsys):
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    assert main(["run", str(listed), "--set", "fleet.gpus=2"]) == 2  # was TypeError
+    assert "error: expected a scenario object to apply --set to, got a list" in capsys.readouterr().err
+    assert main(["run", str(scenario_file), "--requests-csv", str(tmp_path / "no-such-dir" / "r.csv")]) == 2
+    assert "error: --requests-csv: cannot write" in capsys.readouterr().err

@@ -90,5 +90,7 @@ def load_scenario(source, overrides=(), base_dir=None):
         prefix = "scenario"
         roots = (base_dir,)
     if overrides:
+        if not isinstance(data, dict):
+            raise LabError(prefix, f"expected a scenario object to apply --set to, got {F.describe(data)}")
         data = apply_overrides(data, overrides)
     return Scenario.from_dict(data, prefix, base_dir, roots)
