@@ -209,3 +209,24 @@ def test_the_bases_are_valid():
     load_scenario(SCENARIO)
     load_scenario(TRACE_SCENARIO)
     load_mission(MISSION, base_dir=str(REPO / "missions"))
+
+
+TRACE_HEADERS = ["arrival_s,prompt_tokens,output_tokens", "arrived_at,num_prefill_tokens,num_decode_tokens",
+                 "TIMESTAMP,ContextTokens,GeneratedTokens", "x,y", ""]
+cells = st.one_of(st.sampled_from(["0", "1", "-1", "1e306", "1e999", "nan", "inf", "2.5", "", "1" * 5000, '"', "\0",
+                                   "2023-11-16 18:15:46.6805900", "2023-11-16 18:15:46." + "9" * 400, "9999-12-31 23:59:59"]),
+                  st.text(max_size=12))
+
+
+@HOSTILE
+@given(st.sampled_from(TRACE_HEADERS), st.lists(st.lists(cells, max_size=4), max_size=8), st.booleans())
+def test_trace_text_raises_only_lab_error_and_never_echoes_it(header, rows, huge_field):
+    from lab.core import parse_trace_text
+
+    text = header + "\n" + "\n".join(",".join(row) for row in rows) + "\n"
+    if huge_field:
+        text += "0," + "7" * 200_000 + ",1\n"  # over csv's field-size limit
+    try:
+        parse_trace_text(text, "upload.csv")
+    except LabError as exc:
+        assert "7777777777" not in str(exc) and "1111111111" not in str(exc)
