@@ -2,7 +2,8 @@
 
     python benchmarks/fuzz.py --n 10000 --seed 1 [--workers 1] [--save-dir fuzz-out]
 
-Every scenario is loaded (sometimes through JSON text), simulated and summarised in a
+Every scenario (a tenth of them replaying a random trace CSV) is loaded (sometimes
+through JSON text), simulated and summarised in a
 worker process that runs under a memory limit (RLIMIT_AS) and a wall-clock timeout.
 The counts printed at the end:
 
@@ -12,8 +13,8 @@ The counts printed at the end:
               the memory limit); the first few are saved to --save-dir for replay
     hung      no answer within --timeout seconds (the worker is killed); saved too
 
-Replay a saved scenario with `python -m lab run SAVED.json` (each file is the scenario;
-the failure is in SAVED.txt). Scenarios are kept short (1 to 20 s of arrivals) so
+Replay a saved scenario with `python -m lab run SAVED.json` (each file is the scenario,
+with its trace in SAVED.csv if it has one; the failure is in SAVED.txt). Scenarios are kept short (1 to 20 s of arrivals) so
 10,000 of them take minutes on one core.
 """
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-__all__ = ["random_scenario", "run_one", "main"]
+__all__ = ["random_scenario", "random_trace", "random_job", "run_one", "main"]
 
 STATUSES = ("ok", "rejected", "crashed", "hung")
 
@@ -144,10 +145,40 @@ def random_scenario(rng):
     for key, lo, hi in (("ttft_s", 0.001, 100), ("tpot_ms", 0.1, 10_000), ("max_gap_ms", 0.1, 100_000)):
         if rng.random() < 0.6:
             slo[key] = _pick(rng, lambda: _log_uniform(rng, lo, hi), BAD)
+    if rng.random() < 0.1:  # replay a random trace instead (its CSV text comes from random_trace)
+        workload = {"trace": {"path": "trace.csv"}}
+        for key, valid, bad in (("start_s", lambda: rng.choice([0, 0.5, 5, 1e6]), BAD + [1e13]),
+                                ("duration_s", lambda: rng.uniform(0.1, 20), BAD + [7201]),
+                                ("time_scale", lambda: _log_uniform(rng, 0.001, 1000), BAD + [1001])):
+            if rng.random() < 0.5:
+                workload["trace"][key] = _pick(rng, valid, bad)
     raw = {"workload": workload, "fleet": fleet, "model": model, "slo": slo,
            "seed": _pick(rng, lambda: rng.randrange(2**63), BAD + [2**63]),
            "drain_s": _pick(rng, lambda: rng.choice([0, 1, 10, 60, 120]), BAD + [7200, 7201])}
     return raw
+
+
+def random_trace(rng):
+    """CSV text in one of the trace formats, with extreme (sometimes invalid) cells."""
+    rng = _Gen(rng, rng.choice([0.0, 0.0, 0.05]))
+    header = _pick(rng, lambda: rng.choice(["arrival_s,prompt_tokens,output_tokens", "arrived_at,num_prefill_tokens,num_decode_tokens"]),
+                   ["TIMESTAMP,ContextTokens,GeneratedTokens", "a,b,c", ""])
+    t = 0.0
+    lines = [header]
+    for _ in range(rng.randint(0, 200)):
+        t += _log_uniform(rng, 1e-6, 10) if rng.random() < 0.9 else rng.choice([0, 1e6, 1e11])
+        cells = [repr(t), str(rng.choice([1, 16, 2000, 100_000, 1_000_000])), str(rng.choice([1, 2, 200, 10_000]))]
+        if rng.random() < rng.p_bad:
+            cells[rng.randrange(3)] = rng.choice(["", "x", "-1", "nan", "inf", "1e306", "2.5", "1e999", "1" * 400])
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def random_job(rng):
+    """(scenario dict, load through JSON text?, trace CSV text or None): run_one's arguments."""
+    raw = random_scenario(rng)
+    trace = random_trace(rng) if "trace" in raw["workload"] else None
+    return raw, rng.random() < 0.3, trace
 
 
 # ---------------------------------------------------------------- one run
@@ -156,15 +187,22 @@ def _finite(metrics):
     return all(v is None or isinstance(v, (bool, str)) or math.isfinite(v) for v in metrics.values())
 
 
-def run_one(raw, as_text=False):
-    """("ok" | "rejected" | "crashed", detail). `as_text` loads the scenario through JSON text."""
+def run_one(raw, as_text=False, trace_text=None):
+    """("ok" | "rejected" | "crashed", detail). `as_text` loads the scenario through JSON text;
+    `trace_text` is written as trace.csv in a temporary folder the scenario is loaded from."""
+    import tempfile
+
     from lab import core
     from lab.core.loading import parse_json
 
     try:
-        data = parse_json(json.dumps(raw), "fuzz.json") if as_text else raw
-        scenario = core.load_scenario(data)
-        metrics = core.summarize(core.simulate(scenario))
+        with tempfile.TemporaryDirectory(prefix="fuzz-") as folder:
+            if trace_text is not None:
+                with open(os.path.join(folder, "trace.csv"), "w", encoding="utf-8") as fh:
+                    fh.write(trace_text)
+            data = parse_json(json.dumps(raw), "fuzz.json") if as_text else raw
+            scenario = core.load_scenario(data, base_dir=folder)
+            metrics = core.summarize(core.simulate(scenario))
     except core.LabError as exc:
         return "rejected", str(exc)[:300]
     except Exception:  # noqa: BLE001 - every other exception is what the fuzz looks for
@@ -184,9 +222,8 @@ def _worker(conn, memory_bytes):
         job = conn.recv()
         if job is None:
             return
-        raw, as_text = job
         try:
-            conn.send(run_one(raw, as_text))
+            conn.send(run_one(*job))
         except MemoryError:
             conn.send(("crashed", "MemoryError (over the memory limit)"))
 
@@ -218,12 +255,17 @@ class Worker:
             self.kill()
 
 
-def _save(save_dir, index, status, raw, detail, saved):
+def _save(save_dir, index, status, job, detail, saved):
     if save_dir is None or saved[status] >= 10:
         return
     saved[status] += 1
     save_dir.mkdir(parents=True, exist_ok=True)
     stem = save_dir / f"{status}-{index:05d}"
+    raw, _, trace_text = job
+    if trace_text is not None:  # replayable as a bare scenario: the trace sits next to it
+        raw = json.loads(json.dumps(raw))
+        raw["workload"]["trace"]["path"] = stem.name + ".csv"
+        stem.with_suffix(".csv").write_text(trace_text, encoding="utf-8")
     stem.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=repr, allow_nan=True) + "\n", encoding="utf-8")
     stem.with_suffix(".txt").write_text(detail, encoding="utf-8")
 
@@ -239,7 +281,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
-    jobs = [(random_scenario(rng), rng.random() < 0.3) for _ in range(args.n)]
+    jobs = [random_job(rng) for _ in range(args.n)]
     ctx = mp.get_context("fork" if sys.platform != "win32" else "spawn")
     memory = args.memory_mb * 1024 * 1024
     counts = dict.fromkeys(STATUSES, 0)
@@ -273,7 +315,7 @@ def main(argv=None):
                     field = detail.split(":", 1)[0]
                     reasons[field] = reasons.get(field, 0) + 1
                 if status in ("crashed", "hung"):
-                    _save(args.save_dir, index, status, job[0], detail, saved)
+                    _save(args.save_dir, index, status, job, detail, saved)
                     print(f"{status} #{index}: {detail.strip().splitlines()[-1][:200]}", file=sys.stderr)
                 if status == "hung" or not worker.alive:
                     worker.kill()

@@ -22,12 +22,24 @@ def test_fuzz_scenarios_are_ok_or_rejected(fuzz):
     rng = random.Random(20261201)
     outcomes = []
     for i in range(30):
-        raw = fuzz.random_scenario(rng)
-        status, detail = fuzz.run_one(raw, as_text=i % 3 == 0)
-        assert status in ("ok", "rejected"), f"scenario {i} {status}:\n{detail}\n{raw}"
+        job = fuzz.random_job(rng)
+        status, detail = fuzz.run_one(*job)
+        assert status in ("ok", "rejected"), f"scenario {i} {status}:\n{detail}\n{job}"
         outcomes.append(status)
     # The generator makes both kinds, or it tests nothing.
     assert "ok" in outcomes and "rejected" in outcomes
+
+
+def test_fuzz_traces_are_ok_or_rejected(fuzz):
+    rng = random.Random(7)
+    outcomes = []
+    for i in range(15):
+        raw = {"workload": {"trace": {"path": "trace.csv", "time_scale": rng.choice([0.001, 1, 1000])}},
+               "fleet": {"layout": "colocated", "gpus": 2}}
+        status, detail = fuzz.run_one(raw, trace_text=fuzz.random_trace(rng))
+        assert status in ("ok", "rejected"), f"trace {i} {status}:\n{detail}"
+        outcomes.append(status)
+    assert "ok" in outcomes
 
 
 def test_run_one_reports_other_exceptions_as_crashes(fuzz, monkeypatch):
