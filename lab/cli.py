@@ -54,12 +54,47 @@ def _json_safe(value):
 
 def write_requests_csv(path, rows, metrics):
     """One row per request, then RUN_COLUMNS taken from the run's `metrics` (empty = None)."""
+    from lab.core import LabError
+
     run = ["" if metrics[c] is None else metrics[c] for c in RUN_COLUMNS]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    try:
+        fh = open(path, "w", newline="", encoding="utf-8")
+    except OSError as exc:
+        raise LabError("--requests-csv", f"cannot write {path!r}: {exc.strerror or exc}") from None
+    with fh:
         writer = csv.writer(fh)
         writer.writerow(REQUEST_COLUMNS + RUN_COLUMNS)
         for row in rows:
             writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS] + run)
+
+
+def describe_run(scenario, result):
+    """Header lines for `lab run`: this scenario's workload, and step times at its own lengths."""
+    from lab import core
+
+    wl = scenario.workload
+    reqs = result.requests
+    if wl.trace is not None:
+        source = f"trace {os.path.basename(wl.trace.path)}" + (f" x{wl.trace.time_scale:g} time" if wl.trace.time_scale != 1 else "")
+    else:
+        source = f"Poisson {wl.rate:g} req/s" + (f" in {len(wl.phases) + 1} phases" if wl.phases else "")
+    lines = [f"workload: {len(reqs):,} requests in {result.arrivals_end:g} s ({source})"]
+    model = scenario.model
+    if reqs:
+        prompt = sum(r.prompt_tokens for r in reqs) / len(reqs)
+        output = sum(r.output_tokens for r in reqs) / len(reqs)
+        lines[0] += f"; prompts mean {prompt:,.0f} tokens (max {max(r.prompt_tokens for r in reqs):,}), outputs mean {output:,.0f}"
+        step = core.step_time_fn(model)
+        seqs = min(32, scenario.fleet.max_batch_seqs)
+        context = round(prompt + output / 2)
+        lines.append(
+            f"{model.cost} cost model, {model.llm} on {model.gpu}: prefill {prompt:,.0f} tokens {step(0, 0, round(prompt)) * 1000:.1f} ms; "
+            f"decode {seqs} seqs x {context:,} ctx {step(seqs, seqs * context, 0) * 1000:.1f} ms; "
+            f"KV {model.kv_bytes_per_token / 1024:.0f} KiB/token, {model.kv_tokens_per_gpu:,} tokens/GPU"
+        )
+    else:
+        lines.append(f"{model.cost} cost model, {model.llm} on {model.gpu}; KV {model.kv_tokens_per_gpu:,} tokens/GPU")
+    return lines
 
 
 def cmd_run(args):
@@ -82,7 +117,8 @@ def cmd_run(args):
                  if fleet.layout == "colocated" else
                  f"{fleet.prefill_gpus} prefill + {fleet.decode_gpus} decode GPUs, link {fleet.link.gbytes_per_s:g} GB/s {fleet.link.sharing}")
         print(f"{args.file}: {shape}")
-        print(f"  {core.describe_model(scenario.model)}")
+        for line in describe_run(scenario, result):
+            print(f"  {line}")
         print(format_metrics(metrics))
         if result.capped == "drain_s":
             print(f"  note: overloaded; the run stopped {scenario.drain_s:g} s after arrivals ended with "
@@ -155,6 +191,7 @@ def mission_files(paths):
 
 
 def cmd_check(args):
+    """Check every file and report each (OK or its errors); exit 1 if any failed."""
     from lab.core import LabError
     from lab.core.missions import load_mission
     from lab.core.solver import check_mission
@@ -164,17 +201,32 @@ def cmd_check(args):
         raise LabError("check", f"no mission files in {' '.join(args.files)}")
     failed = 0
     reports = []
+    first_file_of = {}  # mission id -> the first file that uses it
+
+    def fail(path, problem):
+        nonlocal failed
+        failed += 1
+        if args.json:
+            reports.append({"file": path, "ok": False, "problems": [problem]})
+        else:
+            print(f"FAIL {path}\n  {problem}")
+
     for path in files:
         try:
             mission = load_mission(path)
         except LabError as exc:
-            failed += 1
-            if args.json:
-                reports.append({"file": path, "ok": False, "problems": [str(exc)]})
-            else:
-                print(f"FAIL {path}\n  {exc}")
+            fail(path, str(exc))
             continue
-        report = check_mission(mission, time_budget_s=args.time_budget)
+        if mission.id in first_file_of:
+            # serve and build.py key missions by id: a second file with one id would hide the first.
+            fail(path, f"id: {mission.id!r} is also the id of {first_file_of[mission.id]}; mission ids must be unique")
+            continue
+        first_file_of[mission.id] = path
+        try:
+            report = check_mission(mission, time_budget_s=args.time_budget)
+        except LabError as exc:
+            fail(path, str(exc))
+            continue
         if args.json:
             reports.append({"file": path, **report.to_dict()})
         else:

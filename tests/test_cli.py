@@ -145,6 +145,9 @@ def test_sweep_rejects_bad_ranges(scenario_file, capsys):
     assert "at most 200" in capsys.readouterr().err
     assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,x"]) == 2
     assert "--vary" in capsys.readouterr().err
+    for bad in ("workload.rate=1:1e999:1", "workload.rate=nan:2:1", "workload.rate=1,1e400"):
+        assert main(["sweep", str(scenario_file), "--vary", bad]) == 2  # was OverflowError / ValueError
+        assert "finite number" in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_as_a_subprocess(scenario_file):
@@ -152,3 +155,80 @@ def test_module_entry_point_runs_as_a_subprocess(scenario_file):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["requests"] > 0
+
+
+# ---------------------------------------------------------------- errors, not tracebacks (issue 8)
+
+@pytest.mark.parametrize("override,fragment", [
+    ("fleet.gpus=1" + "0" * 5000, "fleet.gpus: 1000000000000000...00000 (a 5,001-character number) is too large"),
+    ("fleet.gpus=1" + "0" * 400, "fleet.gpus: "),
+    ("workload.rate=1e999", "workload.rate: 1e999 is too large"),
+    ("fleet.chunk_tokens=false", "fleet.chunk_tokens: expected a whole number, got false"),
+])
+def test_hostile_overrides_are_errors_not_tracebacks(scenario_file, capsys, override, fragment):
+    assert main(["run", str(scenario_file), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and fragment in err and "Traceback" not in err
+
+
+def test_run_header_describes_this_scenario(tmp_path, capsys):
+    raw = json.loads(json.dumps(SCENARIO))
+    raw["workload"]["prompt_tokens"] = 6000
+    raw["workload"]["rate"] = 2
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(raw))
+    assert main(["run", str(path)]) == 0
+    out = capsys.readouterr().out
+    header = out.split("\n")[:3]
+    assert "prefill 6,000 tokens" in header[2] and "2,000" not in header[2]
+    assert "Poisson 2 req/s" in header[1] and "prompts mean 6,000 tokens" in header[1]
+
+
+def write_mission(folder, name, mutate=None):
+    data = json.loads((REPO / "missions" / "07-book-store.json").read_text(encoding="utf-8"))
+    data["scenario"]["workload"]["duration_s"] = 10  # a quick solve
+    if mutate:
+        mutate(data)
+    (folder / name).write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_check_reports_every_file_and_duplicate_ids(tmp_path, capsys):
+    write_mission(tmp_path, "a-first.json")
+    (tmp_path / "b-broken.json").write_text('{"id": ', encoding="utf-8")
+    write_mission(tmp_path, "c-same-id.json", lambda d: d.update(order=8))
+    (tmp_path / "d-latin1.json").write_bytes(b'{"id": "caf\xe9"}')
+    write_mission(tmp_path, "e-fine.json", lambda d: d.update(id="another", order=9))
+    assert main(["check", str(tmp_path), "--time-budget", "60"]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL {tmp_path / 'b-broken.json'}" in out and "malformed JSON" in out
+    assert f"FAIL {tmp_path / 'c-same-id.json'}" in out
+    assert f"'book-store' is also the id of {tmp_path / 'a-first.json'}" in out
+    assert f"FAIL {tmp_path / 'd-latin1.json'}" in out and "not UTF-8" in out
+    # The good files after the bad ones were checked too.
+    assert f"{tmp_path / 'a-first.json'}: book-store" in out and f"{tmp_path / 'e-fine.json'}: another" in out
+    assert "2 of 5 missions OK" in out
+    assert main(["check", str(tmp_path / "b-broken.json"), str(tmp_path / "c-same-id.json"), "--json"]) == 1
+    reports = json.loads(capsys.readouterr().out)
+    assert [r["ok"] for r in reports] == [False, True]  # alone, the copy is fine
+
+
+def test_serve_on_a_busy_port_is_an_error_not_a_traceback(capsys):
+    pytest.importorskip("panel")
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--no-show"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --port: port {port} is in use" in err and "Traceback" not in err
+
+
+def test_overrides_on_a_non_object_and_an_unwritable_csv_are_errors(tmp_path, scenario_file, capsys):
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    assert main(["run", str(listed), "--set", "fleet.gpus=2"]) == 2  # was TypeError
+    assert "error: expected a scenario object to apply --set to, got a list" in capsys.readouterr().err
+    assert main(["run", str(scenario_file), "--requests-csv", str(tmp_path / "no-such-dir" / "r.csv")]) == 2
+    assert "error: --requests-csv: cannot write" in capsys.readouterr().err

@@ -109,20 +109,54 @@ def test_the_tree_ships_no_trace_data():
         assert "synthetic" in m.brief and "Azure/AzurePublicDataset" in m.brief and "CC-BY" in m.brief
 
 
+def write_trace_mission(folder, trace_path="traces/t.csv", rows=40):
+    """The book-store mission replaying a small CSV at `folder/traces/t.csv` (not the tree's traces)."""
+    data = json.loads((MISSIONS / "07-book-store.json").read_text(encoding="utf-8"))
+    data.update(id="trace-copy", order=99)
+    data["scenario"]["workload"] = {"trace": {"path": trace_path}}
+    (folder / "traces").mkdir(parents=True, exist_ok=True)
+    (folder / "traces" / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.25},{500 + i},{20 + i}\n" for i in range(rows)))
+    path = folder / "99-trace-copy.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
 def test_missions_load_from_a_copied_folder(tmp_path):
     """Like the wheel's lab/missions: trace paths resolve against the mission file."""
     target = tmp_path / "missions"
     shutil.copytree(MISSIONS, target)
-    (target / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,10\n0.5,200,20\n", encoding="utf-8")
-    data = json.loads((MISSIONS / "08-conversation-trace.json").read_text(encoding="utf-8"))
-    data.update(id="replayed", order=99)
-    data["scenario"]["workload"] = {"trace": {"path": "t.csv"}}
-    (target / "99-replayed.json").write_text(json.dumps(data), encoding="utf-8")
-    missions = list_missions(target)
-    assert [m.id for m in missions] == [m.id for m in list_missions()] + ["replayed"]
-    trace_mission = next(m for m in missions if m.scenario.workload.trace is not None)
+    shipped = [m.id for m in list_missions(target)]
+    assert shipped == [m.id for m in list_missions()]
+    write_trace_mission(target)
+    trace_mission = next(m for m in list_missions(target) if m.id == "trace-copy")
     assert trace_mission.scenario.workload.trace.base_dir == str(target)
-    assert run(trace_mission.scenario)["requests"] > 0
+    assert run(trace_mission.scenario)["requests"] == 40
+    assert run(trace_mission.apply({"layout": "disaggregated"}))["requests"] == 40
+
+
+def test_a_mission_trace_must_stay_in_its_folder(tmp_path):
+    (tmp_path / "elsewhere.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
+    for where in ("../elsewhere.csv", str(tmp_path / "elsewhere.csv"), "/etc/passwd"):
+        with pytest.raises(LabError) as err:
+            load_mission(write_trace_mission(tmp_path / "m", where))
+        assert err.value.path == "scenario.workload.trace.path"
+        assert "outside" in err.value.detail
+    (tmp_path / "m" / "traces" / "dir.csv").mkdir()
+    with pytest.raises(LabError, match="not a regular file"):
+        load_mission(write_trace_mission(tmp_path / "m", "traces/dir.csv"))
+
+
+def test_unreadable_mission_files_are_lab_errors(tmp_path):
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes((MISSIONS / "07-book-store.json").read_bytes().replace(b"book store", b"librair\xe9"))
+    with pytest.raises(LabError, match="not UTF-8 text"):
+        load_mission(latin1)
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"brief": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    with pytest.raises(LabError, match="nested too deeply"):
+        load_mission(deep)
+    with pytest.raises(LabError, match="NUL"):
+        load_mission("missions/\0.json")
 
 
 def test_duplicate_ids_in_a_folder_are_rejected(tmp_path):
@@ -265,13 +299,11 @@ def test_apply_respects_steps_and_choice_types():
 
 
 def test_apply_on_a_trace_mission(tmp_path):
-    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,10\n0.5,200,20\n", encoding="utf-8")
-    data = json.loads((MISSIONS / "08-conversation-trace.json").read_text(encoding="utf-8"))
-    data["scenario"]["workload"] = {"trace": {"path": "t.csv"}}
-    m = load_mission(data, base_dir=str(tmp_path))
-    s = m.apply({"prefill_gpus": 2, "decode_gpus": 4})
+    m = load_mission(write_trace_mission(tmp_path))
+    s = m.apply({"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 4})
     assert s.workload == m.scenario.workload
     assert s.workload.trace.base_dir == str(tmp_path)
+    assert s.workload.trace.roots == (str(tmp_path),)  # still only the mission's folder
     assert (s.fleet.prefill_gpus, s.fleet.decode_gpus) == (2, 4)
 
 
@@ -295,6 +327,11 @@ def test_float_controls_and_grids():
 BROKEN = {
     "missing-id.json": ("id", "required field is missing"),
     "id-not-a-slug.json": ("id", "'Mixing Hurts' is not a slug"),
+    "id-with-trailing-newline.json": ("id", "'mixing-hurts\\n' is not a slug"),  # the slug must match the whole id
+    "order-too-large.json": ("order", "too large: must be at least 0 and at most 1,000,000"),
+    "star-op-is-a-list.json": ("stars[0].when[0].op", "a list is not an operator"),
+    "chunk-tokens-false.json": ("scenario.fleet.chunk_tokens", "expected a whole number, got false"),
+    "trace-outside-the-folder.json": ("scenario.workload.trace.path", "outside"),
     "order-is-text.json": ("order", "expected a whole number, got '1'"),
     "brief-is-a-number.json": ("brief", "expected Markdown text or a list of lines, got 5"),
     "summary-two-lines.json": ("summary", "must be one line"),

@@ -419,3 +419,129 @@ def test_to_dict_is_minimal_json():
     json.dumps(out)
     assert "chunk_tokens" not in out["fleet"]  # None is left out
     assert out["fleet"]["gpus"] == 2 and out["workload"]["rate"] == 4
+
+
+# ---------------------------------------------------------------- hostile numbers (issue 8)
+
+HUGE_INT = "1" + "0" * 5000  # over Python's 4,300-digit int-string limit
+LONG_INT = "1" + "0" * 400  # fits an int, overflows a float
+
+
+@pytest.mark.parametrize("override,path,fragment", [
+    (f"fleet.gpus={HUGE_INT}", "fleet.gpus", "too large: must be at least 1 and at most 64"),
+    (f"fleet.gpus={LONG_INT}", "fleet.gpus", "too large: must be at least 1 and at most 64"),
+    (f"workload.rate={LONG_INT}", "workload.rate", "too large: must be at least 0 and at most 10,000"),
+    ("workload.rate=1e999", "workload.rate", "1e999 is too large"),
+    ("drain_s=-1e999", "drain_s", "-1e999 is too small"),
+    (f"seed={HUGE_INT}", "seed", "too large"),
+    (f"workload.prompt_tokens={LONG_INT}", "workload.prompt_tokens.value", "too large"),
+    (f"slo.ttft_s={LONG_INT}.5", "slo.ttft_s", "too large"),
+])
+def test_huge_numbers_in_overrides_name_the_field(override, path, fragment):
+    with pytest.raises(LabError) as info:
+        load_scenario(BASE, [override])
+    assert info.value.path == path
+    assert fragment in info.value.detail
+    assert len(str(info.value)) < 300  # the value is shortened, not printed in full
+
+
+@pytest.mark.parametrize("literal", [HUGE_INT, LONG_INT, "1e999", "-" + LONG_INT])
+def test_huge_numbers_in_a_file_name_the_field(tmp_path, literal):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(BASE).replace('"gpus": 2', f'"gpus": {literal}'))
+    with pytest.raises(LabError) as info:
+        load_scenario(str(path))
+    assert info.value.path == "fleet.gpus"
+    assert "at least 1 and at most 64" in info.value.detail
+
+
+def test_huge_python_numbers_in_a_dict_name_the_field():
+    rejected(with_field(BASE, "workload.rate", 10**400), "workload.rate", "too large")
+    rejected(with_field(BASE, "seed", 10**5000), "seed", "too large")  # repr() of it would raise
+    rejected(with_field(BASE, "fleet.gpus", -10**400), "fleet.gpus", "too small")
+    rejected(with_field(BASE, "drain_s", float("inf")), "drain_s", "finite")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("fleet.chunk_tokens", False),  # was silently "whole prefill": False == 0
+    ("fleet.chunk_tokens", True),
+    ("fleet.gpus", True),
+    ("workload.rate", True),
+    ("workload.prompt_tokens", True),  # not the shorthand for a fixed length of 1
+    ("model.kv_capacity_tokens", True),
+    ("slo.ttft_s", False),
+])
+def test_booleans_are_never_numbers(field, value):
+    err = rejected(with_field(BASE, field, value), field)
+    assert ("true" if value else "false") in err.detail
+
+
+def test_deeply_nested_json_is_a_lab_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"workload": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(LabError) as info:
+        load_scenario(str(path))
+    assert info.value.path == "deep.json" and "nested too deeply" in info.value.detail
+    # Too deep to parse as JSON, so --set takes it as text, which is no number.
+    with pytest.raises(LabError, match="^workload.rate: expected a number, got '"):
+        load_scenario(BASE, ["workload.rate=" + "[" * 100_000 + "]" * 100_000])
+
+
+def test_unreadable_scenario_files_are_lab_errors(tmp_path):
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(b'{"workload": "caf\xe9"}')
+    with pytest.raises(LabError) as info:
+        load_scenario(str(bad))
+    assert info.value.path == str(bad) and "not UTF-8" in info.value.detail
+    with pytest.raises(LabError) as info:
+        load_scenario("\0")
+    assert "NUL" in info.value.detail
+    with pytest.raises(LabError) as info:
+        load_scenario(str(tmp_path))  # a folder
+    assert "cannot read" in info.value.detail
+
+
+def test_a_runaway_file_is_read_only_up_to_the_limit(monkeypatch):
+    from lab.core import loading
+
+    monkeypatch.setattr(loading, "MAX_JSON_BYTES", 1024)
+    with pytest.raises(LabError) as info:
+        load_scenario("/dev/zero")  # would fill memory with an unbounded read
+    assert "larger than the limit" in info.value.detail
+
+
+# ---------------------------------------------------------------- the request cap
+
+def test_request_cap_is_checked_with_room_for_chance():
+    from lab.core.spec import MAX_REQUESTS
+
+    # 199,440 expected is under the cap, but a Poisson draw can cross it: rejected up front.
+    err = rejected(with_field(with_field(BASE, "workload.rate", 27.7), "workload.duration_s", 7200), "workload.rate")
+    assert "199,440 requests expected" in err.detail and f"{MAX_REQUESTS:,}" in err.detail
+    # 10 standard deviations of room: expected + 10 sqrt(expected) <= cap is accepted.
+    ok = load_scenario(with_field(with_field(BASE, "workload.rate", 27.0), "workload.duration_s", 7200))
+    expected = ok.workload.expected_requests()
+    assert expected + 10 * expected**0.5 <= MAX_REQUESTS
+
+
+def test_request_cap_names_the_phase_that_brings_the_requests():
+    raw = with_field(BASE, "workload.duration_s", 7200)
+    raw["workload"]["phases"] = [{"start_s": 100, "rate": 5}, {"start_s": 200, "rate": 9000}]
+    err = rejected(raw, "workload.phases[1].rate", "requests expected")
+    assert "lower the rate or the duration" in err.detail
+
+
+def test_generation_raises_lab_error_if_the_cap_is_ever_crossed():
+    from lab.core import generate_requests
+    from lab.core.spec import LengthDist, Workload
+
+    # Built directly, skipping validation: the generator still stops with a LabError.
+    wl = Workload(rate=10_000.0, duration_s=60.0, prompt_tokens=LengthDist("fixed", value=1), output_tokens=LengthDist("fixed", value=1))
+    with pytest.raises(LabError) as info:
+        generate_requests(wl, 0)
+    assert info.value.path == "workload.rate"
+
+
+def test_trace_start_is_bounded():
+    rejected({"workload": {"trace": {"path": "t.csv", "start_s": 1e300}}, "fleet": {"layout": "colocated", "gpus": 1}},
+             "workload.trace.start_s", "at most")

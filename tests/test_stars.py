@@ -57,6 +57,12 @@ def test_whole_number_values_keep_their_form():
         ({"metric": "gpus", "op": "<=", "value": 8, "hint": "x"}, "s.when[0].hint", "unknown field"),
         ({"op": "<=", "value": 8}, "s.when[0].metric", "required field is missing"),
         ("gpus <= 8", "s.when[0]", "expected an object"),
+        # Not strings: a list or object op used to raise TypeError (unhashable) looking it up.
+        ({"metric": "gpus", "op": ["<="], "value": 8}, "s.when[0].op", "a list is not an operator"),
+        ({"metric": "gpus", "op": {"<=": 8}, "value": 8}, "s.when[0].op", "an object is not an operator"),
+        ({"metric": "gpus", "op": 1, "value": 8}, "s.when[0].op", "1 is not an operator"),
+        ({"metric": "gpus", "op": "<=", "value": 10**400}, "s.when[0].value", "too large"),
+        ({"metric": "gpus", "op": "<=", "value": float("nan")}, "s.when[0].value", "finite"),
     ],
 )
 def test_bad_predicates_name_the_field(pred, path, message):
@@ -131,6 +137,12 @@ def test_hand_built_predicates_are_validated():
         Predicate("gpus", "<", math.inf)
     with pytest.raises(LabError, match="expected a finite number"):
         Predicate("gpus", "<", "1")
+    with pytest.raises(LabError, match="not an operator"):
+        Predicate("gpus", ["<"], 1)
+    with pytest.raises(LabError, match="not a metric"):
+        Predicate(["gpus"], "<", 1)
+    with pytest.raises(LabError, match="expected a finite number"):
+        Predicate("gpus", "<", 10**400)
 
 
 # ---------------------------------------------------------------- evaluation

@@ -5,12 +5,17 @@ Every reader takes the dict, the key and the dotted path of the dict, and raises
 """
 
 import difflib
+import json
 import math
 
 from .errors import LabError
 
 __all__ = [
     "MISSING",
+    "BigNumber",
+    "is_number",
+    "loads",
+    "JSON_NUMBER_HOOKS",
     "join",
     "check_keys",
     "read_number",
@@ -32,6 +37,61 @@ class _Missing:
 
 MISSING = _Missing()
 
+# JSON integer literals longer than this are kept as text (BigNumber): no field takes
+# such a value, and Python refuses to convert ints of over 4,300 digits at all.
+MAX_NUMBER_LITERAL = 100
+
+
+class BigNumber:
+    """A number too large to hold (400 digits, 1e999), kept as its JSON text.
+
+    `loads` produces it so that the field readers, not the JSON parser, reject the
+    value, naming the field and its valid range.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return f"BigNumber({_shorten(self.text)!r})"
+
+    @property
+    def negative(self):
+        return self.text.startswith("-")
+
+
+def _json_int(text):
+    return BigNumber(text) if len(text) > MAX_NUMBER_LITERAL else int(text)
+
+
+def _json_float(text):
+    value = float(text)
+    return value if math.isfinite(value) else BigNumber(text)
+
+
+# For any json decoder that must read numbers the way `loads` does.
+JSON_NUMBER_HOOKS = {"parse_int": _json_int, "parse_float": _json_float}
+
+
+def loads(text):
+    """`json.loads` that keeps over-long numbers as BigNumber instead of failing or overflowing.
+
+    Raises json.JSONDecodeError for malformed text and RecursionError for nesting
+    deeper than Python's recursion limit; callers turn both into LabError.
+    """
+    return json.loads(text, **JSON_NUMBER_HOOKS)
+
+
+def is_number(value):
+    """A JSON number: int, float or BigNumber, never a boolean."""
+    return isinstance(value, (int, float, BigNumber)) and not isinstance(value, bool)
+
+
+def _shorten(text, size=24):
+    return text if len(text) <= size else f"{text[:size - 8]}...{text[-5:]}"
+
 
 def join(path, key):
     """`join("fleet", "gpus")` -> "fleet.gpus"; `join("stars", 1)` -> "stars[1]"."""
@@ -51,6 +111,13 @@ def describe(value):
     if isinstance(value, str):
         text = value if len(value) <= 60 else value[:57] + "..."
         return repr(text)
+    if isinstance(value, BigNumber):
+        short = _shorten(value.text)
+        return short if short == value.text else f"{short} (a {len(value.text):,}-character number)"
+    if isinstance(value, int) and value.bit_length() > 200:
+        # repr() of an int over 4,300 digits raises; say how big it is instead.
+        digits = int(value.bit_length() * 0.30103) + 1
+        return f"{'-' if value < 0 else ''}a number of about {digits:,} digits"
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, list):
@@ -62,7 +129,7 @@ def check_keys(data, path, allowed):
     """Reject keys an author probably mistyped, suggesting the allowed ones."""
     if not isinstance(data, dict):
         raise LabError(path, f"expected an object, got {describe(data)}")
-    unknown = sorted(set(data) - set(allowed))
+    unknown = sorted(set(data) - set(allowed), key=str)
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
@@ -86,8 +153,9 @@ def read_number(data, key, path, default=MISSING, lo=None, hi=None, lo_open=Fals
     if value is default and default is not MISSING:
         return value
     where = join(path, key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise LabError(where, f"expected a number, got {describe(value)}")
+    _reject_big(where, value, lo, hi, lo_open)
     value = float(value)
     if not math.isfinite(value):
         raise LabError(where, f"expected a finite number, got {describe(value)}")
@@ -102,30 +170,53 @@ def read_int(data, key, path, default=MISSING, lo=None, hi=None):
     where = join(path, key)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if isinstance(value, BigNumber) or (isinstance(value, int) and not isinstance(value, bool)):
+        _reject_big(where, value, lo, hi, False)
     if isinstance(value, bool) or not isinstance(value, int):
         raise LabError(where, f"expected a whole number, got {describe(value)}")
     _check_range(where, value, lo, hi, False)
     return value
 
 
+# Ints beyond this are "too big" for every field (no limit here is near it) and
+# cannot all be converted to float.
+_BIG = 10**300
+
+
+def _reject_big(where, value, lo, hi, lo_open):
+    """A BigNumber or an int too large for a float: out of range, with the range named."""
+    if isinstance(value, BigNumber):
+        negative = value.negative
+    elif isinstance(value, int) and abs(value) >= _BIG:
+        negative = value < 0
+    else:
+        return
+    bound = _bound_text(lo, hi, lo_open) if (lo, hi) != (None, None) else "a finite number"
+    side = "too small" if negative else "too large"
+    raise LabError(where, f"{describe(value)} is {side}: must be {bound}")
+
+
 def number(value):
     """A number as a person writes it: 2,000,000 rather than 2e+06; 0.05 stays 0.05."""
-    if float(value).is_integer() and abs(value) < 1e15:
+    if isinstance(value, BigNumber) or (isinstance(value, int) and abs(value) >= _BIG):
+        return describe(value)
+    if abs(value) < 1e15 and float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:g}"
 
 
+def _bound_text(lo, hi, lo_open):
+    parts = []
+    if lo is not None:
+        parts.append(f"greater than {number(lo)}" if lo_open else f"at least {number(lo)}")
+    if hi is not None:
+        parts.append(f"at most {number(hi)}")
+    return " and ".join(parts)
+
+
 def _check_range(where, value, lo, hi, lo_open):
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        bound = f"greater than {number(lo)}" if lo_open else f"at least {number(lo)}"
-        if hi is not None:
-            bound += f" and at most {number(hi)}"
-        raise LabError(where, f"{number(value)} is out of range: must be {bound}")
-    if hi is not None and value > hi:
-        bound = f"at most {number(hi)}"
-        if lo is not None:
-            bound = ("greater than" if lo_open else "at least") + f" {number(lo)} and {bound}"
-        raise LabError(where, f"{number(value)} is out of range: must be {bound}")
+    if (lo is not None and (value < lo or (lo_open and value == lo))) or (hi is not None and value > hi):
+        raise LabError(where, f"{number(value)} is out of range: must be {_bound_text(lo, hi, lo_open)}")
 
 
 def read_bool(data, key, path, default=MISSING):

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from . import fields as F
 from .errors import LabError
-from .loading import parse_json
+from .loading import MAX_JSON_BYTES, parse_json, read_text
 from .spec import Fleet, Link, Scenario
 from .stars import evaluate_stars, parse_stars
+from .workload import resolve_trace_path
 
 __all__ = [
     "CONTROL_PATHS",
@@ -72,7 +73,7 @@ CONTROL_SPECS = {
 MISSION_KEYS = ("id", "title", "order", "summary", "brief", "scenario", "controls", "stars")
 # "$schema" may point an editor at missions/schema.json; the loader ignores it.
 EDITOR_KEYS = ("$schema",)
-ID_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # the whole id: use fullmatch
 MAX_SUMMARY = 200
 # How many values a numeric control may offer (a slider's notches).
 MAX_NOTCHES = 100_000
@@ -88,6 +89,8 @@ def _on_grid(value, lo, step):
 def _fmt(value):
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, F.BigNumber) or (isinstance(value, int) and abs(value) >= 10**15):
+        return F.describe(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, float):
@@ -139,6 +142,8 @@ class Control:
                 options = ", ".join(_fmt(c) if isinstance(c, bool) else repr(c) for c in self.choices)
                 raise LabError(where, f"{F.describe(value)} is not one of {options}")
             return value
+        if isinstance(value, F.BigNumber) or (isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15):
+            raise LabError(where, f"{F.describe(value)} is out of range: must be at least {_fmt(self.min)} and at most {_fmt(self.max)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise LabError(where, f"expected a number, got {F.describe(value)}")
         if isinstance(value, float) and not math.isfinite(value):
@@ -293,11 +298,12 @@ class Mission:
     def from_dict(cls, data, base_dir="", path=None):
         if not isinstance(data, dict):
             raise LabError("", f"expected a mission object, got {F.describe(data)}")
-        if "json-schema.org" in str(data.get("$schema", "")) and "id" not in data:
+        schema = data.get("$schema")
+        if isinstance(schema, str) and "json-schema.org" in schema and "id" not in data:
             raise LabError("", "this is a JSON Schema (missions/schema.json describes missions), not a mission")
         F.check_keys(data, "", MISSION_KEYS + EDITOR_KEYS)
         mid = F.read_str(data, "id", "")
-        if not ID_PATTERN.match(mid):
+        if not ID_PATTERN.fullmatch(mid):
             raise LabError("id", f"{F.describe(mid)} is not a slug: use lowercase letters, digits and single hyphens, like 'mixing-hurts'")
         title = F.read_str(data, "title", "").strip()
         order = F.read_int(data, "order", "", lo=0, hi=1_000_000)
@@ -425,12 +431,9 @@ def _check_stars_against(stars, scenario, controls):
 
 
 def _check_trace_file(scenario):
-    trace = scenario.workload.trace
-    if trace is None:
-        return
-    full = trace.path if os.path.isabs(trace.path) else os.path.join(trace.base_dir, trace.path)
-    if not os.path.isfile(full):
-        raise LabError("scenario.workload.trace.path", f"no trace file {trace.path!r} (looked for {full}); trace paths are relative to the mission file")
+    """The trace exists, is a regular file and lies inside the mission's folder (read at run time)."""
+    if scenario.workload.trace is not None:
+        resolve_trace_path(scenario.workload.trace, "scenario.workload.trace.path")
 
 
 # ------------------------------------------------------------------ JSON text
@@ -444,6 +447,9 @@ class _DuplicateKey(Exception):
 def _strict_decoder():
     """A JSON decoder that rejects an object with the same key twice (json.loads keeps the last)."""
     decoder = json.JSONDecoder()
+    # The same number handling as parse_json: huge literals must not raise here either.
+    decoder.parse_int = F.JSON_NUMBER_HOOKS["parse_int"]
+    decoder.parse_float = F.JSON_NUMBER_HOOKS["parse_float"]
     starts = []
 
     def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, _w=json.decoder.WHITESPACE.match):
@@ -533,11 +539,7 @@ def load_mission(source, base_dir=None):
     path = None
     if isinstance(source, (str, os.PathLike)):
         path = str(source)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise LabError(path, f"cannot read file: {exc.strerror or exc}") from None
+        text = read_text(path, path, MAX_JSON_BYTES)
         data = parse_mission_text(text, os.path.basename(path))
         if base_dir is None:
             base_dir = os.path.dirname(os.path.abspath(path))

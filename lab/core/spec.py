@@ -8,7 +8,6 @@ does I/O: trace files are read by `workload.py`.
 
 import copy
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -36,6 +35,12 @@ MAX_REQUESTS = 200_000
 MAX_GPUS = 64
 MAX_DURATION_S = 7_200.0
 MAX_TOKENS = 1_000_000
+# Trace arrival times (and trace.start_s) in seconds; wall-clock timestamps are ~1.7e9.
+# With time_scale <= 1000 every scaled arrival stays a finite float.
+MAX_TRACE_TIME_S = 1e12
+# The request cap is checked on the expected count plus this many standard deviations
+# of the Poisson count, so a random draw cannot cross it during a run.
+REQUEST_MARGIN_SD = 10
 
 # Model shapes: KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes.
 LLM_PRESETS = {
@@ -87,7 +92,7 @@ class LengthDist:
 
     @classmethod
     def from_dict(cls, data, path):
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
+        if F.is_number(data):
             # Shorthand: a bare number means a fixed length.
             data = {"dist": "fixed", "value": data}
         F.check_keys(data, path, ("dist", "value", "low", "high", "median", "sigma", "min", "max", "components"))
@@ -181,9 +186,10 @@ class Phase:
 class Trace:
     """Replay a request trace CSV instead of generating arrivals.
 
-    `path` is relative to the scenario/mission file's folder. `start_s` and
-    `duration_s` cut a window out of the trace (re-based to 0); `time_scale`
-    stretches (>1) or compresses (<1) inter-arrival times.
+    `path` is relative to the scenario/mission file's folder (`base_dir`) and must
+    resolve inside one of `roots` ("" is the working directory); see
+    workload.resolve_trace_path. `start_s` and `duration_s` cut a window out of the
+    trace (re-based to 0); `time_scale` stretches (>1) or compresses (<1) inter-arrival times.
     """
 
     path: str
@@ -191,18 +197,20 @@ class Trace:
     duration_s: float = None
     time_scale: float = 1.0
     base_dir: str = field(default="", compare=False, metadata={"derived": True})
+    roots: tuple = field(default=("",), compare=False, metadata={"derived": True})
 
     @classmethod
-    def from_dict(cls, data, path, base_dir=""):
+    def from_dict(cls, data, path, base_dir="", roots=None):
         if isinstance(data, str):
             data = {"path": data}
         F.check_keys(data, path, ("path", "start_s", "duration_s", "time_scale"))
         return cls(
             F.read_str(data, "path", path),
-            F.read_number(data, "start_s", path, default=0.0, lo=0),
+            F.read_number(data, "start_s", path, default=0.0, lo=0, hi=MAX_TRACE_TIME_S),
             F.read_number(data, "duration_s", path, default=None, lo=0, hi=MAX_DURATION_S, lo_open=True),
             F.read_number(data, "time_scale", path, default=1.0, lo=0.001, hi=1000),
             base_dir,
+            tuple(roots) if roots is not None else (base_dir,),
         )
 
     def to_dict(self):
@@ -219,14 +227,14 @@ class Workload:
     trace: Trace = None
 
     @classmethod
-    def from_dict(cls, data, path="workload", base_dir=""):
+    def from_dict(cls, data, path="workload", base_dir="", roots=None):
         F.check_keys(data, path, ("rate", "duration_s", "prompt_tokens", "output_tokens", "phases", "trace"))
         trace = data.get("trace")
         if trace is not None:
             for key in ("rate", "prompt_tokens", "output_tokens", "phases"):
                 if data.get(key) is not None:
                     raise LabError(F.join(path, key), "a trace workload takes its arrivals and lengths from the trace; remove this field or the trace")
-            trace = Trace.from_dict(trace, F.join(path, "trace"), base_dir)
+            trace = Trace.from_dict(trace, F.join(path, "trace"), base_dir, roots)
             duration = F.read_number(data, "duration_s", path, default=None, lo=0, hi=MAX_DURATION_S, lo_open=True)
             return cls(rate=None, duration_s=duration, trace=trace)
         rate = F.read_number(data, "rate", path, lo=0, hi=10_000)
@@ -246,10 +254,29 @@ class Workload:
                 raise LabError(F.join(F.join(F.join(path, "phases"), i), "start_s"), f"{phase.start_s:g} is not before workload.duration_s ({duration:g})")
             phases.append(phase)
         wl = cls(rate, duration, prompt, output, tuple(phases))
-        expected = wl.expected_requests()
-        if expected > MAX_REQUESTS:
-            raise LabError(F.join(path, "rate"), f"about {expected:,.0f} requests over the run; the limit is {MAX_REQUESTS:,} (lower the rate or duration)")
+        wl._check_request_count(path)
         return wl
+
+    def _check_request_count(self, path):
+        """Reject a workload whose Poisson draw could cross MAX_REQUESTS during a run."""
+        expected = self.expected_requests()
+        worst = expected + REQUEST_MARGIN_SD * math.sqrt(expected)
+        if worst <= MAX_REQUESTS:
+            return
+        # Name the rate that contributes most: the base rate or one phase's own rate
+        # (a phase without a rate uses the base rate).
+        owners = {p.start_s: F.join(F.join(F.join(path, "phases"), i), "rate") for i, p in enumerate(self.phases) if p.rate is not None}
+        share = {}
+        for start, end, rate, _, _ in self.segments():
+            where = owners.get(start, F.join(path, "rate"))
+            share[where] = share.get(where, 0.0) + (end - start) * rate
+        owner = max(share, key=share.get)
+        raise LabError(
+            owner,
+            f"about {expected:,.0f} requests expected over the run (rate x length of each phase); with room for chance "
+            f"({REQUEST_MARGIN_SD} standard deviations, up to {worst:,.0f}) that must stay under the limit of "
+            f"{MAX_REQUESTS:,} requests: lower the rate or the duration",
+        )
 
     def segments(self):
         """[(start, end, rate, prompt dist, output dist)] covering [0, duration)."""
@@ -411,7 +438,9 @@ class Fleet:
             if prefill + decode > MAX_GPUS:
                 raise LabError(F.join(path, "decode_gpus"), f"{prefill} + {decode} GPUs is over the limit of {MAX_GPUS}")
         chunk = data.get("chunk_tokens")
-        chunk = None if chunk in (None, 0) else F.read_int(data, "chunk_tokens", path, lo=16, hi=1_000_000)
+        # 0 means whole prefill; `false == 0` in Python, so test the type first.
+        whole = chunk is None or (F.is_number(chunk) and not isinstance(chunk, F.BigNumber) and chunk == 0)
+        chunk = None if whole else F.read_int(data, "chunk_tokens", path, lo=16, hi=1_000_000)
         return cls(
             layout=layout,
             gpus=gpus,
@@ -467,12 +496,13 @@ class Scenario:
     KEYS = ("workload", "fleet", "model", "slo", "seed", "drain_s")
 
     @classmethod
-    def from_dict(cls, data, path="", base_dir=""):
+    def from_dict(cls, data, path="", base_dir="", roots=None):
+        """`roots`: the folders a trace may lie in (default: `base_dir` only; "" = working directory)."""
         if not isinstance(data, dict):
             raise LabError(path, f"expected a scenario object, got {F.describe(data)}")
         F.check_keys(data, path, cls.KEYS)
         return cls(
-            workload=Workload.from_dict(F.read_dict(data, "workload", path), F.join(path, "workload"), base_dir),
+            workload=Workload.from_dict(F.read_dict(data, "workload", path), F.join(path, "workload"), base_dir, roots),
             fleet=Fleet.from_dict(F.read_dict(data, "fleet", path), F.join(path, "fleet")),
             model=Model.from_dict(F.read_dict(data, "model", path, default={}), F.join(path, "model")),
             slo=Slo.from_dict(F.read_dict(data, "slo", path, default={}), F.join(path, "slo")),
@@ -484,6 +514,10 @@ class Scenario:
     def base_dir(self):
         return self.workload.trace.base_dir if self.workload.trace else ""
 
+    @property
+    def trace_roots(self):
+        return self.workload.trace.roots if self.workload.trace else None
+
     def to_dict(self):
         return _frozen_dict_of(self)
 
@@ -492,7 +526,7 @@ class Scenario:
         raw = self.to_dict()
         for dotted, value in changes.items():
             _set_dotted(raw, dotted, value)
-        return Scenario.from_dict(raw, base_dir=self.base_dir)
+        return Scenario.from_dict(raw, base_dir=self.base_dir, roots=self.trace_roots)
 
 
 # ---------------------------------------------------------------- overrides
@@ -506,8 +540,8 @@ def parse_override(text):
     if not key or any(not part for part in key.split(".")):
         raise LabError("--set", f"{text!r} has an empty field name")
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = F.loads(raw)
+    except (ValueError, RecursionError):
         value = raw
     return key, value
 

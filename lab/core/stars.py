@@ -57,11 +57,11 @@ class Predicate:
     value: float
 
     def __post_init__(self):
-        if self.metric not in METRIC_NAMES:
+        if not isinstance(self.metric, str) or self.metric not in METRIC_NAMES:
             raise LabError("metric", f"{F.describe(self.metric)} is not a metric; {_suggest(self.metric, METRIC_NAMES)}metrics are: {', '.join(METRIC_NAMES)}")
-        if self.op not in OPS:
+        if not isinstance(self.op, str) or self.op not in OPS:
             raise LabError("op", f"{F.describe(self.op)} is not an operator; use one of {', '.join(OPS)}")
-        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+        if not F.is_number(self.value) or isinstance(self.value, F.BigNumber) or abs(self.value) > 1e300 or not math.isfinite(self.value):
             raise LabError("value", f"expected a finite number, got {F.describe(self.value)}")
 
     @classmethod
@@ -76,7 +76,7 @@ class Predicate:
         op = data.get("op")
         if op is None:
             raise LabError(F.join(path, "op"), f"required field is missing; use one of {', '.join(OPS)}")
-        if op not in OPS:
+        if not isinstance(op, str) or op not in OPS:  # a list or object is not hashable
             hint = " ('=' is written '==')" if op == "=" else ""
             raise LabError(F.join(path, "op"), f"{F.describe(op)} is not an operator{hint}; use one of {', '.join(OPS)}")
         value = F.read_number(data, "value", path)

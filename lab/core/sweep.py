@@ -1,6 +1,9 @@
 """Metrics across a range of one setting, and DistServe's goodput (max rate meeting the SLO)."""
 
+import math
+
 from .errors import LabError
+from .fields import describe
 from .engine import simulate
 from .metrics import summarize
 
@@ -22,6 +25,8 @@ def parse_range(text, field="--vary"):
             start, stop, step = (float(p) for p in spec.split(":"))
         except ValueError:
             raise bad from None
+        if not all(math.isfinite(v) for v in (start, stop, step)):
+            raise LabError(field, f"{describe(spec)}: start, stop and step must be finite numbers")
         if step <= 0:
             raise LabError(field, f"step {step:g} must be positive")
         if stop < start:
@@ -35,6 +40,8 @@ def parse_range(text, field="--vary"):
             values = [float(p) for p in spec.split(",") if p.strip()]
         except ValueError:
             raise bad from None
+        if not all(math.isfinite(v) for v in values):
+            raise LabError(field, f"{describe(spec)}: every value must be a finite number")
     if not values:
         raise LabError(field, "no values to sweep")
     if len(values) > MAX_SWEEP_POINTS:

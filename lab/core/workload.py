@@ -4,6 +4,10 @@ Everything random comes from one `random.Random(seed)`, drawn in a fixed order (
 prompt, output) so the same seed gives the same requests on every runtime. Arrival
 times are rounded to the microsecond so that a last-bit difference in a platform's
 `log` cannot change the schedule.
+
+Trace files are untrusted input: a trace path must resolve (symlinks included) inside
+the folders its scenario allows, be a regular file under MAX_TRACE_BYTES, and parse
+errors name the line and column but never echo the file's content.
 """
 
 import csv
@@ -11,12 +15,24 @@ import io
 import math
 import os
 import random
+import stat
 from datetime import datetime
 
 from .errors import LabError
-from .spec import MAX_REQUESTS, MAX_TOKENS
+from .loading import read_text
+from .spec import MAX_DURATION_S, MAX_REQUESTS, MAX_TOKENS, MAX_TRACE_TIME_S
 
-__all__ = ["generate_requests", "read_trace", "parse_trace_text", "TRACE_FORMATS"]
+__all__ = [
+    "generate_requests",
+    "resolve_trace_path",
+    "read_trace",
+    "parse_trace_text",
+    "TRACE_FORMATS",
+    "MAX_TRACE_BYTES",
+]
+
+# The largest real trace we replay is ~3 MB; this leaves room and still bounds memory.
+MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 # (arrival column, prompt column, output column, arrival is a wall-clock timestamp)
 TRACE_FORMATS = (
@@ -69,8 +85,7 @@ def _draw(dist, rng):
 
 def _trace_requests(workload):
     trace = workload.trace
-    path = trace.path if os.path.isabs(trace.path) else os.path.join(trace.base_dir, trace.path)
-    rows = read_trace(path, field="workload.trace.path")
+    rows = read_trace(resolve_trace_path(trace), field="workload.trace.path")
     start = trace.start_s
     window = trace.duration_s if trace.duration_s is not None else workload.duration_s
     out = []
@@ -85,7 +100,48 @@ def _trace_requests(workload):
         raise LabError("workload.trace", f"no requests in the window start_s={start:g}, duration_s={window} of {trace.path}")
     if len(out) > MAX_REQUESTS:
         raise LabError("workload.trace.duration_s", f"{len(out):,} requests in the window; the limit is {MAX_REQUESTS:,}")
+    span = out[-1][0]
+    if span > MAX_DURATION_S:
+        raise LabError(
+            "workload.trace.duration_s",
+            f"the replayed arrivals span {span:,.0f} s (after time_scale {trace.time_scale:g}); a run covers at most "
+            f"{MAX_DURATION_S:,.0f} s of arrivals: set a shorter window",
+        )
     return out
+
+
+def _inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def resolve_trace_path(trace, field="workload.trace.path"):
+    """The trace's real path (symlinks resolved), checked to be a regular file inside `trace.roots`.
+
+    A relative path is relative to `trace.base_dir` ("" = the working directory).
+    A mission allows only its own folder; a bare scenario its folder and the working
+    directory (the roots are set by whoever loaded the scenario).
+    """
+    if "\0" in trace.path:
+        raise LabError(field, "the path contains a NUL character")
+    cwd = os.getcwd()
+    base = os.path.realpath(trace.base_dir or cwd)
+    full = os.path.realpath(os.path.join(base, trace.path))
+    roots = []
+    for root in trace.roots:
+        real = os.path.realpath(root or cwd)
+        if real not in roots:
+            roots.append(real)
+    if not any(_inside(full, root) for root in roots):
+        allowed = " or ".join(roots)
+        raise LabError(field, f"{trace.path!r} resolves to {full}, outside {allowed}: a trace file must lie inside the mission's folder "
+                              "(a bare scenario's: its folder or the working directory)")
+    try:
+        info = os.stat(full)
+    except OSError:
+        raise LabError(field, f"no trace file {trace.path!r} (looked for {full}); trace paths are relative to the mission or scenario file") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise LabError(field, f"{trace.path!r} is not a regular file")
+    return full
 
 
 # Parsed traces by (path, modification time, size): the lab re-simulates a trace
@@ -95,16 +151,21 @@ _TRACE_CACHE_SIZE = 8
 
 
 def read_trace(path, field="trace"):
-    """[(arrival_s, prompt, output)] of a trace file (a cached, read-only tuple)."""
+    """[(arrival_s, prompt, output)] of a trace file (a cached, read-only tuple).
+
+    The file must be regular and at most MAX_TRACE_BYTES (a bounded read); containment
+    is `resolve_trace_path`'s job.
+    """
     try:
         info = os.stat(path)
-        key = (os.path.abspath(path), info.st_mtime_ns, info.st_size)
-        if key in _TRACE_CACHE:
-            return _TRACE_CACHE[key]
-        with open(path, newline="", encoding="utf-8") as fh:
-            text = fh.read()
     except OSError as exc:
         raise LabError(field, f"cannot read trace file {path!r}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise LabError(field, "the trace path contains a NUL character") from None
+    key = (os.path.realpath(path), info.st_mtime_ns, info.st_size)
+    if key in _TRACE_CACHE:
+        return _TRACE_CACHE[key]
+    text = read_text(path, field, MAX_TRACE_BYTES, regular_only=True, what="trace file")
     rows = tuple(parse_trace_text(text, os.path.basename(path)))
     if len(_TRACE_CACHE) >= _TRACE_CACHE_SIZE:
         _TRACE_CACHE.pop(next(iter(_TRACE_CACHE)))
@@ -113,8 +174,24 @@ def read_trace(path, field="trace"):
 
 
 def parse_trace_text(text, name="trace"):
-    """Parse a trace CSV in any of TRACE_FORMATS; arrivals re-based to start at 0 and sorted."""
+    """Parse a trace CSV in any of TRACE_FORMATS; arrivals re-based to start at 0 and sorted.
+
+    Safe on hostile text (an upload): bounded size, csv's field-size limit reported
+    as a LabError, and no message quotes the text; each names the line and column.
+    """
+    if not isinstance(text, str):
+        raise LabError(name, "expected the trace as text")
+    if len(text) > MAX_TRACE_BYTES:
+        raise LabError(name, f"the trace is {len(text):,} characters; the limit is {MAX_TRACE_BYTES:,}")
     reader = csv.reader(io.StringIO(text))
+    try:
+        return _parse_rows(reader, name)
+    except csv.Error as exc:
+        problem = "a field is longer than csv's limit of {:,} characters".format(csv.field_size_limit()) if "field larger" in str(exc) else "not valid CSV"
+        raise LabError(f"{name}: line {reader.line_num}", f"{problem}; expected comma-separated numbers") from None
+
+
+def _parse_rows(reader, name):
     header = next(reader, None)
     if header is None:
         raise LabError(name, "the trace file is empty")
@@ -125,10 +202,11 @@ def parse_trace_text(text, name="trace"):
             break
     else:
         known = "; ".join(",".join(f[:3]) for f in TRACE_FORMATS)
-        raise LabError(f"{name}: line 1", f"unrecognised header {','.join(header)!r}; expected columns {known}")
+        raise LabError(f"{name}: line 1", f"the header does not name a known set of columns; expected columns {known}")
     rows = []
     width = max(cols) + 1
-    for lineno, row in enumerate(reader, start=2):
+    for row in reader:
+        lineno = reader.line_num
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) < width:
@@ -152,14 +230,14 @@ def _parse_time(raw, wallclock, name, lineno, column):
     if wallclock:
         try:
             return _timestamp_seconds(raw)
-        except ValueError:
-            raise LabError(where, f"{raw!r} is not a timestamp like 2023-11-16 18:15:46.6805900") from None
+        except (ValueError, OverflowError):
+            raise LabError(where, "expected a timestamp like 2023-11-16 18:15:46.6805900") from None
     try:
         value = float(raw)
     except ValueError:
-        raise LabError(where, f"{raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise LabError(where, f"{raw!r} must be a finite, non-negative number of seconds")
+        raise LabError(where, "expected a number of seconds") from None
+    if not math.isfinite(value) or value < 0 or value > MAX_TRACE_TIME_S:
+        raise LabError(where, f"expected a finite number of seconds from 0 to {MAX_TRACE_TIME_S:g}")
     return value
 
 
@@ -168,9 +246,12 @@ def _timestamp_seconds(raw):
     main, _, frac = raw.partition(".")
     stamp = datetime.strptime(main.strip(), "%Y-%m-%d %H:%M:%S")
     whole = (stamp - datetime(1970, 1, 1)).total_seconds()
-    if frac and not frac.isdigit():
+    if frac and (not frac.isdigit() or not frac.isascii() or len(frac) > 12):
         raise ValueError(raw)
-    return whole + (int(frac) / 10 ** len(frac) if frac else 0.0)
+    value = whole + (int(frac) / 10 ** len(frac) if frac else 0.0)
+    if not 0 <= value <= MAX_TRACE_TIME_S:
+        raise ValueError(raw)
+    return value
 
 
 def _parse_tokens(raw, name, lineno, column):
@@ -178,10 +259,9 @@ def _parse_tokens(raw, name, lineno, column):
     try:
         value = float(raw)
     except ValueError:
-        raise LabError(where, f"{raw!r} is not a token count") from None
+        raise LabError(where, "expected a token count") from None
     if not math.isfinite(value) or value != int(value):
-        raise LabError(where, f"{raw!r} is not a whole number of tokens")
-    value = int(value)
+        raise LabError(where, "expected a whole number of tokens")
     if value < 1 or value > MAX_TOKENS:
-        raise LabError(where, f"{value} tokens is out of range: must be 1 to {MAX_TOKENS:,}")
-    return value
+        raise LabError(where, f"expected a token count from 1 to {MAX_TOKENS:,}")
+    return int(value)

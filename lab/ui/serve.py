@@ -9,15 +9,26 @@ server runs shows up on the next load (a broken one is listed on the hub, not fa
 """
 
 import argparse
+import errno
 import os
 import sys
 
 __all__ = ["main", "build_parser", "make_apps"]
 
 
+def _port(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number: use 1 to 65535, or 0 for a free one")
+    return value
+
+
 def build_parser(prog="python -m lab serve"):
     parser = argparse.ArgumentParser(prog=prog, description="Serve the lab locally: the hub at / and a mission at /lab?mission=ID.")
-    parser.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006; 0 picks a free one)")
+    parser.add_argument("--port", type=_port, default=5006, help="port to listen on (default 5006; 0 picks a free one)")
     parser.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--show", dest="show", action="store_true", default=True, help="open a browser tab (default)")
     parser.add_argument("--no-show", dest="show", action="store_false", help="do not open a browser")
@@ -59,17 +70,26 @@ def main(argv=None):
     print(f"{len(catalog.missions)} missions from {catalog.directory}"
           + (f" ({len(catalog.broken)} broken: see the warning above)" if catalog.broken else ""), file=sys.stderr)
     pn.extension(notifications=False)
-    server = pn.serve(
-        make_apps(missions),
-        port=args.port,
-        address=args.address,
-        show=args.show,
-        title={"/": "Split the Fleet", "/lab": "Split the Fleet · lab"},
-        websocket_origin=[f"{host}:{args.port}" for host in ("localhost", "127.0.0.1", args.address)] if args.port else "*",
-        threaded=False,
-        start=False,
-        print_url=False,
-    )
+    try:
+        # The listening socket is bound here, before start(): a busy port fails now.
+        server = pn.serve(
+            make_apps(missions),
+            port=args.port,
+            address=args.address,
+            show=args.show,
+            title={"/": "Split the Fleet", "/lab": "Split the Fleet · lab"},
+            websocket_origin=[f"{host}:{args.port}" for host in ("localhost", "127.0.0.1", args.address)] if args.port else "*",
+            threaded=False,
+            start=False,
+            print_url=False,
+        )
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            print(f"error: --port: port {args.port} is in use on {args.address} (stop the other server, or choose "
+                  "another port with --port; --port 0 picks a free one)", file=sys.stderr)
+        else:
+            print(f"error: --port: cannot listen on {args.address}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
     try:
