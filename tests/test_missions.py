@@ -3,7 +3,6 @@ with the field's path and a useful message; controls apply and validate; the sch
 
 import copy
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -454,7 +453,7 @@ SCHEMA_CATCHES = [
     "unknown-top-field.json", "unknown-metric.json", "bad-op.json", "star-value-is-text.json", "star-value-is-bool.json",
     "no-stars.json", "four-stars.json", "star-without-predicates.json", "unknown-control.json",
     "control-choice-unknown.json", "control-missing-max.json", "scenario-bad-layout.json",
-    "scenario-missing-workload.json", "control-beyond-scenario-limits.json",
+    "scenario-missing-workload.json", "control-beyond-scenario-limits.json", "id-with-trailing-newline.json",
 ]
 
 

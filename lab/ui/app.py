@@ -67,7 +67,7 @@ URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
 _CATALOGS = {}
-_SECONDS_RE = re.compile(r"^\d{1,7}(\.\d{0,6})?$", re.ASCII)  # a window start in a popped address
+_SECONDS_RE = re.compile(r"\d{1,7}(\.\d{0,6})?", re.ASCII)  # a window start in a popped address (fullmatch)
 TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
            "Reshape a small simulated fleet and watch every GPU's timeline and the latency targets react.")
 
@@ -401,7 +401,7 @@ class LabApp:
                 if wanted != state.settings and state.change_many(wanted):
                     self.schedule_run(self._change_delay())
                 raw = params.get("t")
-                if raw is not None and _SECONDS_RE.match(raw.strip()) and float(raw) <= 1e6:
+                if raw is not None and _SECONDS_RE.fullmatch(raw.strip()) and float(raw) <= 1e6:
                     self.canvas.set_window(float(raw))
                     state.share_window = True
         finally:

@@ -32,8 +32,8 @@ __all__ = ["StarsBridge", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_J
 STORAGE_KEY = "split-the-fleet:stars:v1"
 BACKUP_KEY = STORAGE_KEY + ":backup"  # the newest backup; older ones are BACKUP_KEY + ":<n>"
 BACKUP_PREFIX = BACKUP_KEY
-_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_BACKUP = re.compile(r"^split-the-fleet:stars:v1:backup(?::[1-9][0-9]{0,8})?$")
+_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # fullmatch: `$` would let a final newline through
+_BACKUP = re.compile(r"split-the-fleet:stars:v1:backup(?::[1-9][0-9]{0,8})?")
 MAX_STARS_PER_MISSION = 16
 MAX_MISSIONS = 500
 RETRY_MS = 1000  # resend stars the page has not confirmed this often ...
@@ -56,7 +56,7 @@ def clean_stars(data):
     else:
         return out
     for key, value in items[:MAX_MISSIONS]:
-        if not isinstance(key, str) or not _ID.match(key) or not isinstance(value, list):
+        if not isinstance(key, str) or not _ID.fullmatch(key) or not isinstance(value, list):
             continue
         out[key] = [v is True for v in value[:MAX_STARS_PER_MISSION]]
     return out
@@ -146,7 +146,7 @@ class StarsBridge(JSComponent):
             return
         status = data.get("status")
         stars = clean_stars(data.get("stars"))
-        backups = [k for k in (data.get("backups") or []) if isinstance(k, str) and _BACKUP.match(k)]
+        backups = [k for k in (data.get("backups") or []) if isinstance(k, str) and _BACKUP.fullmatch(k)]
         pending = {m: f for m, f in self.pending.items() if not _covers(stars.get(m, []), f)}
         with param.parameterized.batch_call_watchers(self):
             self.status = status if status in ("ok", "recovered", "unavailable") else "ok"
@@ -161,7 +161,7 @@ class StarsBridge(JSComponent):
 
     def earn(self, mission_id, flags):
         """Save `flags` ([bool] per star) for the mission; stars already saved stay."""
-        if not _ID.match(str(mission_id)) or not any(flags):
+        if not _ID.fullmatch(str(mission_id)) or not any(flags):
             return
         flags = [bool(f) for f in flags][:MAX_STARS_PER_MISSION]
         before = self.pending.get(mission_id, [])

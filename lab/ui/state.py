@@ -54,8 +54,8 @@ MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browse
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
 MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
-_INT_RE = re.compile(r"^[+-]?\d{1,12}$", re.ASCII)
-_FLOAT_RE = re.compile(r"^[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?$", re.ASCII)
+_INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
+_FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
 
 
 def _short(exc, limit=300):
@@ -109,11 +109,11 @@ def _parse_one(control, raw):
         return None, f"expected one of {options}"
     text = raw.strip()
     if control.kind == "int":
-        if not _INT_RE.match(text):
+        if not _INT_RE.fullmatch(text):
             return None, "expected a whole number"
         value = int(text)
     else:
-        if not _FLOAT_RE.match(text):
+        if not _FLOAT_RE.fullmatch(text):
             return None, "expected a number"
         value = float(text)
         if not math.isfinite(value):
@@ -238,7 +238,7 @@ class LabState(param.Parameterized):
                 state.scenario = scenario
         if "t" in params:
             raw = params["t"].strip()
-            if _FLOAT_RE.match(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
+            if _FLOAT_RE.fullmatch(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
                 state.window_start = float(raw)
                 state.share_window = True
             else:

@@ -392,7 +392,8 @@ def test_clean_stars_keeps_readable_entries_only():
     from lab.ui.stars_bridge import clean_stars
 
     assert clean_stars("x") == {}
-    data = {"good-one": [True, False, 1, "true"], "Bad Id": [True], "../x": [True], "fine": "nope", "ok": []}
+    data = {"good-one": [True, False, 1, "true"], "Bad Id": [True], "../x": [True], "fine": "nope", "ok": [],
+            "newline\n": [True]}  # a final newline is not part of an id
     assert clean_stars(data) == {"good-one": [True, False, False, False], "ok": []}
     assert len(clean_stars({"m": [True] * 100})["m"]) == 16
 
