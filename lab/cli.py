@@ -181,10 +181,12 @@ def cmd_sweep(args):
 
 def mission_files(paths):
     """Expand folders to their *.json files; leave out the JSON Schema, which is no mission."""
+    from lab.core.missions import mission_file_names
+
     out = []
     for path in paths:
         if os.path.isdir(path):
-            out.extend(sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".json")))
+            out.extend(os.path.join(path, name) for name in mission_file_names(path))
         else:
             out.append(path)
     return [p for p in out if os.path.basename(p) != "schema.json"]
@@ -193,7 +195,7 @@ def mission_files(paths):
 def cmd_check(args):
     """Check every file and report each (OK or its errors); exit 1 if any failed."""
     from lab.core import LabError
-    from lab.core.missions import load_mission
+    from lab.core.missions import load_each
     from lab.core.solver import check_mission
 
     files = mission_files(args.files)
@@ -201,7 +203,6 @@ def cmd_check(args):
         raise LabError("check", f"no mission files in {' '.join(args.files)}")
     failed = 0
     reports = []
-    first_file_of = {}  # mission id -> the first file that uses it
 
     def fail(path, problem):
         nonlocal failed
@@ -211,17 +212,10 @@ def cmd_check(args):
         else:
             print(f"FAIL {path}\n  {problem}")
 
-    for path in files:
-        try:
-            mission = load_mission(path)
-        except LabError as exc:
-            fail(path, str(exc))
+    for path, mission, error in load_each(files):
+        if error is not None:
+            fail(path, str(error))
             continue
-        if mission.id in first_file_of:
-            # serve and build.py key missions by id: a second file with one id would hide the first.
-            fail(path, f"id: {mission.id!r} is also the id of {first_file_of[mission.id]}; mission ids must be unique")
-            continue
-        first_file_of[mission.id] = path
         try:
             report = check_mission(mission, time_budget_s=args.time_budget)
         except LabError as exc:

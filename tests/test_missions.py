@@ -164,7 +164,7 @@ def test_duplicate_ids_in_a_folder_are_rejected(tmp_path):
     with pytest.raises(LabError) as err:
         list_missions(tmp_path)
     assert err.value.path == "70-copy.json: id"
-    assert "also the id of 07-book-store.json" in err.value.detail
+    assert f"also the id of {tmp_path / '07-book-store.json'}" in err.value.detail
 
 
 def test_schema_json_is_not_a_mission():

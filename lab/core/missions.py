@@ -34,7 +34,9 @@ __all__ = [
     "Control",
     "Mission",
     "load_mission",
+    "load_each",
     "list_missions",
+    "mission_file_names",
     "default_missions_dir",
     "parse_mission_text",
 ]
@@ -566,6 +568,33 @@ def default_missions_dir():
     return candidates[0]
 
 
+def mission_file_names(directory):
+    """The mission files of a folder, sorted by name: every *.json but the JSON Schema."""
+    return sorted(n for n in os.listdir(directory) if n.endswith(".json") and n != "schema.json")
+
+
+def load_each(paths):
+    """Load every mission file, in the order given: [(path, mission, None) or (path, None, LabError)].
+
+    A file that reuses an earlier file's id fails too: `serve` and `build.py` key missions
+    by id, so the second would hide the first.
+    """
+    out, first_file_of = [], {}
+    for path in paths:
+        path = str(path)
+        try:
+            mission = load_mission(path)
+            if mission.id in first_file_of:
+                raise LabError(f"{os.path.basename(path)}: id", f"{mission.id!r} is also the id of "
+                               f"{first_file_of[mission.id]}; mission ids must be unique")
+        except LabError as exc:
+            out.append((path, None, exc))
+            continue
+        first_file_of[mission.id] = path
+        out.append((path, mission, None))
+    return out
+
+
 def list_missions(directory=None):
     """Every mission in `directory` (default: default_missions_dir()), sorted by (order, id).
 
@@ -573,14 +602,9 @@ def list_missions(directory=None):
     """
     directory = default_missions_dir() if directory is None else str(directory)
     missions = []
-    by_id = {}
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".json") or name == "schema.json":
-            continue
-        mission = load_mission(os.path.join(directory, name))
-        if mission.id in by_id:
-            raise LabError(f"{name}: id", f"{mission.id!r} is also the id of {by_id[mission.id]}; mission ids must be unique")
-        by_id[mission.id] = name
+    for _, mission, error in load_each(os.path.join(directory, n) for n in mission_file_names(directory)):
+        if error is not None:
+            raise error
         missions.append(mission)
     missions.sort(key=lambda m: (m.order, m.id))
     return missions

@@ -13,8 +13,7 @@ page load), so `lab serve` sees a mission added or edited while it runs.
 import os
 import sys
 
-from lab.core.errors import LabError
-from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, load_mission
+from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, load_each, mission_file_names
 from lab.core.spec import Scenario
 
 __all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TRACE_SOURCES"]
@@ -80,14 +79,10 @@ def sandbox_mission():
     )
 
 
-def _mission_files(directory):
-    return sorted(n for n in os.listdir(directory) if n.endswith(".json") and n != "schema.json")
-
-
 def folder_fingerprint(directory):
     """What `refresh` compares: each mission file's name, size and modification time."""
     try:
-        names = _mission_files(directory)
+        names = mission_file_names(directory)
     except OSError as exc:
         return ("error", str(exc))
     out = []
@@ -114,23 +109,17 @@ class Catalog:
 
     def _load(self):
         self.fingerprint = folder_fingerprint(self.directory)
-        missions, broken, by_id = [], [], {}
+        missions, broken = [], []
         try:
-            names = _mission_files(self.directory)
+            names = mission_file_names(self.directory)
         except OSError as exc:
             names = []
             broken.append((self.directory, f"cannot read the folder: {exc.strerror or exc}"))
-        for name in names:
-            try:
-                mission = load_mission(os.path.join(self.directory, name))
-                if mission.id in by_id:
-                    raise LabError(f"{name}: id", f"{mission.id!r} is also the id of {by_id[mission.id]}; "
-                                   "mission ids must be unique")
-            except (LabError, OSError) as exc:
-                broken.append((name, str(exc)))
-                continue
-            by_id[mission.id] = name
-            missions.append(mission)
+        for path, mission, error in load_each(os.path.join(self.directory, n) for n in names):
+            if error is not None:
+                broken.append((os.path.basename(path), str(error)))
+            else:
+                missions.append(mission)
         missions.sort(key=lambda m: (m.order, m.id))
         self.missions = missions
         self.broken = broken

@@ -280,7 +280,7 @@ def test_a_run_that_fails_shows_why_and_a_change_runs_again(page, folder_server)
         page.goto(f"{base}/lab?mission={mission['id']}")
         error = page.locator('.stf-metrics-pane [data-run-error="true"]')
         error.wait_for()
-        assert "workload.trace.path: cannot read trace file" in error.inner_text()
+        assert "workload.trace.path: no trace file" in error.inner_text()
         page.locator('.stf-status[data-failed="true"]').wait_for()
         assert page.locator('.stf-status[data-busy="true"]').count() == 0  # not "Simulating…" forever
         shot(page, "run-error.png")
@@ -345,7 +345,7 @@ def test_the_sandbox_replays_an_uploaded_csv_and_refuses_garbage(page, server):
                                    "buffer": b"hello,<img src=x onerror=window.__pwned=1>\n1,2\n"}])
     error = page.locator(".stf-upload-error")
     error.wait_for()
-    assert "unrecognised header" in error.inner_text() and "<b>junk</b>.csv" in error.inner_text()
+    assert "does not name a known set of columns" in error.inner_text() and "<b>junk</b>.csv" in error.inner_text()
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert "Replaying mine.csv" in replay.inner_text()  # the previous workload stays
     assert page.locator(".stf-status").inner_text().startswith("120 requests")

@@ -52,10 +52,10 @@ def test_a_trace_that_vanished_fails_the_run_with_its_reason_and_the_state_goes_
     state.busy = True
     assert state.run() is None
     assert not state.busy
-    assert state.run_error.startswith("workload.trace.path: cannot read trace file")
+    assert state.run_error.startswith("workload.trace.path: no trace file")
     assert state.result is None and state.metrics == {} and state.rows == []
     view = MetricsView(state)
-    assert 'data-run-error="true"' in view.pane.object and "cannot read trace file" in view.pane.object
+    assert 'data-run-error="true"' in view.pane.object and "no trace file" in view.pane.object
 
 
 def test_an_unexpected_error_is_escaped_and_the_next_change_runs_again(catalog, monkeypatch):
@@ -273,7 +273,7 @@ def test_azure_columns_replay_too(catalog):
 
 @pytest.mark.parametrize("text, needle", [
     ("", "the trace file is empty"),
-    ("hello,<b>x</b>\n1,2\n", "unrecognised header"),
+    ("hello,<b>x</b>\n1,2\n", "does not name a known set of columns"),
     ("arrival_s,prompt_tokens,output_tokens\n0,abc,3\n", "line 2"),
     ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
 ])
