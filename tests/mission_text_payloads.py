@@ -94,3 +94,17 @@ def write_hostile_missions(folder):
     for data in missions:
         (folder / f"{data['order']:02d}-{data['id']}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     return folder
+
+
+# Both storage test files (lab serve and the static site) probe the quota this one way.
+FILL_TO_QUOTA = """() => {
+    // The longest value this origin's storage takes (binary search), then clear it again.
+    localStorage.clear();
+    let lo = 0, hi = 64 * 1024 * 1024;
+    while (hi - lo > 1024) {
+        const mid = Math.floor((lo + hi) / 2);
+        try { localStorage.setItem("probe", "x".repeat(mid)); lo = mid; } catch (e) { hi = mid; }
+        localStorage.removeItem("probe");
+    }
+    return lo;
+}"""

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from mission_text_payloads import FILL_TO_QUOTA
 from test_build import build_site
 
 pytestmark = pytest.mark.browser
@@ -606,16 +607,6 @@ def test_two_recoveries_and_a_reset_keep_three_backups_until_cleared(page, serve
     assert page.errors == []
 
 
-_QUOTA = """() => {
-    localStorage.clear();
-    let lo = 0, hi = 64 * 1024 * 1024;
-    while (hi - lo > 1024) {
-        const mid = Math.floor((lo + hi) / 2);
-        try { localStorage.setItem("probe", "x".repeat(mid)); lo = mid; } catch (e) { hi = mid; }
-        localStorage.removeItem("probe");
-    }
-    return lo;
-}"""
 _BIG = """([key, n, extra]) => {
     const raw = '{"version": 1, "stars": {"mixing-hurts": [true, false, true], "junk": "' + "j".repeat(n) + '"}}';
     if (key) localStorage.setItem(key, raw);
@@ -628,7 +619,7 @@ def test_a_corrupt_value_over_half_the_quota_is_never_lost(page, server, room):
     """No room to copy it: the raw text moves to the backup key (or, with no room even for
     that, stays where it was); the readable stars show either way."""
     page.goto(server.url("site.webmanifest"))
-    quota = page.evaluate(_QUOTA)
+    quota = page.evaluate(FILL_TO_QUOTA)
     n = int(quota * 0.6)
     assert page.evaluate(_BIG, [KEY, n, 0]) == [KEY]
     if room == "no room at all":  # fill what is left, so even the backup key's longer name does not fit

@@ -458,24 +458,24 @@ def test_hostile_trace_text_is_a_lab_error_naming_the_line(text, line):
     assert "1111111111" not in str(info.value)
 
 
-def test_arrivals_that_would_overflow_time_are_rejected_at_load(tmp_path):
+def scaled_trace_scenario(tmp_path, rows, time_scale=1000):
+    """A scenario file replaying `rows` (after the header) with its arrival times stretched."""
     (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "t.csv").write_text(HEADER + "0,10,2\n1e306,10,2\n")
+    (tmp_path / "m" / "t.csv").write_text(HEADER + rows)
     path = tmp_path / "m" / "m.json"
-    path.write_text(json.dumps({"scenario": {"workload": {"trace": {"path": "t.csv", "time_scale": 1000}},
+    path.write_text(json.dumps({"scenario": {"workload": {"trace": {"path": "t.csv", "time_scale": time_scale}},
                                              "fleet": {"layout": "colocated", "gpus": 1}}}))
+    return load_scenario(str(path))
+
+
+def test_arrivals_that_would_overflow_time_are_rejected_at_load(tmp_path):
     with pytest.raises(LabError) as info:
-        generate_requests(load_scenario(str(path)).workload, 0)
+        generate_requests(scaled_trace_scenario(tmp_path, "0,10,2\n1e306,10,2\n").workload, 0)
     assert info.value.path == "t.csv: line 3, column arrival_s"
 
 
 def test_a_replay_spans_at_most_the_run_limit(tmp_path):
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "t.csv").write_text(HEADER + "0,10,2\n10,10,2\n")
-    path = tmp_path / "m" / "m.json"
-    path.write_text(json.dumps({"scenario": {"workload": {"trace": {"path": "t.csv", "time_scale": 1000}},
-                                             "fleet": {"layout": "colocated", "gpus": 1}}}))
     with pytest.raises(LabError) as info:
-        generate_requests(load_scenario(str(path)).workload, 0)
+        generate_requests(scaled_trace_scenario(tmp_path, "0,10,2\n10,10,2\n").workload, 0)
     assert info.value.path == "workload.trace.duration_s"
     assert "10,000 s" in info.value.detail and "7,200 s" in info.value.detail

@@ -24,7 +24,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from mission_text_payloads import (CONSTRUCTOR_ID, EASY_ID, HOSTILE_LABEL, HOSTILE_TITLE, PAYLOADS,  # noqa: E402
+from mission_text_payloads import (CONSTRUCTOR_ID, EASY_ID, FILL_TO_QUOTA, HOSTILE_LABEL, HOSTILE_TITLE, PAYLOADS,  # noqa: E402
                                    write_hostile_missions)
 
 from lab.core.missions import list_missions  # noqa: E402
@@ -370,17 +370,6 @@ def test_two_recoveries_and_a_reset_keep_three_backups_on_the_lab_serve_hub(page
     page.locator(".stf-hub-backups").wait_for(state="hidden")
 
 
-FILL_TO_QUOTA = """() => {
-    // The longest value this origin's storage takes (binary search), then clear it again.
-    localStorage.clear();
-    let lo = 0, hi = 64 * 1024 * 1024;
-    while (hi - lo > 1024) {
-        const mid = Math.floor((lo + hi) / 2);
-        try { localStorage.setItem("probe", "x".repeat(mid)); lo = mid; } catch (e) { hi = mid; }
-        localStorage.removeItem("probe");
-    }
-    return lo;
-}"""
 # A corrupt value over half the quota: there is no room for a copy of it.
 BIG_CORRUPT = """([key, n, id]) => {
     const raw = '{"version": 1, "stars": {"' + id + '": [true, false], "junk": "' + "j".repeat(n) + '"}}';

@@ -220,6 +220,16 @@ def saturation(rgb):
     return (max(r, g, b) - min(r, g, b)) / 255
 
 
+def tab_path(page, presses=14):
+    """What each Tab press from the layout buttons focuses (deep, through shadow roots)."""
+    page.locator(".stf-control-layout button").first.focus()
+    path = []
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        path.append(page.evaluate(DEEP_FOCUS))
+    return path
+
+
 def test_the_idle_gpu_slider_looks_disabled_and_is_never_a_tab_stop(page, server):
     mission = next(m for m in MISSIONS if m.scenario.fleet.layout == "disaggregated" and "gpus" in m.controls
                    and "layout" in m.controls)
@@ -233,11 +243,7 @@ def test_the_idle_gpu_slider_looks_disabled_and_is_never_a_tab_stop(page, server
     shot(page.locator(".stf-controls"), "idle-controls.png")
 
     page.wait_for_function(HOST_INERT, arg=["stf-control-gpus", True])
-    page.locator(".stf-control-layout button").first.focus()
-    path = []
-    for _ in range(14):
-        page.keyboard.press("Tab")
-        path.append(page.evaluate(DEEP_FOCUS))
+    path = tab_path(page)
     assert any("stf-control-decode_gpus" in p for p in path), path  # Tab went through the sliders
     assert not any("stf-control-gpus" in p for p in path), path
     # Colocated: now the GPU slider applies, takes the focus, and the pools do not.
@@ -246,11 +252,7 @@ def test_the_idle_gpu_slider_looks_disabled_and_is_never_a_tab_stop(page, server
     settle(page, before)
     page.wait_for_function(HOST_INERT, arg=["stf-control-decode_gpus", True])
     page.wait_for_function(HOST_INERT, arg=["stf-control-gpus", False])
-    page.locator(".stf-control-layout button").first.focus()
-    path = []
-    for _ in range(14):
-        page.keyboard.press("Tab")
-        path.append(page.evaluate(DEEP_FOCUS))
+    path = tab_path(page)
     assert any("stf-control-gpus" in p for p in path), path
     assert not any("stf-control-decode_gpus" in p for p in path), path
 
