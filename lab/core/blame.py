@@ -14,7 +14,8 @@ arrival), to float rounding:
   Colocated whole prefill mixed with decode: the decode share of that step is here too.
 - Disaggregated with `first_token: decode` (the parts after the prefill end):
   `kv_wait` prefill end -> room reserved on a decode GPU (0 when it was reserved
-  before the prefill ended, as with layer-wise streaming); `wire`: time its bytes are on
+  before the prefill ended, as layer-wise streaming does when
+  a decode GPU has room: it reserves at the prefill start); `wire`: time its bytes are on
   the wire after both the prefill end and the reservation (layer-wise: only the chunks'
   time after that moment, so streaming that overlaps the prefill costs nothing here);
   `link_wait`: the rest of that moment -> landed (the fifo link busy with others, or
