@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab import core
 from lab.cli import main
 from lab.core import (
     BLAME_COLUMNS, BLAME_NAMES, CAUSES, TTFT_PARTS, blame_summary, load_scenario, request_blame, request_gaps,
