@@ -11,7 +11,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.cli import main
@@ -68,6 +68,13 @@ def check_blame(result):
         else:
             # Never got its first token: the parts run to the end of the run, the open one named.
             assert b.open_part in TTFT_PARTS and close(total, row["ttft_s"]), (rec, b)
+            # The open part is the last phase it reached (wire and link_wait interleave).
+            later = TTFT_PARTS[TTFT_PARTS.index(b.open_part) + 1:]
+            assert all(b.parts[p] == 0.0 for p in later if (b.open_part, p) != ("link_wait", "wire")), b
+            if b.open_part in ("link_wait", "wire", "join_wait"):
+                tr, stop = result.transfers[rec.transfer], result.end_time
+                on_wire = any(s <= stop < e for s, e in tr.wire_spans())
+                assert b.open_part == ("join_wait" if tr.end <= stop else "wire" if on_wire else "link_wait")
         if not split or fleet.first_token == "prefill":
             assert all(b.parts[p] == 0.0 for p in LINK_PARTS), b
         if rec.prefill_end is not None:
@@ -104,9 +111,37 @@ def check_blame(result):
     return blames
 
 
+@st.composite
+def busy_scenarios(draw):
+    """test_properties' scenarios, loaded enough that queues, links and decode GPUs are
+    busy (so every part and cause occurs), with a random SLO so that requests miss."""
+    raw = draw(scenarios(drain=st.sampled_from([0.0, 0.5, 60.0]), max_duration=3.0))
+    raw["workload"]["rate"] = draw(st.floats(4.0, 30.0))
+    fleet, model = raw["fleet"], raw["model"]
+    fleet["max_batch_seqs"] = draw(st.sampled_from([3, 256]))
+    model.pop("kv_capacity_tokens", None)
+    kv = draw(st.sampled_from([None, 3000, 20000]))
+    if kv is not None:
+        model["kv_capacity_tokens"] = kv
+    if fleet["layout"] == "disaggregated":
+        fleet["link"]["gbytes_per_s"] = draw(st.sampled_from([0.5, 3.0, 20.0]))
+        fleet["link"]["sharing"] = draw(st.sampled_from(["fifo", "fifo", "independent"]))
+    slo = {"ttft_s": draw(st.floats(0.05, 3.0)), "tpot_ms": draw(st.floats(5.0, 60.0)),
+           "max_gap_ms": draw(st.floats(10.0, 400.0))}
+    keep = draw(st.lists(st.sampled_from(sorted(slo)), min_size=1, max_size=3, unique=True))
+    raw["slo"] = {k: slo[k] for k in keep}
+    return raw
+
+
 @PROPERTY_SETTINGS
 @given(scenarios(drain=st.sampled_from([0.0, 0.3, 2.0, 60.0])))
 def test_parts_are_nonnegative_and_add_up_to_the_ttft(raw):
+    check_blame(simulate(load_scenario(raw)))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=150)  # enough for every part and cause to occur
+@given(busy_scenarios())
+def test_parts_add_up_and_causes_hold_on_busy_fleets(raw):
     check_blame(simulate(load_scenario(raw)))
 
 
@@ -133,8 +168,8 @@ def diff_blame(scenario, requests=None):
     return out[:6]
 
 
-@PROPERTY_SETTINGS
-@given(scenarios(drain=st.sampled_from([0.0, 1.0, 60.0]), max_duration=4.0))
+@settings(PROPERTY_SETTINGS, max_examples=100)
+@given(st.one_of(scenarios(drain=st.sampled_from([0.0, 1.0, 60.0]), max_duration=4.0), busy_scenarios()))
 def test_engine_blame_equals_the_reference_blame(raw):
     problems = diff_blame(load_scenario(raw))
     assert not problems, "\n".join(problems)
