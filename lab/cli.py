@@ -52,9 +52,10 @@ def _json_safe(value):
     return value
 
 
-def write_requests_csv(path, rows, metrics):
-    """One row per request, then RUN_COLUMNS taken from the run's `metrics` (empty = None)."""
-    from lab.core import LabError
+def write_requests_csv(path, rows, metrics, blames):
+    """One row per request: REQUEST_COLUMNS, its blame (core.BLAME_COLUMNS), then RUN_COLUMNS
+    taken from the run's `metrics` (empty = None)."""
+    from lab.core import BLAME_COLUMNS, LabError
 
     run = ["" if metrics[c] is None else metrics[c] for c in RUN_COLUMNS]
     try:
@@ -63,9 +64,11 @@ def write_requests_csv(path, rows, metrics):
         raise LabError("--requests-csv", f"cannot write {path!r}: {exc.strerror or exc}") from None
     with fh:
         writer = csv.writer(fh)
-        writer.writerow(REQUEST_COLUMNS + RUN_COLUMNS)
-        for row in rows:
-            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS] + run)
+        writer.writerow(REQUEST_COLUMNS + BLAME_COLUMNS + RUN_COLUMNS)
+        for row, blame in zip(rows, blames):
+            why = blame.row()
+            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS]
+                            + ["" if why[c] is None else why[c] for c in BLAME_COLUMNS] + run)
 
 
 def describe_run(scenario, result):
@@ -107,10 +110,14 @@ def cmd_run(args):
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
     elapsed = time.perf_counter() - started
+    blames = core.request_blame(result, rows)
+    why = core.blame_summary(blames)
     if args.requests_csv:
-        write_requests_csv(args.requests_csv, rows, metrics)
+        write_requests_csv(args.requests_csv, rows, metrics, blames)
     if args.json:
-        print(json.dumps({k: _json_safe(v) for k, v in metrics.items()}, indent=2))
+        out = {k: _json_safe(v) for k, v in metrics.items()}
+        out.update(why)  # core.BLAME_NAMES, after the metrics
+        print(json.dumps(out, indent=2))
     else:
         fleet = scenario.fleet
         shape = (f"{fleet.gpus} colocated GPUs" + (f", chunked prefill {fleet.chunk_tokens} tokens" if fleet.chunk_tokens else ", whole prefill")
@@ -120,6 +127,10 @@ def cmd_run(args):
         for line in describe_run(scenario, result):
             print(f"  {line}")
         print(format_metrics(metrics))
+        if why["missed"]:
+            causes = sorted(((share, c) for c, share in why["missed_by_cause"].items() if share), key=lambda x: -x[0])
+            print(f"  {'Why requests missed':<25} {why['missed']} missed: "
+                  + "   ".join(f"{c} {share:.0%}" for share, c in causes))
         if result.capped == "drain_s":
             print(f"  note: overloaded; the run stopped {scenario.drain_s:g} s after arrivals ended with "
                   f"{metrics['unfinished']} requests unfinished (counted as SLO misses)")

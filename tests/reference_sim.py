@@ -21,7 +21,7 @@ Only two things are shared with the engine by design: the cost model
 
 from lab.core import generate_requests, step_time_fn
 
-__all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate"]
+__all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate", "reference_blame"]
 
 
 class Seq:
@@ -45,6 +45,7 @@ class Seq:
         self.joined = False  # decode GPU: added to the running batch
         self.landed = None  # disaggregated: time the KV landed on the decode GPU
         self.prefill_end_planned = None  # disaggregated: end time of its prefill batch
+        self.prompt_pieces = []  # its own prompt tokens in each step that carried some (for blame)
 
     @property
     def kv_need(self):
@@ -232,8 +233,9 @@ class _Sim:
         for s in decode:
             ctx += s.P + s.generated
         ptoks = 0
-        for _, k in prefill:
+        for s, k in prefill:
             ptoks += k
+            s.prompt_pieces.append(k)
         if n == 0 and ptoks == 0:
             g.step = None
             g.boundary = None  # idle
@@ -439,3 +441,69 @@ def reference_simulate(scenario, requests=None):
         arrivals_end = max((a for a, _, _ in requests), default=0.0)
     sim = _Sim(scenario, list(requests))
     return sim.run(arrivals_end)
+
+
+def reference_blame(scenario, ref):
+    """README "Blame", from the reference's own records, for every request that got its
+    first token: {id: {"parts": {name: s}, "worst_gap": (s, cause, prompt tokens, batch)
+    or None, "met": bool, "dominant": cause or None}}. Written from the rules, not from
+    lab/core/blame.py: the own-token pieces each step recorded, every token's timestamp,
+    the transfer's chunks, and the step list of the decode GPU."""
+    import math
+
+    step_s = step_time_fn(scenario.model)
+    f = scenario.fleet
+    slo = scenario.slo
+    split_first_at_prefill = f.layout == "disaggregated" and f.first_token == "prefill"
+    names = ("queue", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
+    out = {}
+    for s in ref.requests:
+        if s.dropped or s.first_token is None:
+            continue
+        parts = dict.fromkeys(names, 0.0)
+        parts["queue"] = s.prefill_start - s.arrival
+        own = math.fsum(step_s(0, 0, k) for k in s.prompt_pieces)
+        parts["prefill"] = own
+        parts["chunk_wait"] = max(0.0, (s.prefill_end - s.prefill_start) - own)
+        if s.first_token > s.prefill_end:  # the KV crossed the link before the first token
+            tr = ref.transfers[next(i for i, t in enumerate(ref.transfers) if t.request == s.id)]
+            after = max(s.prefill_end, tr.reserved)
+            if tr.chunks is None:
+                spans = [(tr.start, tr.end)]
+            else:
+                spans = [(c.start, c.start + tr.layer_s) for c in tr.chunks]
+            wire = math.fsum(min(e, tr.end) - max(b, after) for b, e in spans if e > after and b < tr.end)
+            parts["kv_wait"] = after - s.prefill_end
+            parts["wire"] = wire
+            parts["link_wait"] = max(0.0, (tr.end - after) - wire)
+            parts["join_wait"] = s.first_token - tr.end
+        gaps = [b - a for a, b in zip(s.tokens, s.tokens[1:])]
+        worst = None
+        if gaps:
+            k = gaps.index(max(gaps))  # the earliest of the largest
+            g = ref.gpus[s.decode_gpu]
+            step = next(st for st in g.steps if st[1] == s.tokens[k + 1])
+            if split_first_at_prefill and k == 0:
+                cause = "transfer"
+            elif step[3] > 0:
+                cause = "prefill_interference"
+            else:
+                cause = "decode_batch"
+            worst = (gaps[k], cause, step[3], step[2])
+        ttft = s.first_token - s.arrival
+        ttft_ok = slo.ttft_s is None or ttft <= slo.ttft_s
+        met = s.finished and ttft_ok
+        if met and s.O > 1:
+            tpot_ms = (s.finish - s.first_token) / (s.O - 1) * 1000.0
+            met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
+                slo.max_gap_ms is None or worst[0] * 1000.0 <= slo.max_gap_ms)
+        dominant = None
+        if not met:
+            if not ttft_ok:
+                dominant = max(names, key=lambda n: (parts[n], -names.index(n)))
+            elif not s.finished:
+                dominant = "unfinished"
+            else:
+                dominant = worst[1]
+        out[s.id] = {"parts": parts, "worst_gap": worst, "met": met, "dominant": dominant}
+    return out

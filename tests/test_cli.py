@@ -38,9 +38,10 @@ def run_json(capsys, *args):
 
 def test_run_json_has_exactly_the_design_metric_names(scenario_file, capsys):
     metrics = run_json(capsys, str(scenario_file))
-    assert list(metrics) == list(METRIC_NAMES) + list(RUN_NAMES)
+    assert list(metrics) == list(METRIC_NAMES) + list(RUN_NAMES) + list(core.BLAME_NAMES)
     assert metrics["run_cut"] is None and metrics["unfinished"] == 0
-    expected = core.summarize(core.simulate(core.load_scenario(SCENARIO)))
+    result = core.simulate(core.load_scenario(SCENARIO))
+    expected = {**core.summarize(result), **core.blame_summary(core.request_blame(result))}
     assert metrics == json.loads(json.dumps(expected))
 
 

@@ -2,7 +2,8 @@
 
 (a) the Pyodide we test against is the one the browser build will use;
 (b) every lab.core module imports with the standard library alone;
-(c) simulate/summarize give bit-identical results in CPython and Pyodide.
+(c) simulate/summarize and blame (request_blame, blame_summary) give bit-identical
+    results in CPython and Pyodide.
 """
 
 import json
@@ -132,8 +133,16 @@ for name, spec in SPECS.items():
     for x in result.transfers:
         t.update(repr((x.request, x.src_gpu, x.dst_gpu, x.ready, x.reserved, x.start, x.end, x.bytes,
                        getattr(x, "layer_starts", None))).encode())
+    blames = core.request_blame(result)
+    b = hashlib.sha256()
+    for x in blames:
+        b.update(repr((x.id, x.parts, x.open_part, x.worst_gap_s, x.worst_gap_cause, x.worst_gap_prompt_tokens,
+                       x.worst_gap_batch, x.first_gap_parts, x.missed, x.dominant_cause)).encode())
+        b.update(b"\n")
     out[name] = {
         "summary": canon(core.summarize(result)),
+        "blame_summary": canon(core.blame_summary(blames)),
+        "blame_fingerprint": b.hexdigest(),
         "requests": len(result.requests),
         "request_fingerprint": h.hexdigest(),
         "transfer_fingerprint": t.hexdigest(),
@@ -243,6 +252,7 @@ def test_same_results_in_cpython_and_pyodide(name, cpython_results, pyodide_resu
         "hint: Python >= 3.12 (Pyodide) sums floats with compensated summation, so sum() of floats "
         "can differ from 3.11 in the last bits; math.fsum is correctly rounded everywhere"
     )
-    for key in ("requests", "request_fingerprint", "transfer_fingerprint", "steps", "end_time"):
+    for key in ("requests", "request_fingerprint", "transfer_fingerprint", "steps", "end_time",
+                "blame_summary", "blame_fingerprint"):
         assert cp[key] == py[key], f"{name}: {key} differs: cpython {cp[key]!r}, pyodide {py[key]!r}"
     assert cp == py

@@ -3,11 +3,13 @@
     s = load_scenario("missions/01-mixing-hurts.json")   # or a dict
     result = simulate(s)                                   # requests, step logs, transfers
     metrics = summarize(result)                            # {metric name: value}
+    blame_summary(request_blame(result))                   # why requests missed, by cause
 
     mission = load_mission("missions/01-mixing-hurts.json")  # brief, controls, stars
     evaluate_stars(mission, metrics)                          # [True, False, False]
 """
 
+from .blame import BLAME_COLUMNS, BLAME_NAMES, CAUSES, GAP_CAUSES, TTFT_PARTS, Blame, blame_summary, request_blame
 from .cost import describe_model, step_time_fn
 from .engine import simulate
 from .errors import LabError
@@ -27,6 +29,7 @@ __all__ = [
     "generate_requests", "parse_trace_text",
     "simulate", "Result", "GpuLog", "RequestRecord", "Transfer",
     "summarize", "request_metrics", "request_gaps", "percentile", "METRIC_NAMES",
+    "request_blame", "blame_summary", "Blame", "TTFT_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
     "step_time_fn", "describe_model",
     "Mission", "Control", "CONTROL_PATHS", "load_mission", "list_missions", "default_missions_dir",
     "Star", "Predicate", "evaluate_stars", "check_mission", "CheckReport",

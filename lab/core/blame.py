@@ -1,0 +1,272 @@
+"""Blame: why a request missed, derived from a `Result` (no engine bookkeeping).
+
+**TTFT parts** (seconds, `TTFT_PARTS`) add up to the request's TTFT (first token -
+arrival), to float rounding:
+
+- `queue`: arrival -> the first step carrying its prompt starts (colocated: this includes
+  waiting for KV memory or a batch slot on a GPU).
+- `prefill`: what its own prompt costs: for each step that carried c of its prompt
+  tokens, the cost model's time for c prompt tokens alone on an idle GPU,
+  `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
+- `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
+  work (other prompts in the same batch or chunk budget, the decode tokens of other
+  sequences sharing a colocated step) and any wait between the steps carrying its chunks.
+  Colocated whole prefill mixed with decode: the decode share of that step is here too.
+- Disaggregated with `first_token: decode` (the parts after the prefill end):
+  `kv_wait` prefill end -> room reserved on a decode GPU (0 when it was reserved
+  before the prefill ended, as layer-wise streaming does when
+  a decode GPU has room: it reserves at the prefill start); `wire`: time its bytes are on
+  the wire after both the prefill end and the reservation (layer-wise: only the chunks'
+  time after that moment, so streaming that overlaps the prefill costs nothing here);
+  `link_wait`: the rest of that moment -> landed (the fifo link busy with others, or
+  layer chunks waiting for one another); `join_wait`: landed -> the decode step boundary
+  where the decode GPU takes it in, which is the first token's time.
+- With `first_token: prefill` the first token is the prefill end, so those four parts are
+  0 in TTFT; the same four, measured to the boundary where the decode GPU takes the
+  sequence in, plus that first decode step (`decode_step`), make `first_gap_parts`,
+  which sum to the first inter-token gap.
+
+A request that never got its first token counts with TTFT = end of run - arrival (as
+metrics.py does): its parts run up to the end of the run and `open_part` names the one it
+was in then, which takes all the time since that phase began (a prefill cut short is all
+`prefill`). A dropped request (larger than a GPU's KV memory) has all parts 0.
+
+**Worst gap**: the largest inter-token gap, the earliest of equals, ended by step j of
+its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
+`transfer` when it is the first gap and `first_token: prefill` (a split fleet);
+`prefill_interference` when step j carried prompt tokens; `decode_batch` otherwise (a
+decode-only step: its batch and context made it long). `worst_gap_prompt_tokens` and
+`worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` is a
+reserved name: the engine never preempts, so its share is always 0. None without gaps.
+
+**Dominant cause** (`dominant_cause`, None when the request met the SLO): `kv_capacity`
+for a dropped request; the largest TTFT part (earliest in `TTFT_PARTS` of equals) when it
+has no first token or its TTFT is over the SLO's target; `unfinished` when its first token
+was in time but the run was cut before its last; else (it missed a TPOT or max-gap
+target) its worst gap's cause.
+"""
+
+import math
+from dataclasses import dataclass
+from itertools import compress
+
+from .cost import step_time_fn
+from .metrics import _step_gaps, request_metrics
+
+__all__ = [
+    "TTFT_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
+    "Blame", "request_blame", "blame_summary",
+]
+
+TTFT_PARTS = ("queue", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
+GAP_CAUSES = ("prefill_interference", "decode_batch", "transfer", "preemption")
+# Every dominant cause, in the order summaries list them.
+CAUSES = TTFT_PARTS + GAP_CAUSES + ("kv_capacity", "unfinished")
+# Fleet-level names `lab run --json` adds after summarize()'s (see blame_summary).
+BLAME_NAMES = ("missed", "missed_by_cause")
+# Per-request columns `--requests-csv` adds (see Blame.row).
+BLAME_COLUMNS = tuple(f"ttft_{p}_s" for p in TTFT_PARTS) + (
+    "ttft_open_part", "worst_gap_cause", "worst_gap_prompt_tokens", "worst_gap_batch", "dominant_cause",
+)
+_LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
+
+
+@dataclass
+class Blame:
+    """Why one request took the time it took (see the module docstring)."""
+
+    id: int
+    parts: dict  # TTFT part name -> seconds, every name of TTFT_PARTS, in that order
+    open_part: str = None  # the part it was in when the run ended without its first token
+    worst_gap_s: float = None
+    worst_gap_cause: str = None
+    worst_gap_prompt_tokens: int = None
+    worst_gap_batch: int = None
+    first_gap_parts: dict = None  # first_token: prefill on a split fleet: the first gap, split
+    missed: bool = False
+    dominant_cause: str = None
+
+    def row(self):
+        """The BLAME_COLUMNS of this request, for --requests-csv."""
+        out = {f"ttft_{p}_s": self.parts[p] for p in TTFT_PARTS}
+        out.update(ttft_open_part=self.open_part, worst_gap_cause=self.worst_gap_cause,
+                   worst_gap_prompt_tokens=self.worst_gap_prompt_tokens, worst_gap_batch=self.worst_gap_batch,
+                   dominant_cause=self.dominant_cause)
+        return out
+
+
+def _prompt_pieces(result):
+    """{request id: [(step index, own prompt tokens)]} on its prefill GPU, from the step logs.
+
+    A GPU processes the prompts it admitted in admission order, which is request-id
+    order (one FIFO queue), and a step's prompt tokens are the next ones of that
+    stream (whole prompts, or a chunk budget finishing one prompt and starting the
+    next). So each prompt's share of each step follows from the logs alone.
+    """
+    by_gpu = {}
+    for rec in result.requests:
+        if rec.prefill_gpu >= 0 and rec.prefill_start is not None:
+            by_gpu.setdefault(rec.prefill_gpu, []).append(rec)
+    pieces = {}
+    for g, recs in by_gpu.items():
+        column = result.gpus[g].prefill_tokens
+        i, left = 0, recs[0].prompt_tokens
+        own = pieces.setdefault(recs[0].id, [])
+        for j in compress(range(len(column)), column):  # the steps with prompt work
+            tokens = column[j]
+            while tokens and i < len(recs):
+                take = left if left < tokens else tokens
+                own.append((j, take))
+                tokens -= take
+                left -= take
+                if not left:
+                    i += 1
+                    if i < len(recs):
+                        left = recs[i].prompt_tokens
+                        own = pieces.setdefault(recs[i].id, [])
+    return pieces
+
+
+def _link_parts(tr, prefill_end, until):
+    """kv_wait, link_wait, wire, join_wait from the prefill end to `until`, and the open one."""
+    parts = dict.fromkeys(_LINK_PARTS, 0.0)
+    if tr is None or tr.reserved >= until:
+        parts["kv_wait"] = until - prefill_end
+        return parts, "kv_wait"
+    t0 = tr.reserved if tr.reserved > prefill_end else prefill_end  # only the link holds it now
+    if t0 > until:
+        t0 = until
+    landed = tr.end if tr.end < until else until
+    wire = math.fsum(
+        (e if e < landed else landed) - (s if s > t0 else t0)
+        for s, e in tr.wire_spans() if e > t0 and s < landed
+    )
+    parts["kv_wait"] = t0 - prefill_end
+    parts["wire"] = wire
+    parts["link_wait"] = max(0.0, (landed - t0) - wire)
+    parts["join_wait"] = until - landed
+    if tr.end <= until:
+        return parts, "join_wait"
+    on_wire = any(s <= until < e for s, e in tr.wire_spans())
+    return parts, "wire" if on_wire else "link_wait"
+
+
+def _ttft_parts(result, rec, pieces, step_s, end):
+    """(parts, open part or None): see the module docstring."""
+    parts = dict.fromkeys(TTFT_PARTS, 0.0)
+    if rec.dropped:
+        return parts, None
+    first = rec.first_token
+    until = first if first is not None else end
+    start = rec.prefill_start
+    if start is None or start >= until:
+        parts["queue"] = until - rec.arrival
+        return parts, (None if first is not None else "queue")
+    parts["queue"] = start - rec.arrival
+    finish = rec.prefill_end
+    if finish is None:
+        parts["prefill"] = until - start
+        return parts, "prefill"
+    own = math.fsum(step_s(0, 0, c) for _, c in pieces.get(rec.id, ()))
+    parts["prefill"] = own
+    parts["chunk_wait"] = max(0.0, (finish - start) - own)
+    if finish >= until:
+        return parts, None  # colocated, one-token answers, first_token: prefill
+    tr = result.transfers[rec.transfer] if rec.transfer >= 0 else None
+    link, open_part = _link_parts(tr, finish, until)
+    parts.update(link)
+    return parts, (None if first is not None else open_part)
+
+
+def _worst_gap(result, rec, step_gaps):
+    """(gap seconds, step index that ended it) or None: the earliest of the largest gaps."""
+    a = rec.decode_first_step
+    if a < 0 or rec.first_token is None:
+        return None
+    end = result.gpus[rec.decode_gpu].end
+    last = min(rec.decode_last_step, len(end) - 1)
+    if a > last:
+        return None
+    first_gap = end[a] - rec.first_token
+    if a == last:
+        return first_gap, a
+    rest = step_gaps[rec.decode_gpu][a + 1: last + 1]
+    worst = max(rest)
+    if first_gap >= worst:
+        return first_gap, a
+    return worst, a + 1 + rest.index(worst)
+
+
+def request_blame(result, rows=None):
+    """One `Blame` per request, in request order. `rows`: request_metrics(result), if at hand."""
+    if rows is None:
+        rows = request_metrics(result)
+    scenario = result.scenario
+    fleet = scenario.fleet
+    step_s = step_time_fn(scenario.model)
+    pieces = _prompt_pieces(result)
+    gaps = [None] * len(result.gpus)
+    first_at_prefill = fleet.layout == "disaggregated" and fleet.first_token == "prefill"
+    target = scenario.slo.ttft_s
+    out = []
+    for rec, row in zip(result.requests, rows):
+        parts, open_part = _ttft_parts(result, rec, pieces, step_s, result.end_time)
+        blame = Blame(rec.id, parts, open_part)
+        if rec.decode_gpu >= 0 and gaps[rec.decode_gpu] is None and rec.decode_first_step >= 0:
+            gaps[rec.decode_gpu] = _step_gaps(result.gpus[rec.decode_gpu])
+        worst = _worst_gap(result, rec, gaps)
+        if worst is not None:
+            gap, j = worst
+            log = result.gpus[rec.decode_gpu]
+            blame.worst_gap_s = gap
+            blame.worst_gap_prompt_tokens = log.prefill_tokens[j]
+            blame.worst_gap_batch = log.decode_seqs[j]
+            if first_at_prefill and j == rec.decode_first_step:
+                blame.worst_gap_cause = "transfer"
+            elif log.prefill_tokens[j]:
+                blame.worst_gap_cause = "prefill_interference"
+            else:
+                blame.worst_gap_cause = "decode_batch"
+            if first_at_prefill:
+                joined = log.start[rec.decode_first_step]
+                split, _ = _link_parts(result.transfers[rec.transfer], rec.prefill_end, joined)
+                split["decode_step"] = log.end[rec.decode_first_step] - joined
+                blame.first_gap_parts = split
+        blame.missed = not row["met_slo"]
+        if blame.missed:
+            blame.dominant_cause = _dominant(rec, row, blame, target)
+        out.append(blame)
+    return out
+
+
+def _largest_part(parts):
+    best = TTFT_PARTS[0]
+    for name in TTFT_PARTS:
+        if parts[name] > parts[best]:
+            best = name
+    return best
+
+
+def _dominant(rec, row, blame, ttft_target):
+    if rec.dropped:
+        return "kv_capacity"
+    if rec.first_token is None or (ttft_target is not None and row["ttft_s"] > ttft_target):
+        return _largest_part(blame.parts)
+    if not rec.finished:
+        return "unfinished"
+    return blame.worst_gap_cause or _largest_part(blame.parts)
+
+
+def blame_summary(blames):
+    """{"missed": count, "missed_by_cause": {cause: share of missed}} over CAUSES (all listed;
+    shares sum to 1, all 0.0 when nothing missed)."""
+    counts = dict.fromkeys(CAUSES, 0)
+    missed = 0
+    for b in blames:
+        if b.missed:
+            missed += 1
+            counts[b.dominant_cause] += 1
+    return {
+        "missed": missed,
+        "missed_by_cause": {c: (n / missed if missed else 0.0) for c, n in counts.items()},
+    }

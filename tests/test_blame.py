@@ -1,0 +1,347 @@
+"""Blame (lab/core/blame.py): TTFT parts that add up, worst-gap causes, dominant causes.
+
+Properties over random scenarios (both layouts, whole/chunked, layer-wise, both
+first_token definitions, KV-limited, runs cut by the drain cap); hand-built fleets whose
+cause is known; the engine's blame equal (float ==) to the one the naive reference
+simulator computes from its own per-token records; and the CLI's names.
+"""
+
+import csv
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lab.cli import main
+from lab.core import (
+    BLAME_COLUMNS, BLAME_NAMES, CAUSES, TTFT_PARTS, blame_summary, load_scenario, request_blame, request_gaps,
+    request_metrics, simulate, step_time_fn,
+)
+from lab.core.blame import _prompt_pieces
+
+from reference_sim import reference_blame, reference_simulate
+from test_properties import PROPERTY_SETTINGS, scenarios
+
+LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
+
+
+def close(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def make(fleet, slo, model=None, drain_s=120.0):
+    """A scenario whose requests the test passes to simulate() itself."""
+    return load_scenario({
+        "workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 100, "output_tokens": 10},
+        "fleet": fleet, "model": model or {"cost": "linear"}, "slo": slo, "seed": 0, "drain_s": drain_s,
+    })
+
+
+def blame_of(scenario, requests):
+    result = simulate(scenario, requests)
+    rows = request_metrics(result)
+    return result, rows, request_blame(result, rows)
+
+
+# ---------------------------------------------------------------- properties
+
+
+def check_blame(result):
+    rows = request_metrics(result)
+    blames = request_blame(result, rows)
+    fleet = result.scenario.fleet
+    split = fleet.layout == "disaggregated"
+    pieces = _prompt_pieces(result)
+    assert [b.id for b in blames] == [r.id for r in result.requests]
+    for rec, row, b in zip(result.requests, rows, blames):
+        assert tuple(b.parts) == TTFT_PARTS
+        assert all(v >= 0.0 for v in b.parts.values()), (rec, b)
+        total = math.fsum(b.parts.values())
+        if rec.dropped:
+            assert total == 0.0 and b.dominant_cause == "kv_capacity"
+            continue
+        if rec.first_token is not None:
+            assert b.open_part is None
+            assert close(total, rec.first_token - rec.arrival), (rec, b)
+        else:
+            # Never got its first token: the parts run to the end of the run, the open one named.
+            assert b.open_part in TTFT_PARTS and close(total, row["ttft_s"]), (rec, b)
+            # The open part is the last phase it reached (wire and link_wait interleave).
+            later = TTFT_PARTS[TTFT_PARTS.index(b.open_part) + 1:]
+            assert all(b.parts[p] == 0.0 for p in later if (b.open_part, p) != ("link_wait", "wire")), b
+            if b.open_part in ("link_wait", "wire", "join_wait"):
+                tr, stop = result.transfers[rec.transfer], result.end_time
+                on_wire = any(s <= stop < e for s, e in tr.wire_spans())
+                assert b.open_part == ("join_wait" if tr.end <= stop else "wire" if on_wire else "link_wait")
+        if not split or fleet.first_token == "prefill":
+            assert all(b.parts[p] == 0.0 for p in LINK_PARTS), b
+        if rec.prefill_end is not None:
+            # Its share of each step, derived from the logs: its own tokens, in consecutive
+            # steps from its prefill start to its prefill end.
+            own = pieces[rec.id]
+            log = result.gpus[rec.prefill_gpu]
+            steps = [j for j, _ in own]
+            assert sum(c for _, c in own) == rec.prompt_tokens
+            assert steps == list(range(steps[0], steps[-1] + 1))
+            assert (log.start[steps[0]], log.end[steps[-1]]) == (rec.prefill_start, rec.prefill_end)
+        gaps = request_gaps(result, rec)
+        if gaps:
+            assert b.worst_gap_s == max(gaps)
+            if row["worst_gap_ms"] is not None:
+                assert b.worst_gap_s * 1000.0 == row["worst_gap_ms"]
+            assert b.worst_gap_cause in ("prefill_interference", "decode_batch", "transfer")
+            assert (b.worst_gap_cause == "prefill_interference") == (b.worst_gap_prompt_tokens > 0)
+            assert b.worst_gap_batch >= 1
+            if split and fleet.first_token == "prefill":
+                assert close(math.fsum(b.first_gap_parts.values()), gaps[0]), b
+                assert all(v >= 0.0 for v in b.first_gap_parts.values())
+        else:
+            assert b.worst_gap_s is None and b.worst_gap_cause is None
+        assert b.missed == (not row["met_slo"])
+        assert (b.dominant_cause is None) == (not b.missed)
+        assert b.dominant_cause is None or b.dominant_cause in CAUSES
+    summary = blame_summary(blames)
+    assert tuple(summary["missed_by_cause"]) == CAUSES
+    assert summary["missed"] == sum(1 for r in rows if not r["met_slo"])
+    shares = summary["missed_by_cause"].values()
+    assert close(math.fsum(shares), 1.0) if summary["missed"] else all(s == 0.0 for s in shares)
+    assert summary["missed_by_cause"]["preemption"] == 0.0
+    return blames
+
+
+@st.composite
+def busy_scenarios(draw):
+    """test_properties' scenarios, loaded enough that queues, links and decode GPUs are
+    busy (so every part and cause occurs), with a random SLO so that requests miss."""
+    raw = draw(scenarios(drain=st.sampled_from([0.0, 0.5, 60.0]), max_duration=3.0))
+    raw["workload"]["rate"] = draw(st.floats(4.0, 30.0))
+    fleet, model = raw["fleet"], raw["model"]
+    fleet["max_batch_seqs"] = draw(st.sampled_from([3, 256]))
+    model.pop("kv_capacity_tokens", None)
+    kv = draw(st.sampled_from([None, 3000, 20000]))
+    if kv is not None:
+        model["kv_capacity_tokens"] = kv
+    if fleet["layout"] == "disaggregated":
+        fleet["link"]["gbytes_per_s"] = draw(st.sampled_from([0.5, 3.0, 20.0]))
+        fleet["link"]["sharing"] = draw(st.sampled_from(["fifo", "fifo", "independent"]))
+    slo = {"ttft_s": draw(st.floats(0.05, 3.0)), "tpot_ms": draw(st.floats(5.0, 60.0)),
+           "max_gap_ms": draw(st.floats(10.0, 400.0))}
+    keep = draw(st.lists(st.sampled_from(sorted(slo)), min_size=1, max_size=3, unique=True))
+    raw["slo"] = {k: slo[k] for k in keep}
+    return raw
+
+
+@PROPERTY_SETTINGS
+@given(scenarios(drain=st.sampled_from([0.0, 0.3, 2.0, 60.0])))
+def test_parts_are_nonnegative_and_add_up_to_the_ttft(raw):
+    check_blame(simulate(load_scenario(raw)))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=150)  # enough for every part and cause to occur
+@given(busy_scenarios())
+def test_parts_add_up_and_causes_hold_on_busy_fleets(raw):
+    check_blame(simulate(load_scenario(raw)))
+
+
+def diff_blame(scenario, requests=None):
+    """Where the engine's blame differs from the reference's (empty list = equal)."""
+    result = simulate(scenario, requests)
+    rows = request_metrics(result)
+    mine = request_blame(result, rows)
+    theirs = reference_blame(scenario, reference_simulate(scenario, requests))
+    out = []
+    served = {r.id for r in result.requests if r.first_token is not None and not r.dropped}
+    if served != set(theirs):
+        out.append(f"requests with a first token: engine {sorted(served)[:5]}..., reference {sorted(theirs)[:5]}...")
+    for b in mine:
+        if b.id not in served or b.id not in theirs:
+            continue
+        ref = theirs[b.id]
+        worst = None if b.worst_gap_s is None else (
+            b.worst_gap_s, b.worst_gap_cause, b.worst_gap_prompt_tokens, b.worst_gap_batch)
+        for what, a, c in (("parts", b.parts, ref["parts"]), ("worst gap", worst, ref["worst_gap"]),
+                           ("missed", b.missed, not ref["met"]), ("dominant", b.dominant_cause, ref["dominant"])):
+            if a != c:
+                out.append(f"request {b.id}: {what}: engine {a!r}, reference {c!r}")
+    return out[:6]
+
+
+@settings(PROPERTY_SETTINGS, max_examples=100)
+@given(st.one_of(scenarios(drain=st.sampled_from([0.0, 1.0, 60.0]), max_duration=4.0), busy_scenarios()))
+def test_engine_blame_equals_the_reference_blame(raw):
+    problems = diff_blame(load_scenario(raw))
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- known causes
+
+
+def test_a_long_prompt_in_a_decode_step_is_prefill_interference_with_its_tokens():
+    sc = make({"layout": "colocated", "gpus": 1}, {"max_gap_ms": 100})
+    result, rows, blames = blame_of(sc, [(0.0, 100, 40), (0.0, 100, 40), (0.05, 6000, 2)])
+    check_blame(result)
+    for victim in blames[:2]:
+        assert (victim.worst_gap_cause, victim.worst_gap_prompt_tokens, victim.worst_gap_batch) == (
+            "prefill_interference", 6000, 2)
+        assert victim.missed and victim.dominant_cause == "prefill_interference"
+    long = result.requests[2]
+    parts = blames[2].parts
+    step_s = step_time_fn(sc.model)
+    # Its own prompt is its prefill; the two decode tokens riding in that step are chunk_wait.
+    assert parts["prefill"] == step_s(0, 0, 6000)
+    assert close(parts["chunk_wait"], (long.prefill_end - long.prefill_start) - step_s(0, 0, 6000))
+    assert parts["chunk_wait"] > 0.0
+
+
+def test_huge_decode_batches_are_decode_batch():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
+               "link": {"gbytes_per_s": 900, "sharing": "independent"}}, {"tpot_ms": 25})
+    result, rows, blames = blame_of(sc, [(0.0, 50, 30)] * 150)
+    check_blame(result)
+    assert all(b.missed and b.dominant_cause == "decode_batch" for b in blames)
+    assert all(b.worst_gap_prompt_tokens == 0 and b.worst_gap_batch > 100 for b in blames)
+    assert blame_summary(blames)["missed_by_cause"]["decode_batch"] == 1.0
+
+
+def test_a_slow_fifo_link_makes_link_wait_dominate():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
+               "link": {"gbytes_per_s": 1, "sharing": "fifo", "layerwise": False}}, {"ttft_s": 1.5})
+    result, rows, blames = blame_of(sc, [(0.25 * i, 4000, 20) for i in range(12)])
+    check_blame(result)
+    bandwidth = 1e9
+    waits = [b.parts["link_wait"] for b in blames]
+    assert waits == sorted(waits) and waits[-1] > 2.0  # each waits for every transfer before it
+    for rec, b in zip(result.requests, blames):
+        assert close(b.parts["wire"], result.transfers[rec.transfer].bytes / bandwidth)
+    summary = blame_summary(blames)
+    assert summary["missed"] > 0
+    assert max(summary["missed_by_cause"], key=summary["missed_by_cause"].get) == "link_wait"
+    assert all(b.dominant_cause == "link_wait" for b in blames if b.missed)
+
+
+def test_an_overloaded_prefill_pool_makes_queue_dominate():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2,
+               "link": {"gbytes_per_s": 900, "sharing": "independent"}}, {"ttft_s": 1.5})
+    result, rows, blames = blame_of(sc, [(0.05 * i, 4000, 20) for i in range(40)])
+    check_blame(result)
+    summary = blame_summary(blames)
+    assert summary["missed"] > 20
+    assert summary["missed_by_cause"]["queue"] == 1.0
+
+
+def test_first_token_at_prefill_puts_the_transfer_in_the_first_gap():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "first_token": "prefill",
+               "link": {"gbytes_per_s": 5, "sharing": "independent", "layerwise": False}}, {"max_gap_ms": 30})
+    result, rows, blames = blame_of(sc, [(0.5 * i, 2000, 20) for i in range(5)])
+    check_blame(result)
+    for rec, b in zip(result.requests, blames):
+        assert all(b.parts[p] == 0.0 for p in LINK_PARTS)
+        assert b.worst_gap_cause == "transfer" and b.dominant_cause == "transfer"
+        assert close(b.first_gap_parts["wire"], result.transfers[rec.transfer].bytes / 5e9)
+        assert close(math.fsum(b.first_gap_parts.values()), request_gaps(result, rec)[0])
+
+
+def test_chunked_prefill_splits_its_steps_into_own_prefill_and_chunk_wait():
+    sc = make({"layout": "colocated", "gpus": 1, "chunk_tokens": 512}, {"ttft_s": 10})
+    result, rows, blames = blame_of(sc, [(0.0, 1000, 5), (0.0, 1000, 5)])
+    check_blame(result)
+    step_s = step_time_fn(sc.model)
+    # Chunks of 512: [512 of r0], [488 of r0 + 24 of r1], [512 of r1 + r0's decode], [464 of r1 + r0's decode].
+    assert _prompt_pieces(result) == {0: [(0, 512), (1, 488)], 1: [(1, 24), (2, 512), (3, 464)]}
+    for rid, own in ((0, (512, 488)), (1, (24, 512, 464))):
+        rec, parts = result.requests[rid], blames[rid].parts
+        assert parts["prefill"] == math.fsum(step_s(0, 0, c) for c in own)
+        assert parts["chunk_wait"] > 0.0
+        assert close(parts["prefill"] + parts["chunk_wait"], rec.prefill_end - rec.prefill_start)
+    # r0's steps spent only r1's 24 tokens on other work.
+    assert close(blames[0].parts["chunk_wait"], step_s(0, 0, 24))
+
+
+def test_layerwise_streaming_overlapping_the_prefill_counts_only_the_wire_after_it():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1,
+               "link": {"gbytes_per_s": 50, "sharing": "independent", "layerwise": True}}, {"ttft_s": 10})
+    result, rows, blames = blame_of(sc, [(0.0, 4000, 5)])
+    check_blame(result)
+    tr, parts = result.transfers[0], blames[0].parts
+    assert tr.reserved < tr.ready  # reserved at the prefill start: no kv_wait
+    assert parts["kv_wait"] == 0.0
+    # A fast link keeps up with the layers: only the last chunk is on the wire after the prefill.
+    assert close(parts["wire"], tr.layer_s) and close(parts["link_wait"], 0.0)
+
+
+def test_a_request_larger_than_kv_memory_is_kv_capacity():
+    sc = make({"layout": "colocated", "gpus": 1}, {"ttft_s": 10}, model={"cost": "linear", "kv_capacity_tokens": 800})
+    result, rows, blames = blame_of(sc, [(0.0, 100, 10), (0.1, 1000, 10)])
+    assert (blames[0].missed, blames[1].dominant_cause) == (False, "kv_capacity")
+    assert blame_summary(blames) == {"missed": 1, "missed_by_cause": {c: float(c == "kv_capacity") for c in CAUSES}}
+
+
+def test_a_cut_run_names_the_open_part_and_the_unfinished():
+    sc = make({"layout": "colocated", "gpus": 1, "max_batch_seqs": 2}, {"ttft_s": 100}, drain_s=0.0)
+    result, rows, blames = blame_of(sc, [(0.0, 100, 1000), (0.0, 100, 1000), (0.1, 100, 10)])
+    check_blame(result)
+    assert result.capped == "drain_s"
+    assert [b.dominant_cause for b in blames[:2]] == ["unfinished", "unfinished"]
+    assert (blames[2].open_part, blames[2].dominant_cause) == ("queue", "queue")  # no slot ever freed
+    assert blames[2].parts["queue"] == result.end_time - 0.1
+
+
+# ---------------------------------------------------------------- reference, fixed cases
+
+
+@pytest.mark.parametrize("fleet", [
+    {"layout": "colocated", "gpus": 2},
+    {"layout": "colocated", "gpus": 2, "chunk_tokens": 300},
+    {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 1, "first_token": "prefill",
+     "link": {"gbytes_per_s": 2, "sharing": "fifo", "layerwise": True}},
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2,
+     "link": {"gbytes_per_s": 1, "sharing": "fifo", "layerwise": False}},
+], ids=["whole", "chunked", "fifo-layerwise-first-at-prefill", "fifo-whole"])
+def test_engine_blame_equals_the_reference_on_a_loaded_fleet(fleet):
+    sc = load_scenario({
+        "seed": 4, "workload": {"rate": 6, "duration_s": 6, "prompt_tokens": {"dist": "uniform", "low": 100, "high": 3000},
+                                "output_tokens": {"dist": "uniform", "low": 1, "high": 80}},
+        "fleet": fleet, "model": {"cost": "linear", "kv_capacity_tokens": 20000},
+        "slo": {"ttft_s": 1.0, "tpot_ms": 20, "max_gap_ms": 60},
+    })
+    problems = diff_blame(sc)
+    assert not problems, "\n".join(problems)
+    assert sum(b.missed for b in request_blame(simulate(sc))) > 0  # the comparison covered misses
+
+
+# ---------------------------------------------------------------- command line
+
+
+@pytest.fixture
+def loaded_file(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({
+        "seed": 2, "workload": {"rate": 8, "duration_s": 8, "prompt_tokens": 3000, "output_tokens": 50},
+        "fleet": {"layout": "colocated", "gpus": 1}, "slo": {"ttft_s": 1.5, "tpot_ms": 25},
+    }))
+    return path
+
+
+def test_run_json_says_why_requests_missed(loaded_file, capsys):
+    assert main(["run", str(loaded_file), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out)[-len(BLAME_NAMES):] == list(BLAME_NAMES)
+    assert out["missed"] == round(out["requests"] * (1 - out["slo_attainment"]))
+    assert list(out["missed_by_cause"]) == list(CAUSES) and out["missed"] > 0
+    assert math.isclose(math.fsum(out["missed_by_cause"].values()), 1.0)
+
+
+def test_requests_csv_has_the_blame_columns(loaded_file, tmp_path, capsys):
+    target = tmp_path / "rows.csv"
+    assert main(["run", str(loaded_file), "--requests-csv", str(target)]) == 0
+    assert "Why requests missed" in capsys.readouterr().out
+    with open(target, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert set(BLAME_COLUMNS) <= set(rows[0])
+    for row in rows:
+        parts = [float(row[f"ttft_{p}_s"]) for p in TTFT_PARTS]
+        assert math.isclose(math.fsum(parts), float(row["ttft_s"]), rel_tol=1e-9, abs_tol=1e-12)
+        assert (row["dominant_cause"] == "") == (row["met_slo"] == "True")
+        assert row["dominant_cause"] == "" or row["dominant_cause"] in CAUSES
