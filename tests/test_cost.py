@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.core import describe_model, load_scenario, step_time_fn
+from lab.core import load_scenario, step_time_fn
 from lab.core.spec import GPU_PRESETS, LLM_PRESETS, Model
 
 
@@ -149,8 +149,3 @@ def test_scenario_model_is_what_the_engine_uses():
     sc = load_scenario({"workload": {"rate": 1, "prompt_tokens": 10, "output_tokens": 2},
                         "fleet": {"layout": "colocated", "gpus": 1}, "model": {"cost": "roofline", "gpu": "a100"}})
     assert step_time_fn(sc.model)(0, 0, 2000) == approx(roofline_parts(sc.model, 0, 0, 2000)[1])
-
-
-def test_describe_model_mentions_the_model():
-    text = describe_model(model(cost="roofline", gpu="h200"))
-    assert "roofline" in text and "h200" in text and "128 KiB" in text

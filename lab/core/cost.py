@@ -7,7 +7,7 @@ prefill_tokens) -> seconds`; the engine and the reference simulator call the
 same function, so their float results agree bit for bit.
 """
 
-__all__ = ["step_time_fn", "kv_bytes_per_token", "describe_model"]
+__all__ = ["step_time_fn", "kv_bytes_per_token"]
 
 
 def kv_bytes_per_token(model):
@@ -59,14 +59,3 @@ def _roofline(model):
         return memory_s if memory_s > compute_s else compute_s
 
     return step_s
-
-
-def describe_model(model):
-    """One line for reports: what the cost model is and a few reference step times."""
-    step = step_time_fn(model)
-    return (
-        f"{model.cost} cost model, {model.llm} on {model.gpu}: "
-        f"prefill 2,000 tokens {step(0, 0, 2000) * 1000:.1f} ms; "
-        f"decode 32 seqs x 2,000 ctx {step(32, 64000, 0) * 1000:.1f} ms; "
-        f"KV {model.kv_bytes_per_token / 1024:.0f} KiB/token, {model.kv_tokens_per_gpu:,} tokens/GPU"
-    )
