@@ -78,9 +78,12 @@ LAB_REQUIREMENTS = ["numpy"]
 #     rendered), markup panes with sanitize_html=True, and server/auth error pages. The lab
 #     page must use none of these in the browser (tests/test_pyodide_mirror.py renders it
 #     with nh3 and PIL unimportable).
-# pandas stays: Panel declares it and runs without it here, but that is not yet proven in
-# the browser for every control (see README "A local Pyodide folder").
-UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow"}
+#   pandas (and with it python-dateutil, pytz, six: 5.2 MB): Panel declares it, but in
+#     Pyodide imports it only when pyodide-http is missing (panel.io.pyodide patches
+#     pandas.read_csv then), and Bokeh only when it is given pandas objects; the lab hands
+#     both plain lists and numpy arrays. Checked in Chromium (load, sweep, layout switch,
+#     playback) and in tests/test_pyodide_mirror.py.
+UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow", "pandas"}
 # Pyodide's environment, for evaluating dependency markers.
 PYODIDE_MARKERS = {
     "sys_platform": "emscripten", "platform_system": "Emscripten", "os_name": "posix",

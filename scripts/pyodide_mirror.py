@@ -101,7 +101,7 @@ def describe(source):
     if kind == "pypi":
         return f"PyPI {source['requirement']} ({source.get('platform', 'any')})"
     if kind == "sdist":
-        return f"built from PyPI's sdist {source['requirement']} ({source['sdist']})"
+        return f"PyPI's sdist {source['requirement']} ({source['sdist']}), made into a pure-Python wheel here"
     if kind == "lock":
         return f"npm {source['package']} {LOCK_NAME}, rewritten"
     return json.dumps(source)
@@ -512,10 +512,12 @@ def check(out=DEFAULT_OUT, *, mirror_path=LOCK_PATH, cache=CACHE):
         else:
             say(f"  ok     {entry['file']}")
     known = {e["file"] for e in entries}
+    listed = {e["file"] for e in mirror["files"]}
     extra = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
                    and p.relative_to(out).as_posix() not in known) if out.is_dir() else []
     for name in extra:
-        say(f"  note   {name}: not in {LOCK_PATH.name}; build.py does not copy it")
+        why = "build.py does not load it" if name in listed else f"not in {LOCK_PATH.name}"
+        say(f"  note   {name}: {why}; build.py does not copy it (left alone)")
     if bad:
         raise MirrorError(f"{out}: {len(bad)} of {len(entries)} file(s) wrong:\n  " + "\n  ".join(bad))
     total = sum((out / f).stat().st_size for f in known)
