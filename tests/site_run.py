@@ -45,12 +45,23 @@ class LabRun:
 
     @property
     def bytes(self):
-        """Bytes the page and its worker received (the service worker's own fetches aside)."""
-        return sum(r["bytes"] for r in self.responses if not r.get("service_worker"))
+        """Bytes that came over the network: every response body, the page's, its worker's and
+        the service worker's (it re-fetches what the lab loaded, to keep it for a second
+        visit), except the page's responses the service worker answered itself."""
+        return sum(r["bytes"] for r in self.responses if not r.get("from_service_worker"))
+
+    @property
+    def unique_bytes(self):
+        """Bytes of the distinct files fetched: what the lab needs, each file once."""
+        sizes = {}
+        for r in self.responses:
+            sizes[r["url"]] = max(sizes.get(r["url"], 0), r["bytes"])
+        return sum(sizes.values())
 
     def summary(self):
         sw = [r for r in self.responses if r.get("service_worker")]
-        return dict(dataclasses.asdict(self), bytes=self.bytes, responses=len(self.responses) - len(sw),
+        return dict(dataclasses.asdict(self), bytes=self.bytes, unique_bytes=self.unique_bytes,
+                    files=len({r["url"] for r in self.responses}), responses=len(self.responses),
                     service_worker_fetches=len(sw), service_worker_bytes=sum(r["bytes"] for r in sw))
 
 
@@ -73,7 +84,8 @@ def run_lab(browser, url, *, timeout_s=600, screenshot=None, viewport=(1280, 900
         try:
             response = req.response()
             run.responses.append({"url": req.url, "status": response.status if response else None,
-                                  "bytes": _body_size(req), "service_worker": req.service_worker is not None})
+                                  "bytes": _body_size(req), "service_worker": req.service_worker is not None,
+                                  "from_service_worker": bool(response and response.from_service_worker)})
         except Exception:  # the context closed under it
             pass
 
