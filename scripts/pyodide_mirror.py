@@ -537,8 +537,19 @@ def build_parser():
     return p
 
 
+def _venv_python():
+    """The project's Python, when this one lacks Panel (build.py's dependency walk needs it)."""
+    venv = REPO / ".venv" / "bin" / "python"
+    if importlib.util.find_spec("panel") is None and venv.is_file() and Path(sys.executable) != venv:
+        return venv
+    return None
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    venv = _venv_python()
+    if venv is not None and argv is None:
+        os.execv(str(venv), [str(venv), __file__, *sys.argv[1:]])
     if args.check and args.record:
         print("pyodide_mirror.py: error: --check and --record: choose one", file=sys.stderr)
         return 2

@@ -177,6 +177,22 @@ def test_a_recorded_hash_that_differs_stops_the_run_and_writes_nothing(tmp_path,
     assert not (out / entry["file"]).exists()
 
 
+def test_a_source_that_is_gone_is_named(tmp_path, folder):
+    data = json.loads(LOCK.read_text(encoding="utf-8"))
+    entry = next(e for e in data["files"] if e["file"].startswith("tqdm-"))
+    entry["from"]["requirement"] = "tqdm==0.0.0.post999"  # no such release
+    bad_lock = tmp_path / "lock.json"
+    bad_lock.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out"
+    shutil.copytree(folder, out)
+    (out / entry["file"]).unlink()
+    with pytest.raises(mirror.MirrorError) as err:
+        mirror.assemble(out, mirror_path=bad_lock, cache=tmp_path / "cache")
+    assert str(err.value).startswith(f"{entry['file']}: PyPI tqdm==0.0.0.post999: `")
+    assert "failed (exit" in str(err.value)
+    assert not (out / entry["file"]).exists()
+
+
 def test_a_package_build_py_needs_without_a_source_is_named(tmp_path):
     data = json.loads(LOCK.read_text(encoding="utf-8"))
     data["files"] = [e for e in data["files"] if e.get("package") != "jinja2"]
@@ -212,7 +228,7 @@ def test_embedded_zips_are_found_whole_by_their_end_records():
     assert mirror.find_embedded_zips(one[:-30] + b"...") == {}  # a cut-off zip is not a zip
 
 
-def test_sdist_wheel_bytes_depend_on_the_sources_alone(monkeypatch):
+def test_sdist_wheel_bytes_depend_on_the_sources_alone(monkeypatch, folder):
     data = json.loads(LOCK.read_text(encoding="utf-8"))
     entry = next(e for e in data["files"] if e.get("package") == "markupsafe")
     sdist = mirror.CACHE / "sdist" / entry["from"]["sdist"]
