@@ -46,7 +46,8 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-__all__ = ["main", "build", "BuildError", "write_wheel", "lab_wheel_files", "missions_index", "hub_html"]
+__all__ = ["main", "build", "BuildError", "write_wheel", "lab_wheel_files", "lab_roots", "resolve_dependencies",
+           "missions_index", "hub_html"]
 
 REPO = Path(__file__).resolve().parent
 SITE_SRC = REPO / "static" / "site"
@@ -68,8 +69,23 @@ lab_page().servable(title="Split the Fleet")
 '''
 # What the lab imports beyond Panel and Bokeh (Panel's converter adds these to its list).
 LAB_REQUIREMENTS = ["numpy"]
-# Panel declares these but never imports them; the lab does not use them either.
-UNUSED_DEPENDENCIES = {"panel-material-ui"}
+# Declared by Panel or Bokeh but never imported in the paths the lab runs, so the browser
+# does not download them (and a self-hosted Pyodide folder need not have them; no wasm
+# build of nh3 or pillow is on the registries scripts/pyodide_mirror.py can reach):
+#   panel-material-ui: Panel declares it, never imports it.
+#   pillow: Bokeh imports PIL only in bokeh.io.export (PNG/SVG export) and in the Image
+#     property (image textures, image tool icons); the lab uses neither.
+#   nh3: Panel imports it lazily, in panel.util.HTML_SANITIZER.clean, which runs only for
+#     ReactiveHTML components (pn.FlexBox is one: it cleans every string parameter when
+#     rendered), markup panes with sanitize_html=True, and server/auth error pages. The lab
+#     page must use none of these in the browser (tests/test_pyodide_mirror.py renders it
+#     with nh3 and PIL unimportable).
+#   pandas (and with it python-dateutil, pytz, six: 5.2 MB): Panel declares it, but in
+#     Pyodide imports it only when pyodide-http is missing (panel.io.pyodide patches
+#     pandas.read_csv then), and Bokeh only when it is given pandas objects; the lab hands
+#     both plain lists and numpy arrays. Checked in Chromium (load, sweep, layout switch,
+#     playback) and in tests/test_pyodide_mirror.py.
+UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow", "pandas"}
 # Pyodide's environment, for evaluating dependency markers.
 PYODIDE_MARKERS = {
     "sys_platform": "emscripten", "platform_system": "Emscripten", "os_name": "posix",
@@ -274,6 +290,13 @@ def _pyodide_lock(args, pyodide_version):
                              f"(run `npm ci`) and {url} is unreachable ({exc})") from None
     raise BuildError(f"need Pyodide {pyodide_version}'s pyodide-lock.json: run `npm ci` (node_modules/pyodide) "
                      "or pass --pyodide-dir")
+
+
+def lab_roots(panel_version, bokeh_version, pyodide_http=True):
+    """What the lab's Pyodide environment starts from: the converter's list (Panel, Bokeh,
+    pyodide-http when it patches HTTP) plus LAB_REQUIREMENTS. resolve_dependencies walks it."""
+    return [f"panel=={panel_version}", f"bokeh=={bokeh_version}", *LAB_REQUIREMENTS,
+            *(["pyodide-http"] if pyodide_http else [])]
 
 
 def resolve_dependencies(lock, roots, python="3.13.2"):
@@ -656,8 +679,7 @@ def build(args):
         # ---- what runs in Pyodide
         lock, _ = _pyodide_lock(args, pyodide_version)
         load, closure, vendored = resolve_dependencies(
-            lock, [f"panel=={facts['panel_version']}", f"bokeh=={facts['bokeh_version']}", *LAB_REQUIREMENTS,
-                   *(["pyodide-http"] if "pyodide-http" in parts["env_spec"] else [])],
+            lock, lab_roots(facts["panel_version"], facts["bokeh_version"], "pyodide-http" in parts["env_spec"]),
             python=lock.get("info", {}).get("python", "3.13.2"))
         wheels_dir = site / "wheels"
         wheels_dir.mkdir()
