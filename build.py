@@ -163,8 +163,8 @@ def _wheel_name(name):
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def lab_wheel_files():
-    """{archive name: bytes} of the lab's wheel: lab/ (core, ui, cli) + missions as lab/missions."""
+def lab_wheel_files(missions_dir=MISSIONS_SRC):
+    """{archive name: bytes} of the lab's wheel: lab/ (core, ui, cli) + `missions_dir` as lab/missions."""
     files = {}
     for path in sorted((REPO / "lab").rglob("*")):
         rel = path.relative_to(REPO).as_posix()
@@ -173,22 +173,27 @@ def lab_wheel_files():
         if rel.startswith("lab/missions/"):
             continue  # the repo's top-level missions/ is the source of truth
         files[rel] = path.read_bytes()
-    for path in _mission_source_files():
-        files["lab/missions/" + path.relative_to(MISSIONS_SRC).as_posix()] = path.read_bytes()
+    for rel, data in _mission_source_files(missions_dir).items():
+        files["lab/missions/" + rel] = data
     return files
 
 
-def _mission_source_files():
-    out = sorted(MISSIONS_SRC.glob("*.json"))
-    out += sorted(p for p in (MISSIONS_SRC / "traces").glob("*") if p.is_file()) if (MISSIONS_SRC / "traces").is_dir() else []
+def _mission_source_files(missions_dir=MISSIONS_SRC):
+    """{path relative to the folder: bytes}: its *.json and traces/, plus the repo's schema.json if it has none."""
+    missions_dir = Path(missions_dir)
+    paths = sorted(missions_dir.glob("*.json"))
+    traces = missions_dir / "traces"
+    paths += sorted(p for p in traces.glob("*") if p.is_file()) if traces.is_dir() else []
+    out = {p.relative_to(missions_dir).as_posix(): p.read_bytes() for p in paths}
+    out.setdefault("schema.json", (MISSIONS_SRC / "schema.json").read_bytes())
     return out
 
 
-def build_lab_wheel(dest_dir):
+def build_lab_wheel(dest_dir, missions_dir=MISSIONS_SRC):
     project = _project()
     name, version = project["name"], project["version"]
     dist_info = f"{_wheel_name(name)}-{version}.dist-info"
-    files = lab_wheel_files()
+    files = lab_wheel_files(missions_dir)
     meta = [
         "Metadata-Version: 2.1",
         f"Name: {name}",
@@ -500,9 +505,9 @@ def missions_index(missions_dir=MISSIONS_SRC):
     try:
         missions = list_missions(str(missions_dir))
     except LabError as exc:
-        raise BuildError(f"missions/: {exc}") from None
+        raise BuildError(f"{missions_dir}: {exc}") from None
     if not missions:
-        raise BuildError("missions/ holds no mission")
+        raise BuildError(f"{missions_dir} holds no mission")
     return [
         {"id": m.id, "title": m.title, "order": m.order, "summary": m.summary,
          "stars": [s.label for s in m.stars], "file": Path(m.path).name}
@@ -654,7 +659,10 @@ def build(args):
         raise BuildError("--pyodide-dir copies Pyodide into the site, so --pyodide-base must be a folder "
                          f"inside it (like ./pyodide/), not {args.pyodide_base}")
 
-    missions = missions_index()
+    missions_dir = Path(args.missions)
+    if not missions_dir.is_dir():
+        raise BuildError(f"--missions {args.missions}: not a folder")
+    missions = missions_index(missions_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".stf-build-", dir=str(out.parent)))
     work = Path(tempfile.mkdtemp(prefix="stf-convert-"))
@@ -685,7 +693,7 @@ def build(args):
         wheels_dir.mkdir()
         wheel_urls = []
         say(quiet, "building wheels ...")
-        lab_whl = build_lab_wheel(wheels_dir)
+        lab_whl = build_lab_wheel(wheels_dir, missions_dir)
         # Panel and Bokeh go where the converter's list points (PANEL_CDN_ROOT layout).
         env_wheels = [u for u in parts["env_spec"] if u.endswith(".whl")]
         for dist_name, url, skip in (("bokeh", facts["bokeh_whl"], BOKEH_WHEEL_SKIP), ("panel", facts["panel_whl"], PANEL_WHEEL_SKIP)):
@@ -737,10 +745,8 @@ def build(args):
                 shutil.copyfile(src / f, site / rel / f)
 
         # ---- missions
-        for path in _mission_source_files():
-            _write(site, "missions/" + path.relative_to(MISSIONS_SRC).as_posix(), path.read_bytes())
-        if not (site / "missions" / "schema.json").is_file():
-            raise BuildError("missions/schema.json is missing")
+        for rel, data in _mission_source_files(missions_dir).items():
+            _write(site, "missions/" + rel, data)
         _write(site, "missions/index.json", json.dumps({"version": 1, "missions": missions}, indent=1, ensure_ascii=False) + "\n")
 
         # ---- the lab page and its worker
@@ -821,6 +827,8 @@ def build_parser():
     p = argparse.ArgumentParser(
         prog="python build.py",
         description="Build the static site: the mission hub, the lab running in Pyodide, the missions and the lab wheel.")
+    p.add_argument("--missions", default=str(MISSIONS_SRC), metavar="DIR",
+                   help="the missions folder to publish (default: the repo's missions/)")
     p.add_argument("--out", default="dist", help="output folder (default: dist); replaced only if it is an earlier build")
     p.add_argument("--pyodide-base", default=None, metavar="URL_OR_DIR",
                    help="where Pyodide and its packages come from: a URL, or a folder relative to the site "

@@ -2,14 +2,16 @@
 
 Every payload that ran would set `window.__pwned`; the tests assert it never is set.
 Used by tests/ui/test_mission_text_safety.py (`lab serve`) and tests/test_site_browser.py
-(the static hub).
+(the static hub), tests/test_site_offline.py (the static lab page), with the Playwright
+helpers that poke a page for them.
 """
 
 import copy
 import json
 from pathlib import Path
 
-__all__ = ["PAYLOADS", "HOSTILE_TITLE", "HOSTILE_LABEL", "EASY_ID", "CONSTRUCTOR_ID", "write_hostile_missions"]
+__all__ = ["PAYLOADS", "HOSTILE_TITLE", "HOSTILE_LABEL", "EASY_ID", "CONSTRUCTOR_ID", "DANGEROUS", "write_hostile_missions",
+           "pwned", "settle", "poke", "FILL_TO_QUOTA"]
 
 PAYLOADS = [
     '<script>window.__pwned=1</script>',
@@ -108,3 +110,35 @@ FILL_TO_QUOTA = """() => {
     }
     return lo;
 }"""
+
+
+# Elements no mission text may ever become.
+DANGEROUS = ("script", "img", "iframe", "svg", "math", "details", "style", "link", "base", "object", "embed", "form",
+             "meta")
+
+
+def pwned(page):
+    """'undefined' unless a payload ran (each sets window.__pwned)."""
+    return page.evaluate("typeof window.__pwned")
+
+
+def settle(page):
+    """Until the lab's status line says a run is drawn."""
+    page.locator('.stf-status[data-busy="false"][data-run]').wait_for(state="attached")
+
+
+def poke(page, scope):
+    """Hover and click whatever a payload could hang an event on inside `scope`."""
+    nodes = page.locator(f"{scope} *")
+    for i in range(min(nodes.count(), 200)):
+        node = nodes.nth(i)
+        if node.is_visible():
+            node.hover(timeout=5_000)
+    links = page.locator(f"{scope} a")
+    for i in range(links.count()):
+        href = links.nth(i).get_attribute("href") or ""
+        if href.startswith("#"):  # a link that stays on the page; anything else is checked, not followed
+            links.nth(i).click(timeout=5_000)
+    for sel in ("details", "summary"):
+        for i in range(page.locator(f"{scope} {sel}").count()):
+            page.locator(f"{scope} {sel}").nth(i).click(timeout=5_000)

@@ -57,6 +57,7 @@ from .plots import Plots
 from .stars_bridge import StarsBridge
 from .state import LabState, parse_search, parse_settings
 from .theme import CSS, HUB_CSS, PALETTE
+from .timers import later
 
 __all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
            "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
@@ -115,11 +116,6 @@ def lab_href(mission_id):
 def _debug(*args):
     if os.environ.get("STF_DEBUG"):
         print(f"{time.time() * 1000:.0f}", *args, file=sys.stderr, flush=True)
-
-
-def _later(callback, delay_ms):
-    """Run `callback` once, `delay_ms` from now, on the event loop (server or Pyodide)."""
-    return pn.state.add_periodic_callback(callback, period=max(1, int(delay_ms)), count=1)
 
 
 def _brand():
@@ -197,7 +193,7 @@ class LabApp:
         """(Re)start the debounce timer; the run happens when it fires."""
         if self._pending is not None:
             self._pending.stop()
-        self._pending = _later(self._run_now, delay_ms)
+        self._pending = later(self._run_now, delay_ms)
 
     # ------------------------------------------------------------ the address
 
@@ -214,7 +210,7 @@ class LabApp:
     def _url_soon(self):
         """Write the address at most every URL_THROTTLE_MS while the window keeps moving."""
         if self._url_pending is None:
-            self._url_pending = _later(self._url_timer, URL_THROTTLE_MS)
+            self._url_pending = later(self._url_timer, URL_THROTTLE_MS)
 
     def _on_user_window(self):
         """The student scrubbed, jumped or nudged the window: a shared link shows this moment."""
@@ -253,7 +249,7 @@ class LabApp:
             return
         # The canvas, metrics and stars go first; the plots follow in their own patch once
         # the browser has had time to paint those (their data and drawing would delay it).
-        self._plots_pending = _later(self._update_plots, PLOTS_LAG_MS)
+        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
     def _update_plots(self):
         self._plots_pending = None
@@ -298,7 +294,7 @@ class LabApp:
             return
         self._sweep_iter = state.sweep_steps()
         state.sweep_progress = 0.0
-        _later(self._sweep_step, 10)
+        later(self._sweep_step, 10)
 
     def _sweep_step(self):
         if self._sweep_iter is None:
@@ -312,7 +308,7 @@ class LabApp:
             self._sweep_iter = None
             self.state.sweep_progress = None
             raise
-        _later(self._sweep_step, 5)
+        later(self._sweep_step, 5)
 
     def _on_key(self, action):
         canvas = self.canvas
@@ -372,7 +368,7 @@ class LabApp:
             self.url.replace(search)
         if self._settle_pending is not None:
             self._settle_pending.stop()
-        self._settle_pending = _later(self._settle, HISTORY_SETTLE_MS)
+        self._settle_pending = later(self._settle, HISTORY_SETTLE_MS)
 
     def _on_layout(self, *_):
         """Controls that do nothing in this layout take no focus (see PageBridge.inert)."""

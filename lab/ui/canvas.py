@@ -45,6 +45,7 @@ from lab.core.cost import step_time_fn
 
 from .state import WINDOW_S
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
+from .timers import every
 
 __all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "rows_html", "ROW_PX", "FRAME_MAX_PX"]
 
@@ -222,7 +223,7 @@ def timeline_data(result, tpot_ms):
         ready = np.fromiter((t.ready for t in transfers), float, k)
         begin = np.fromiter((t.start for t in transfers), float, k)
         spans = [t.wire_spans() for t in transfers]
-        per = np.fromiter((len(sp) for sp in spans), np.int64, k)
+        per = np.fromiter((len(sp) for sp in spans), np.intp, k)  # intp: wasm32 cannot repeat by int64
         lefts = np.fromiter((a for sp in spans for a, _ in sp), float, int(per.sum()))
         rights = np.fromiter((b for sp in spans for _, b in sp), float, int(per.sum()))
         owner = np.repeat(np.arange(k), per)
@@ -673,7 +674,7 @@ class Canvas(param.Parameterized):
             self.set_window(0.0)
         self.playing = True
         self.play_button.name = "❚❚ Pause"
-        self._timer = pn.state.add_periodic_callback(self._tick, period=TICK_MS, start=True)
+        self._timer = every(self._tick, TICK_MS)
         if self.after_toggle is not None:
             self.after_toggle()
 

@@ -22,9 +22,10 @@ and every RETRY_MS until then. Stars are OR-merged, so a repeat is harmless.
 import re
 from pathlib import Path
 
-import panel as pn
 import param
 from panel.custom import JSComponent
+
+from .timers import every
 
 __all__ = ["StarsBridge", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_JS", "RETRY_MS", "RETRY_LIMIT",
            "clean_stars"]
@@ -187,7 +188,7 @@ class StarsBridge(JSComponent):
     def _start_retry(self):
         if self._retry is None:
             try:
-                self._retry = pn.state.add_periodic_callback(self._on_retry, period=RETRY_MS, count=RETRY_LIMIT + 1)
+                self._retry = every(self._on_retry, RETRY_MS, count=RETRY_LIMIT + 1)
             except Exception:  # no event loop (a bare unit test): the page's hello still resends
                 self._retry = None
 

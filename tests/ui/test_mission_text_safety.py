@@ -24,7 +24,8 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from mission_text_payloads import (CONSTRUCTOR_ID, EASY_ID, FILL_TO_QUOTA, HOSTILE_LABEL, HOSTILE_TITLE, PAYLOADS,  # noqa: E402
+from mission_text_payloads import (CONSTRUCTOR_ID, DANGEROUS, EASY_ID, FILL_TO_QUOTA, HOSTILE_LABEL, HOSTILE_TITLE,
+                                   PAYLOADS, poke, pwned, settle,  # noqa: E402
                                    write_hostile_missions)
 
 from lab.core.missions import list_missions  # noqa: E402
@@ -32,8 +33,6 @@ from lab.ui.mission_text import ALLOWED_SCHEMES, ALLOWED_TAGS, brief_html, plain
 from lab.ui.stars_bridge import BACKUP_KEY, STORAGE_KEY, StarsBridge, clean_stars  # noqa: E402
 
 REPO = TESTS.parent
-DANGEROUS = ("script", "img", "iframe", "svg", "math", "details", "style", "link", "base", "object", "embed", "form",
-             "meta")
 
 
 # ---------------------------------------------------------------- the renderer
@@ -196,31 +195,6 @@ def hostile(tmp_path_factory, missions_server):
     return missions_server(folder), {m.id: m for m in list_missions(str(folder))}
 
 
-def _pwned(page):
-    return page.evaluate("typeof window.__pwned")
-
-
-def _settle(page):
-    page.locator('.stf-status[data-busy="false"][data-run]').wait_for(state="attached")
-
-
-def _poke(page, scope):
-    """Hover and click whatever a payload could hang an event on inside `scope`."""
-    nodes = page.locator(f"{scope} *")
-    for i in range(min(nodes.count(), 200)):
-        node = nodes.nth(i)
-        if node.is_visible():
-            node.hover(timeout=5_000)
-    links = page.locator(f"{scope} a")
-    for i in range(links.count()):
-        href = links.nth(i).get_attribute("href") or ""
-        if href.startswith("#"):  # a link that stays on the page; anything else is checked, not followed
-            links.nth(i).click(timeout=5_000)
-    for sel in ("details", "summary"):
-        for i in range(page.locator(f"{scope} {sel}").count()):
-            page.locator(f"{scope} {sel}").nth(i).click(timeout=5_000)
-
-
 def test_hostile_missions_never_run_on_the_lab_serve_hub(page, hostile):
     base, missions = hostile
     page.goto(base + "/")
@@ -231,10 +205,10 @@ def test_hostile_missions_never_run_on_the_lab_serve_hub(page, hostile):
         card = page.locator(f'a.stf-mission[data-mission="{mid}"]')
         assert card.locator(".name").inner_text() == m.title
         assert card.locator(".one").inner_text() == m.summary
-    _poke(page, "ul.stf-missions")
+    poke(page, "ul.stf-missions")
     for sel in DANGEROUS:
         assert page.locator(f"ul.stf-missions {sel}").count() == 0, sel
-    assert _pwned(page) == "undefined"
+    assert pwned(page) == "undefined"
 
 
 @pytest.mark.parametrize("query", ["mission=xss-brief", "mission=xss-brief&embed=1", "mission=xss-comment",
@@ -243,7 +217,7 @@ def test_hostile_briefs_titles_and_labels_never_run_in_the_lab(page, hostile, qu
     base, missions = hostile
     m = missions[re.search(r"mission=([a-z-]+)", query).group(1)]
     page.goto(f"{base}/lab?{query}")
-    _settle(page)
+    settle(page)
     assert page.locator("h1.stf-title").inner_text() == m.title
     brief = page.locator(".stf-brief")
     if "embed=1" in query:  # the brief is folded away in an embed: open it
@@ -259,17 +233,17 @@ def test_hostile_briefs_titles_and_labels_never_run_in_the_lab(page, hostile, qu
     for sel in DANGEROUS:
         assert page.locator(f".stf-brief {sel}").count() == 0, sel
         assert page.locator(f".stf-title {sel}").count() == 0, sel
-    _poke(page, ".stf-brief")
+    poke(page, ".stf-brief")
     for star in m.stars:  # the star list shows every label as text
         assert page.get_by_text(star.label, exact=True).count() >= 1, star.label
     page.locator(".stf-star, .stf-stars, [class*=stf-star]").first.hover()
-    assert _pwned(page) == "undefined"
+    assert pwned(page) == "undefined"
     # The page still works: its link back to the hub shows the mission list.
     if "embed=1" not in query:
         page.goto(base + "/")
         page.locator('ul.stf-missions[data-loaded="true"]').wait_for()
         assert page.locator("a.stf-mission").count() == len(missions) + 1
-        assert _pwned(page) == "undefined"
+        assert pwned(page) == "undefined"
 
 
 def test_a_star_earned_on_the_first_run_is_saved_in_16_fresh_browsers(browser, hostile):
@@ -283,7 +257,7 @@ def test_a_star_earned_on_the_first_run_is_saved_in_16_fresh_browsers(browser, h
             page = context.new_page()
             page.goto(f"{base}/lab?mission={EASY_ID}")
             page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=60_000)  # shown as earned
-            _settle(page)
+            settle(page)
             try:
                 page.wait_for_function(
                     f"""() => {{ try {{ const s = JSON.parse(localStorage.getItem({json.dumps(STORAGE_KEY)}));
@@ -323,7 +297,7 @@ def test_object_prototype_names_do_not_break_the_lab_serve_hub(page, hostile):
     # The mission named constructor plays and saves like any other; the other mission's stars stay.
     page.goto(f"{base}/lab?mission={CONSTRUCTOR_ID}")
     page.locator('.stf-head-stars[data-earned="1"]').wait_for()
-    _settle(page)
+    settle(page)
     _hub(page, base)
     assert page.locator(f'a.stf-mission[data-mission="{EASY_ID}"]').get_attribute("data-stars") == "1"
     assert _stored(page)["stars"][EASY_ID] == [True, False]
@@ -399,7 +373,7 @@ def test_hostile_values_in_the_address_show_as_text_in_the_ignored_notes(page, h
     base, _ = hostile
     page.goto(f"{base}/lab?mission=xss-brief&gpus=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E"
               "&%3Csvg%20onload%3Dwindow.__pwned%3D1%3E=1")
-    _settle(page)
+    settle(page)
     notes = page.locator(".stf-notes-pane .stf-notes")
     notes.wait_for()
     text = notes.inner_text()
@@ -407,5 +381,5 @@ def test_hostile_values_in_the_address_show_as_text_in_the_ignored_notes(page, h
     assert "Ignored <svg onload=window.__pwned=1>" in text
     for sel in DANGEROUS:
         assert page.locator(f".stf-notes-pane .stf-notes {sel}").count() == 0, sel
-    _poke(page, ".stf-notes-pane .stf-notes")
-    assert _pwned(page) == "undefined"
+    poke(page, ".stf-notes-pane .stf-notes")
+    assert pwned(page) == "undefined"

@@ -1,0 +1,155 @@
+"""The real lab page, offline: the built site with a local Pyodide folder, in Chromium.
+
+The site is built with `--pyodide-dir` from the folder `scripts/pyodide_mirror.py` assembles
+from the package registries (every file checked against scripts/pyodide_mirror.lock.json).
+The browser resolves no host but 127.0.0.1, so every byte the page uses comes from the
+site: Pyodide, its packages, Panel, Bokeh and the lab. A missing or damaged folder fails
+these tests (it is never a reason to skip them): `bash scripts/setup.sh` assembles it.
+
+What runs here is the page a student opens: the lab simulates and redraws on a control
+change; a star the page shows is in localStorage once the page settles; mission text full
+of XSS payloads never runs.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mission_text_payloads import DANGEROUS, EASY_ID, poke, pwned, settle, write_hostile_missions
+from site_run import CANVAS, RAN, run_lab
+from test_build import build_site
+from test_site_browser import ARGS, CHROMIUM, KEY, Server, _cards
+
+REPO = Path(__file__).resolve().parent.parent
+MIRROR = REPO / ".cache" / "pyodide-0.29.3"
+# Only the test's own server resolves: a request for anything else fails at once.
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+LOADED = '#stf-loader[data-state="done"], #stf-loader[data-state="error"]'
+
+
+@pytest.fixture(scope="module")
+def mirror():
+    """The local Pyodide folder, checked; assembled first if it is missing or damaged."""
+    script = [sys.executable, str(REPO / "scripts" / "pyodide_mirror.py"), "--out", str(MIRROR)]
+    if subprocess.run(script + ["--check"], capture_output=True, text=True).returncode != 0:
+        made = subprocess.run(script, capture_output=True, text=True, timeout=1800)
+        if made.returncode != 0:
+            pytest.fail(f"could not assemble the local Pyodide folder {MIRROR} (see scripts/pyodide_mirror.py):\n"
+                        f"{made.stdout[-3000:]}\n{made.stderr[-3000:]}")
+    return MIRROR
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: bash scripts/setup.sh installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS + [OFFLINE])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, mirror):
+    dist = build_site(tmp_path_factory, "--pyodide-dir", str(mirror))[0]
+    srv = Server(dist)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory, mirror):
+    """A site built (build.py --missions) from missions whose text is XSS payloads, plus one whose start earns a star."""
+    folder = write_hostile_missions(tmp_path_factory.mktemp("hostile-missions"))
+    dist = build_site(tmp_path_factory, "--missions", str(folder), "--pyodide-dir", str(mirror))[0]
+    srv = Server(dist)
+    yield srv
+    srv.stop()
+
+
+def _open_lab(page, url):
+    page.goto(url)
+    page.wait_for_selector(LOADED, state="attached", timeout=600_000)
+    if page.get_attribute("#stf-loader", "data-state") == "error":
+        pytest.fail(f"{page.inner_text('#stf-error-message')}\n{page.text_content('#stf-error-detail')}")
+    page.locator(RAN).first.wait_for(state="attached", timeout=300_000)
+
+
+def _run_marker(page):
+    return page.locator(RAN).first.get_attribute("data-run")
+
+
+def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, site):
+    def split_the_fleet(page):
+        from playwright.sync_api import expect
+
+        before = _run_marker(page)
+        page.get_by_role("button", name="Split (prefill | decode)").first.click()
+        # Panel renders in shadow DOM: a locator sees the status line, document.querySelector does not.
+        expect(page.locator(RAN).first).not_to_have_attribute("data-run", before, timeout=120_000)
+        # The split's start: 3 prefill + 1 decode GPUs, and the link's row.
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "5", timeout=60_000)
+        # Playback ticks on a timer too: the window moves.
+        start = page.evaluate("() => document.documentElement.dataset.canvasWindow")
+        assert start is not None and float(start) >= 0, start  # the canvas reports its window start
+        page.get_by_role("button", name="▶ Play").first.click()
+        page.wait_for_function("(start) => Number(document.documentElement.dataset.canvasWindow) > Number(start)",
+                               arg=start, timeout=60_000)
+        return {"canvas": page.locator(CANVAS).count()}
+
+    run = run_lab(browser, site.url("lab.html?mission=mixing-hurts"), timeout_s=600, then=split_the_fleet)
+    print(f"\noffline lab: first canvas after {run.seconds_to_canvas} s; {run.unique_bytes:,} bytes in "
+          f"{len({r['url'] for r in run.responses})} files")
+    assert run.state == "canvas", run.error
+    assert run.console_errors == [] and run.page_errors == [] and run.failed_requests == []
+    assert run.then is not None, run.error  # the control change ran and redrew, and playback moved
+    assert run.then["canvas"] >= 1
+    origin = site.url("")
+    elsewhere = sorted({r["url"] for r in run.responses if not r["url"].removeprefix("blob:").startswith(origin)})
+    assert elsewhere == []  # blob: URLs are the page's own (made from files it fetched)
+
+
+def test_a_star_the_static_lab_shows_is_in_storage_once_it_settles(browser, hostile_site):
+    """The bridge resends until the page's storage confirms: the first run's star is never lost (3 fresh browsers)."""
+    stored = f"""() => {{ try {{ const s = JSON.parse(localStorage.getItem({json.dumps(KEY)}));
+                  return s.stars[{json.dumps(EASY_ID)}][0] === true; }} catch (e) {{ return false; }} }}"""
+    for _ in range(3):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            page = context.new_page()
+            _open_lab(page, hostile_site.url(f"lab.html?mission={EASY_ID}"))
+            page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)  # shown as earned
+            page.wait_for_function(stored, timeout=30_000)
+            page.goto(hostile_site.url("index.html"))
+            page.wait_for_selector('#stf-missions[data-loaded="true"]')
+            card = next(c for c in _cards(page) if c["id"] == EASY_ID)
+            assert card["stars"] == "1"
+        finally:
+            context.close()
+
+
+def test_hostile_mission_text_never_runs_in_the_static_lab(browser, hostile_site):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        for mission in ("xss-brief", "xss-comment", "xss-close"):
+            _open_lab(page, hostile_site.url(f"lab.html?mission={mission}"))
+            settle(page)
+            page.locator(".stf-brief").first.wait_for()
+            for sel in DANGEROUS:
+                assert page.locator(f".stf-brief {sel}").count() == 0, (mission, sel)
+                assert page.locator(f".stf-title {sel}").count() == 0, (mission, sel)
+            poke(page, ".stf-brief")
+            assert pwned(page) == "undefined", mission
+        assert "<script>window.__pwned=1</script>" in page.locator(".stf-title").first.inner_text()
+        assert errors == []
+    finally:
+        context.close()
