@@ -58,6 +58,14 @@ else
   npm ci --no-audit --no-fund || fail "npm ci failed"
 fi
 
+# ---- a local Pyodide folder (the offline in-browser tests and a self-hosted site) ----
+# Pyodide's own package CDN is not needed: scripts/pyodide_mirror.py assembles the packages from
+# npm and PyPI and checks every file against scripts/pyodide_mirror.lock.json (fast when present).
+say "local Pyodide folder: .cache/pyodide-0.29.3"
+"$VENV/bin/python" scripts/pyodide_mirror.py --out .cache/pyodide-0.29.3 >/tmp/stf-pyodide-mirror.log 2>&1 \
+  || { tail -n 20 /tmp/stf-pyodide-mirror.log >&2; fail "could not assemble .cache/pyodide-0.29.3 (the lines above name the file and its source)"; }
+say "$(tail -n 1 /tmp/stf-pyodide-mirror.log)"
+
 # ---- Chromium (browser tests) -------------------------------------------------
 if [ -x /usr/bin/chromium ]; then
   say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present)"

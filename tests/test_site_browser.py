@@ -491,44 +491,7 @@ def test_a_cross_site_embed_keeps_its_own_stars(browser, server):
         context.close()
 
 
-# ------------------------------------------------------------------ the full lab (needs the CDN)
-
-
-def _cdn_reachable():
-    if os.environ.get("STF_CDN", "").lower() in ("0", "no", "false"):
-        return False
-    try:
-        with socket.create_connection(("cdn.jsdelivr.net", 443), timeout=3):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.mark.needs_cdn
-def test_lab_loads_fully_from_the_cdn(pw, server):
-    if not _cdn_reachable():
-        pytest.skip("Pyodide's CDN (cdn.jsdelivr.net:443) is unreachable from here: the full in-browser "
-                    "lab needs it for the Python runtime and numpy/pandas; run where it is reachable")
-    b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    try:
-        context = b.new_context(viewport={"width": 1280, "height": 900})
-        pg = context.new_page()
-        errors = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        mission = _missions()[0]
-        pg.goto(server.url(f"lab.html?mission={mission.id}"))
-        pg.wait_for_selector('#stf-loader[data-state="done"], #stf-loader[data-state="error"]', timeout=600_000)
-        if pg.get_attribute("#stf-loader", "data-state") == "error":
-            pytest.fail(f"{pg.inner_text('#stf-error-message')}\n{pg.text_content('#stf-error-detail')}")
-        title = pg.locator(".stf-title").first
-        title.wait_for(timeout=120_000)
-        assert mission.title in title.inner_text()
-        pg.wait_for_selector('.stf-status[data-busy="false"][data-run]', timeout=300_000)
-        _shot(pg, "lab-loaded.png")
-        assert errors == []
-        context.close()
-    finally:
-        b.close()
+# The full lab page, offline from a local Pyodide folder: tests/test_site_offline.py.
 
 
 # ------------------------------------------------------------------ hostile mission text, storage edge cases
