@@ -113,7 +113,10 @@ export function render({ model }) {
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "copy" && typeof msg.text === "string") {
-      try { navigator.clipboard.writeText(msg.text.slice(0, 20000)).catch(() => {}); } catch (e) { /* the code is shown anyway */ }
+      // A cross-site iframe may not write the clipboard (permissions policy): then do not try (it logs an error).
+      const policy = document.permissionsPolicy || document.featurePolicy;
+      const allowed = !policy || typeof policy.allowsFeature !== "function" || policy.allowsFeature("clipboard-write");
+      try { if (allowed) navigator.clipboard.writeText(msg.text.slice(0, 20000)).catch(() => {}); } catch (e) { /* the code is shown anyway */ }
     } else if (msg.type === "request_access") {
       // Still within the click's transient activation: the click was a moment ago, in this frame.
       if (typeof document.requestStorageAccess !== "function") { sendAccess("unsupported"); return; }
@@ -337,22 +340,22 @@ class ProgressTools:
         self.paste_input.value = ""
         self._say("1 star added from the code." if new == 1 else f"{new} stars added from the code.")
 
-    def _on_bridge(self, event=None):
+    def _on_bridge(self, *events):
         b = self.bridge
+        names = {e.name for e in events}
         self.access_button.visible = b.embedded and (b.status == "unavailable" or not b.has_access) and b.asked != "granted"
         if self.full_href and b.embedded:
             code = progress_code.encode(b.all_stars)
             self.link.object = (f'<a class="stf-button stf-open-full" href="{html.escape(self.full_href)}#progress={code}" '
                                 'target="_blank" rel="noopener">Open the full lab</a>')
         self.link.visible = bool(self.full_href and b.embedded)
-        name = getattr(event, "name", "")
-        if name == "asked":
+        if "asked" in names and b.asked:
             if b.asked == "granted":
                 self._say("This browser now keeps your stars for this embed.")
             else:
                 self._say("The browser did not allow it: stars here last for this visit. Use \"Copy my progress\" "
                           "or \"Open the full lab\" to keep them.", ok=False)
-        elif name == "carried" and b.carried:
+        elif "carried" in names and b.carried:
             c = b.carried
             if c["ok"]:
                 self._say("1 star added from the embed's link." if c["added"] == 1

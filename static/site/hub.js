@@ -185,7 +185,9 @@
     var done = function () { say("Progress code copied: paste it with \"Paste progress\" in any other browser or site."); };
     var shown = function () { say("Your progress code is selected above: copy it (Ctrl+C) and keep it."); };
     try {
-      if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(code).then(done, shown);
+      var policy = document.permissionsPolicy || document.featurePolicy;  // a cross-site iframe may not write it
+      var allowed = !policy || typeof policy.allowsFeature !== "function" || policy.allowsFeature("clipboard-write");
+      if (allowed && navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(code).then(done, shown);
       else shown();
     } catch (e) { shown(); }
   }
