@@ -362,7 +362,7 @@ class LabState(param.Parameterized):
         params = self.query()
         if embed:
             params["embed"] = "1"
-        return "?" + urllib.parse.urlencode(params)
+        return "?" + urllib.parse.urlencode(params, safe=",")  # hide=plots,brief stays readable
 
     def dismiss_notes(self):
         self.notes = []

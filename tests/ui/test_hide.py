@@ -64,3 +64,27 @@ def test_no_hide_leaves_the_address_as_before(catalog):
     assert state.hidden == ()
     assert "hide" not in parse_search(state.search())
     assert LabState.from_query(catalog, f"?mission={M1}&hide=").hidden == ()
+
+
+@pytest.mark.browser
+def test_a_classroom_link_hides_a_control_and_panels_in_the_page(page, server):
+    pytest.importorskip("playwright.sync_api")
+    from lab.core.missions import list_missions
+
+    m1 = list_missions()[0]
+    page.goto(f"{server}/lab?mission={m1.id}&gpus=5&hide=gpus,plots,brief,<img src=x onerror=window.__pwned=1>")
+    page.locator('.stf-status[data-busy="false"][data-run]').wait_for()
+    assert page.locator(".stf-control-layout").first.is_visible()  # the rest stays
+    assert page.locator(".stf-stars-pane").is_visible()
+    assert page.locator(".stf-control-gpus").count() == 0 or page.locator(".stf-control-gpus").is_hidden()
+    assert page.locator(".stf-brief").count() == 0 or page.locator(".stf-brief").is_hidden()
+    assert page.locator(".stf-plot, .stf-plots, [class*='stf-plot']").filter(visible=True).count() == 0
+    hidden = page.locator(".stf-hidden-controls")
+    assert "gpus" in hidden.inner_text() and "5" in hidden.inner_text()
+    text = page.locator(".stf-notes").inner_text()
+    assert "Ignored hide=<img src=x onerror=window.__pwned=1>: not a control or a panel the lab can hide" in text
+    assert page.locator(".stf-notes img").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    # Rewritten at load to the names it took, in the lab's order, commas kept readable.
+    page.wait_for_function("location.search.includes('hide=gpus,brief,plots')")
+    assert "gpus=5" in page.evaluate("location.search")
