@@ -102,17 +102,7 @@ export function render({ model }) {
       STFStars.clearBackups();
       publish(STFStars.read());
     } else if (msg.type === "read") publish(STFStars.read());
-  });
-  const sendAccess = (asked) => {
-    let embedded = false;
-    try { embedded = window.top !== window; } catch (e) { embedded = true; }
-    const send = (has) => model.send_msg({type: "access", embedded, has, asked: asked || ""});
-    if (typeof document.hasStorageAccess !== "function") send(null);
-    else document.hasStorageAccess().then(send, () => send(false));
-  };
-  model.on("msg:custom", (msg) => {
-    if (!msg || typeof msg !== "object") return;
-    if (msg.type === "copy" && typeof msg.text === "string") {
+    else if (msg.type === "copy" && typeof msg.text === "string") {
       // A cross-site iframe may not write the clipboard (permissions policy): then do not try (it logs an error).
       const policy = document.permissionsPolicy || document.featurePolicy;
       const allowed = !policy || typeof policy.allowsFeature !== "function" || policy.allowsFeature("clipboard-write");
@@ -127,6 +117,13 @@ export function render({ model }) {
       }, () => sendAccess("denied"));
     }
   });
+  const sendAccess = (asked) => {
+    let embedded = false;
+    try { embedded = window.top !== window; } catch (e) { embedded = true; }
+    const send = (has) => model.send_msg({type: "access", embedded, has, asked: asked || ""});
+    if (typeof document.hasStorageAccess !== "function") send(null);
+    else document.hasStorageAccess().then(send, () => send(false));
+  };
   const onStorage = (event) => { if (event.key === STFStars.KEY || event.key === null) publish(STFStars.read()); };
   window.addEventListener("storage", onStorage);
   model.on("remove", () => window.removeEventListener("storage", onStorage));

@@ -2,7 +2,6 @@
 keeping the list, a hidden control keeping its value; and in a browser, a hidden control and
 hidden panels are absent from the page."""
 
-import json
 from pathlib import Path
 
 import pytest

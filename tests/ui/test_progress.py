@@ -5,7 +5,6 @@ reading the other's codes (the JS runs in node)."""
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
