@@ -6,12 +6,14 @@ loading screen and then, with Pyodide's CDN unreachable (made certain here by ma
 its host to "not found" in this browser), a clear error with a Retry button, never a
 blank page. From file:// it says to serve the site over HTTP. A self-hosted Pyodide
 folder is used (the runtime loads, from the site). The site works at a sub-path and a
-second visit works offline. A cross-site embed keeps its own stars.
+second visit works offline. A cross-site embed gets no storage in Chromium; its progress code
+and its full-lab link carry its stars to the site; a hostile code changes nothing.
 
 `test_lab_loads_fully_from_the_cdn` needs Pyodide's CDN and is skipped offline.
 """
 
 import base64
+import urllib.parse
 import importlib.util
 import json
 import os
@@ -196,6 +198,7 @@ def test_stars_written_by_the_lab_page_appear_on_the_hub(page, server):
         handlers["msg:custom"]({type: "earn", missions: [{mission: "decode-drowns", stars: [false, true]}]});
         return sent;
     }""", module)
+    replies = [r for r in replies if r["type"] == "stars"]  # not the storage-access report
     assert replies[0]["hello"] is True and replies[0]["stars"] == []  # on render: what storage holds
     assert replies[-1]["ack"] is True and dict(replies[-1]["stars"])["mixing-hurts"] == [True, False, True]
     stored = json.loads(lab_tab.evaluate(f"localStorage.getItem({json.dumps(KEY)})"))
@@ -470,9 +473,28 @@ def test_site_works_at_a_sub_path_and_offline_on_a_second_visit(browser, dist):
         srv.stop()
 
 
-def test_a_cross_site_embed_keeps_its_own_stars(browser, server):
-    """Browsers partition storage by top-level site: the hub inside an iframe on another site
-    (here: localhost vs 127.0.0.1) does not see the stars earned on the site itself."""
+def _frame(pg):
+    pg.wait_for_function("document.querySelector('iframe') && document.querySelector('iframe').contentWindow")
+    return next(f for f in pg.frames if f != pg.main_frame)
+
+
+def _embed_hub(pg, server):
+    """The hub inside an iframe on another site (localhost vs 127.0.0.1: same server, other host name)."""
+    pg.goto(f"http://localhost:{server.port}/site.webmanifest")
+    pg.set_content(f'<iframe src="{server.url("index.html")}" width="900" height="700"></iframe>')
+    frame = pg.frame_locator("iframe")
+    frame.locator('#stf-missions[data-loaded="true"]').wait_for()
+    return frame
+
+
+def _stars_of(pg, mission):
+    return pg.get_attribute(f'a[data-mission="{mission}"]', "data-stars")
+
+
+def test_a_cross_site_embed_gets_no_storage_in_chromium(browser, server):
+    """Chromium 156 (headless, default settings) gives a third-party iframe no localStorage at all
+    (SecurityError), and refuses requestStorageAccess even after a click: the embed sees none
+    of the site's stars, says its stars last for the visit, and offers the ways to keep them."""
     context = browser.new_context()
     try:
         pg = context.new_page()
@@ -480,15 +502,88 @@ def test_a_cross_site_embed_keeps_its_own_stars(browser, server):
         pg.evaluate("([k, v]) => localStorage.setItem(k, v)",
                     [KEY, json.dumps({"version": 1, "stars": {"mixing-hurts": [True, True, True]}})])
         _open_hub(pg, server.url("index.html"))
-        assert pg.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "3"
-        blog = f"http://localhost:{server.port}/site.webmanifest"  # another site: same server, other host name
-        pg.goto(blog)
-        pg.set_content(f'<iframe src="{server.url("index.html")}" width="900" height="700"></iframe>')
-        frame = pg.frame_locator("iframe")
-        frame.locator('#stf-missions[data-loaded="true"]').wait_for()
+        assert _stars_of(pg, "mixing-hurts") == "3"
+        assert pg.locator("#stf-open-full").is_hidden()  # top level: no full-lab link, no storage request
+        assert pg.locator("#stf-storage-access").is_hidden()
+        frame = _embed_hub(pg, server)
         assert frame.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "0"
+        assert frame.locator("#stf-note").get_attribute("data-status") == "unavailable"
+        assert "Copy my progress" in frame.locator("#stf-note").inner_text()
+        assert _frame(pg).evaluate("() => { try { localStorage.length; return 'storage'; } catch (e) { return e.name; } }") \
+            == "SecurityError"
+        button = frame.locator("#stf-storage-access")
+        button.wait_for(state="visible")
+        button.click()
+        frame.locator("#stf-progress-status", has_text="did not allow").wait_for()
+        assert frame.locator("#stf-open-full").is_visible()
     finally:
         context.close()
+
+
+def test_an_embed_star_reaches_the_top_level_hub_by_code_and_by_the_full_lab_link(browser, server):
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        frame = _embed_hub(pg, server)
+        # The lab's storage bridge earns through this same STFStars.earn (stars_store.js).
+        _frame(pg).evaluate("() => { STFStars.earn('mixing-hurts', [false, true]); }")
+        frame.locator("#stf-copy-progress").click()
+        code = frame.locator("#stf-progress-code").input_value()
+        assert code.startswith("STF1-")
+        href = frame.locator("#stf-open-full").get_attribute("href")
+        assert href.endswith("#progress=" + code)
+
+        _open_hub(pg, server.url("index.html"))  # the site itself, top level: its own storage
+        assert _stars_of(pg, "mixing-hurts") == "0"
+        pg.fill("#stf-paste-input", code)
+        pg.click("#stf-paste-progress")
+        pg.locator("#stf-progress-status", has_text="1 star added").wait_for()
+        assert _stars_of(pg, "mixing-hurts") == "1"
+        saved = json.loads(pg.evaluate("k => localStorage.getItem(k)", KEY))
+        assert saved["stars"]["mixing-hurts"] == [False, True]
+        pg.fill("#stf-paste-input", code)  # again: OR-merged, nothing new, nothing lost
+        pg.click("#stf-paste-progress")
+        pg.locator("#stf-progress-status", has_text="0 stars added").wait_for()
+
+        other = context.new_page()  # the link hand-off, in a fresh top-level page
+        other.evaluate("() => 0")
+        other.goto(server.url("site.webmanifest"))
+        other.evaluate("k => localStorage.removeItem(k)", KEY)
+        _open_hub(other, server.url(href.removeprefix("./")))
+        assert _stars_of(other, "mixing-hurts") == "1"
+        assert other.evaluate("() => window.location.hash") == ""  # the fragment is taken out of the address
+        assert "added from the embed" in other.locator("#stf-progress-status").inner_text()
+    finally:
+        context.close()
+
+
+HOSTILE_CODES = {
+    "xss": '<img src=x onerror="window.__pwned=1">',
+    "xss in a fragment id": "STF1-" + base64.urlsafe_b64encode(b'{"<svg onload=window.__pwned=1>":1}').decode(),
+    "megabyte": "STF1-" + "A" * 1_000_000 + ".00000000",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_CODES))
+def test_a_hostile_progress_code_changes_nothing_and_shows_as_text(page, server, case):
+    code = HOSTILE_CODES[case]
+    page.goto(server.url("site.webmanifest"))
+    before = json.dumps({"version": 1, "stars": {"mixing-hurts": [True]}})
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, before])
+    _open_hub(page, server.url("index.html"))
+    page.evaluate("c => { document.getElementById('stf-paste-input').value = c; }", code)  # past maxlength too
+    page.click("#stf-paste-progress")
+    status = page.locator("#stf-progress-status", has_text="Nothing changed")
+    status.wait_for()
+    assert page.evaluate("k => localStorage.getItem(k)", KEY) == before
+    assert len(status.inner_text()) < 300
+    assert page.locator("#stf-progress-status *").count() == 0  # text, never markup
+    assert page.evaluate("() => window.__pwned") is None
+    _open_hub(page, server.url("index.html#progress=" + urllib.parse.quote(code[:5000])))
+    page.locator("#stf-progress-status", has_text="Nothing changed").wait_for()
+    assert page.evaluate("k => localStorage.getItem(k)", KEY) == before
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.errors == []
 
 
 # The full lab page, offline from a local Pyodide folder: tests/test_site_offline.py.

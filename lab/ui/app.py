@@ -54,8 +54,8 @@ from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
 from .panel_shims import escape_without_nh3
 from .plots import Plots
-from .stars_bridge import StarsBridge
-from .state import LabState, parse_search, parse_settings
+from .stars_bridge import ProgressTools, StarsBridge
+from .state import LabState, format_value, parse_search, parse_settings
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
@@ -162,7 +162,8 @@ class LabApp:
         self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed,
                                  on_upload=self.on_upload, on_clear_replay=self.on_clear_replay)
         self.metrics = MetricsView(self.state)
-        self.stars = StarsView(self.state)
+        # The full-lab link (shown in an iframe) opens this mission at top level, stars carried in #progress=.
+        self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
@@ -182,6 +183,7 @@ class LabApp:
         self._on_notes()
         self._on_stars()
         self.view = self._layout()
+        self._apply_hide()
         pn.state.onload(self._on_load)
 
     # ------------------------------------------------------------ scheduling
@@ -347,7 +349,8 @@ class LabApp:
             notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) "
                          "and the readable ones kept.")
         elif status == "unavailable":
-            notes.append("This browser does not let the page store data, so stars last only for this visit.")
+            notes.append("This browser does not let the page store data, so stars last only for this visit: "
+                         "\"Copy my progress\" keeps them.")
         if notes:
             items = "".join(f"<li>{n}</li>" for n in notes)  # notes are built HTML-safe by the state
             self.notes.object = f'<div class="stf-notes" role="status" data-notes="{len(notes)}"><ul>{items}</ul></div>'
@@ -425,6 +428,44 @@ class LabApp:
     def _on_bridge(self, *_):
         self.state.merge_saved(self.bridge.stars.get(self.state.mission.id, []))
         self._on_notes()
+
+    # ------------------------------------------------------------ classroom links (hide=)
+
+    def _apply_hide(self):
+        """Hide what the link's `hide=` names (LabState.hidden), after the layout is built: the
+        named parts are found by their css class or section title, so the layout stays free."""
+        hidden = set(self.state.hidden)
+        if not hidden:
+            return
+        panes = {
+            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane"],
+            "stars": ["stf-stars-panel", "stf-stars-pane", "stf-header-stars"], "progress": ["stf-progress-tools"],
+            "controls": ["stf-controls"], "canvas-overview": ["stf-overview"], "plots": [],
+        }
+        titles = {"brief": "Brief", "controls": "Controls", "stars": "Stars", "plots": "Plots"}
+        parts = {"plots": [self.plots.view]}
+
+        def css(obj):
+            return set(getattr(obj, "css_classes", None) or [])
+
+        everything = self.view.select()
+        for name in hidden & set(panes):
+            targets = [o for o in everything if css(o) & set(panes[name])] + parts.get(name, [])
+            title = titles.get(name)
+            if title:  # its section heading, or the embed's card of that title
+                targets += [o for o in everything if getattr(o, "object", None) == f'<div class="stf-section">{title}</div>'
+                            or (isinstance(o, pn.Card) and o.title == title)]
+            for obj in targets:
+                obj.visible = False
+        controls = [n for n in self.state.hidden if n in self.controls.widgets]
+        for name in controls:
+            self.controls.widgets[name].visible = False
+        if controls:  # a hidden control keeps its value: say which, and at what
+            shown = ", ".join(f"{html.escape(n)} <b>{html.escape(format_value(self.state.value_of(n)))}</b>"
+                              for n in controls)
+            self.controls.view.append(pn.pane.HTML(
+                f'<div class="stf-lock stf-hidden-controls" data-hidden="{len(controls)}">Hidden by this link '
+                f'(locked): {shown}</div>', stylesheets=[CSS], margin=(6, 10, 0, 10), css_classes=["stf-hidden-pane"]))
 
     # ------------------------------------------------------------ layout
 
@@ -542,6 +583,7 @@ class HubApp:
                                               description="Delete the backups of earlier stars (asks to confirm)")
         self.clear_button.on_click(self._on_clear_backups)
         self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
+        self.progress = ProgressTools(self.bridge, hub_href())  # copy / paste a progress code; the full-lab link in an iframe
         self._render()
         self.view = self._layout()
 
@@ -604,7 +646,8 @@ class HubApp:
             notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) and the "
                          "readable ones kept.")
         elif self.bridge.status == "unavailable":
-            notes.append("This browser does not let the page store data, so stars last only for this visit.")
+            notes.append("This browser does not let the page store data, so stars last only for this visit: "
+                         "\"Copy my progress\" keeps them.")
         self.note.object = ('<div class="stf-notes" role="status"><ul>' + "".join(f"<li>{n}</li>" for n in notes)
                             + "</ul></div>") if notes else ""
         self.note.visible = bool(notes)
@@ -620,8 +663,8 @@ class HubApp:
             f"<p>{html.escape(TAGLINE)}</p></div>",
             stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
         )
-        body = pn.Column(hero, self.total, self.note, self.list, self.reset_button, self.backups, self.clear_button,
-                         self.bridge,
+        body = pn.Column(hero, self.total, self.note, self.list, self.progress.view, self.reset_button, self.backups,
+                         self.clear_button, self.bridge,
                          sizing_mode="stretch_width", margin=(12, 24, 24, 24), styles={"max-width": "1180px"})
         return pn.Column(header, body, sizing_mode="stretch_width", margin=0, css_classes=["stf-hub"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})

@@ -194,11 +194,15 @@ class MetricsView:
 
 
 class StarsView:
-    def __init__(self, state):
+    """The stars of the mission, and (`tools`, a stars_bridge.ProgressTools) the progress-code buttons."""
+
+    def __init__(self, state, tools=None):
         self.state = state
         self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=0,
                                  css_classes=["stf-stars-pane"])
-        self.view = self.pane
+        self.tools = tools
+        self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",
+                                                              margin=0, css_classes=["stf-stars-panel"])
         state.param.watch(self._update, ["run_id", "saved_stars"])
         self._update()
 

@@ -17,17 +17,31 @@ Saving is acknowledged: a message sent before the page's component exists is los
 `earn` keeps the stars pending until the page reports storage holding them (every reply
 carries what storage now holds), and sends them again when the component (re)renders
 and every RETRY_MS until then. Stars are OR-merged, so a repeat is harmless.
+
+A cross-site embed may get no storage at all (Chromium's default for third-party
+iframes): the page reports whether it is `embedded` and has storage access, asks for it
+(`request_access`, the Storage Access API) when the student clicks, and merges a
+`#progress=CODE` fragment (the embed's "Open the full lab" link) on render, reporting it
+as `carried`. `ProgressTools` are the buttons: copy and paste a progress code
+(progress_code.py), the full-lab link, and the storage request.
 """
+
+import html
 
 import re
 from pathlib import Path
 
+import panel as pn
 import param
 from panel.custom import JSComponent
 
+from lab.core.errors import LabError
+
+from . import progress_code
+from .theme import CSS
 from .timers import every
 
-__all__ = ["StarsBridge", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_JS", "RETRY_MS", "RETRY_LIMIT",
+__all__ = ["StarsBridge", "ProgressTools", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_JS", "RETRY_MS", "RETRY_LIMIT",
            "clean_stars"]
 
 STORAGE_KEY = "split-the-fleet:stars:v1"
@@ -89,11 +103,34 @@ export function render({ model }) {
       STFStars.clearBackups();
       publish(STFStars.read());
     } else if (msg.type === "read") publish(STFStars.read());
+    else if (msg.type === "copy" && typeof msg.text === "string") {
+      // A cross-site iframe may not write the clipboard (permissions policy): then do not try (it logs an error).
+      const policy = document.permissionsPolicy || document.featurePolicy;
+      const allowed = !policy || typeof policy.allowsFeature !== "function" || policy.allowsFeature("clipboard-write");
+      try { if (allowed) navigator.clipboard.writeText(msg.text.slice(0, 20000)).catch(() => {}); } catch (e) { /* the code is shown anyway */ }
+    } else if (msg.type === "request_access") {
+      // Still within the click's transient activation: the click was a moment ago, in this frame.
+      if (typeof document.requestStorageAccess !== "function") { sendAccess("unsupported"); return; }
+      document.requestStorageAccess({localStorage: true}).then((handle) => {
+        if (handle && handle.localStorage) STFStars.adopt(handle.localStorage);
+        sendAccess("granted");
+        publish(STFStars.read());
+      }, () => sendAccess("denied"));
+    }
   });
+  const sendAccess = (asked) => {
+    let embedded = false;
+    try { embedded = window.top !== window; } catch (e) { embedded = true; }
+    const send = (has) => model.send_msg({type: "access", embedded, has, asked: asked || ""});
+    if (typeof document.hasStorageAccess !== "function") send(null);
+    else document.hasStorageAccess().then(send, () => send(false));
+  };
   const onStorage = (event) => { if (event.key === STFStars.KEY || event.key === null) publish(STFStars.read()); };
   window.addEventListener("storage", onStorage);
   model.on("remove", () => window.removeEventListener("storage", onStorage));
-  publish(STFStars.read(), {hello: true});  // Python resends anything still pending
+  const carried = STFStars.takeFragment();  // "Open the full lab" from an embed: #progress=CODE
+  publish(STFStars.read(), {hello: true, carried: carried || null});  // Python resends anything still pending
+  sendAccess("");
   const el = document.createElement("span");
   el.className = "stf-stars-bridge";
   el.hidden = true;
@@ -128,10 +165,15 @@ class StarsBridge(JSComponent):
     status = param.String(default="", doc="ok | recovered | unavailable")
     backups = param.List(default=[], doc="Backup keys in this browser's storage, newest first.")
     pending = param.Dict(default={}, doc="Stars sent to the page that it has not confirmed yet.")
+    embedded = param.Boolean(default=False, doc="The page is in an iframe (maybe on another site).")
+    has_access = param.Boolean(default=True, doc="document.hasStorageAccess() (True where the API is missing).")
+    asked = param.String(default="", doc="The answer to the last request_access: granted | denied | unsupported.")
+    carried = param.Dict(default=None, allow_None=True, doc="{ok, added, error} of a #progress= fragment merged at load.")
 
     _esm = _ESM
     # Python-side only: never synced to the page (the page talks through messages).
-    _rename = {"stars": None, "loaded": None, "status": None, "backups": None, "pending": None}
+    _rename = {"stars": None, "loaded": None, "status": None, "backups": None, "pending": None, "embedded": None,
+               "has_access": None, "asked": None, "carried": None}
 
     def __init__(self, **params):
         params.setdefault("width", 0)
@@ -143,8 +185,19 @@ class StarsBridge(JSComponent):
         self._tries = 0
 
     def _handle_msg(self, data):
+        if isinstance(data, dict) and data.get("type") == "access":
+            with param.parameterized.batch_call_watchers(self):
+                self.embedded = data.get("embedded") is True
+                self.has_access = data.get("has") is not False
+                if data.get("asked") in ("granted", "denied", "unsupported"):
+                    self.asked = data["asked"]
+            return
         if not isinstance(data, dict) or data.get("type") != "stars":
             return
+        carried = data.get("carried")
+        if isinstance(carried, dict):  # plain text, short: the page's message for a refused code
+            self.carried = {"ok": carried.get("ok") is True, "added": int(carried.get("added") or 0)
+                            if isinstance(carried.get("added"), int) else 0, "error": str(carried.get("error") or "")[:300]}
         status = data.get("status")
         stars = clean_stars(data.get("stars"))
         backups = [k for k in (data.get("backups") or []) if isinstance(k, str) and _BACKUP.fullmatch(k)]
@@ -210,3 +263,100 @@ class StarsBridge(JSComponent):
 
     def refresh(self):
         self._send_msg({"type": "read"})
+
+    def copy(self, text):
+        """Put `text` on the clipboard if the page may (the code is shown for copying anyway)."""
+        self._send_msg({"type": "copy", "text": str(text)})
+
+    def request_access(self):
+        """Ask for storage access (Storage Access API); call it from a click: it needs a user gesture."""
+        self._send_msg({"type": "request_access"})
+
+    @property
+    def all_stars(self):
+        """What storage holds, with what is still on its way."""
+        return progress_code.merge(self.stars, self.pending)
+
+
+class ProgressTools:
+    """Copy / paste a progress code, "Open the full lab" (in an iframe), and the storage request.
+
+    `full_href` is where the full-lab link goes (the code rides along as #progress=CODE);
+    it shows only when the page reports being in an iframe. Everything a student pastes is
+    shown back escaped, shortened by progress_code's messages.
+    """
+
+    def __init__(self, bridge, full_href, compact=False):
+        self.bridge = bridge
+        self.full_href = full_href
+        width = 150 if compact else 170
+        self.copy_button = pn.widgets.Button(label="Copy my progress", button_type="light", width=width, margin=(4, 4),
+                                             css_classes=["stf-copy-progress"],
+                                             description="A short code with every star earned here, to paste elsewhere")
+        self.paste_input = pn.widgets.TextInput(placeholder="Paste a progress code", max_length=progress_code.MAX_CODE_CHARS,
+                                                width=180 if compact else 220, margin=(4, 4), css_classes=["stf-paste-input"])
+        self.paste_button = pn.widgets.Button(label="Paste progress", button_type="light", width=width - 20, margin=(4, 4),
+                                              css_classes=["stf-paste-progress"],
+                                              description="Add the stars of a progress code (never removes any)")
+        self.access_button = pn.widgets.Button(label="Keep my stars in this browser", button_type="primary", visible=False,
+                                               margin=(4, 4), css_classes=["stf-storage-access"])
+        self.code = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-code-pane"])
+        self.link = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 6), visible=False, css_classes=["stf-open-full-pane"])
+        self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-status"],
+                                   sizing_mode="stretch_width")
+        self.copy_button.on_click(self._on_copy)
+        self.paste_button.on_click(self._on_paste)
+        self.access_button.on_click(lambda _e: bridge.request_access())
+        bridge.param.watch(self._on_bridge, ["stars", "embedded", "has_access", "status", "asked", "carried"])
+        self.view = pn.Column(
+            pn.FlexBox(self.copy_button, self.paste_input, self.paste_button, self.access_button, self.link,
+                       flex_wrap="wrap", align_items="center", sizing_mode="stretch_width", margin=0),
+            self.code, self.status, sizing_mode="stretch_width", margin=0, css_classes=["stf-progress-tools"])
+
+    def _say(self, text, ok=True):
+        self.status.object = (f'<span class="stf-reset-status" role="status" data-ok="{str(ok).lower()}">'
+                              f'{html.escape(text)}</span>')
+
+    def _on_copy(self, _event=None):
+        code = progress_code.encode(self.bridge.all_stars)
+        self.code.object = (f'<code class="stf-progress-code" data-code="{html.escape(code)}" '
+                            f'style="user-select:all;word-break:break-all">{html.escape(code)}</code>')
+        self.bridge.copy(code)
+        self._say("Your progress code is above (and on the clipboard if the browser allowed it): "
+                  "\"Paste progress\" takes it in any other browser or site.")
+
+    def _on_paste(self, _event=None):
+        raw = self.paste_input.value_input if self.paste_input.value_input else self.paste_input.value
+        try:
+            added = progress_code.decode(raw or "")
+        except LabError as exc:
+            self._say(f"Nothing changed: {exc}.", ok=False)
+            return
+        new = progress_code.count_new(self.bridge.all_stars, added)
+        for mission, flags in sorted(added.items()):
+            self.bridge.earn(mission, flags)
+        self.paste_input.value = ""
+        self._say("1 star added from the code." if new == 1 else f"{new} stars added from the code.")
+
+    def _on_bridge(self, *events):
+        b = self.bridge
+        names = {e.name for e in events}
+        self.access_button.visible = b.embedded and (b.status == "unavailable" or not b.has_access) and b.asked != "granted"
+        if self.full_href and b.embedded:
+            code = progress_code.encode(b.all_stars)
+            self.link.object = (f'<a class="stf-button stf-open-full" href="{html.escape(self.full_href)}#progress={code}" '
+                                'target="_blank" rel="noopener">Open the full lab</a>')
+        self.link.visible = bool(self.full_href and b.embedded)
+        if "asked" in names and b.asked:
+            if b.asked == "granted":
+                self._say("This browser now keeps your stars for this embed.")
+            else:
+                self._say("The browser did not allow it: stars here last for this visit. Use \"Copy my progress\" "
+                          "or \"Open the full lab\" to keep them.", ok=False)
+        elif "carried" in names and b.carried:
+            c = b.carried
+            if c["ok"]:
+                self._say("1 star added from the embed's link." if c["added"] == 1
+                          else f'{c["added"]} stars added from the embed\'s link.')
+            else:
+                self._say(f'Nothing changed: {c["error"]}.', ok=False)

@@ -24,6 +24,9 @@ var STFStars = (function () {
   var MAX_STARS = 16;
   var MAX_MISSIONS = 500;
   var memory = null;  // stars that could not be written (blocked or full storage), OR-ed into every read
+  var granted = null;  // the Storage Access API's unpartitioned localStorage, once a cross-site embed got it
+  var CODE_PREFIX = "STF1-";
+  var MAX_CODE = 20000;  // as lab/ui/progress_code.py MAX_CODE_CHARS
 
   function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
   function dict() { return Object.create(null); }
@@ -32,7 +35,7 @@ var STFStars = (function () {
   // writes are caught where they happen and kept in `memory`.
   function storage() {
     try {
-      var s = window.localStorage;
+      var s = granted || window.localStorage;
       s.getItem(KEY);
       return s;
     } catch (e) {
@@ -208,7 +211,131 @@ var STFStars = (function () {
     return keys.length;
   }
 
+
+  // ---- progress codes: the format of lab/ui/progress_code.py, once more for the static hub
+  //   STF1-<base64url of compact sorted JSON {"mission-id": star bitmask}>.<FNV-1a 32 of the JSON, 8 hex>
+  function fnv1a(text) {
+    var h = 0x811c9dc5;
+    for (var i = 0; i < text.length; i++) {
+      h ^= text.charCodeAt(i);  // the JSON is ASCII (ids are slugs, masks digits)
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    return ("0000000" + h.toString(16)).slice(-8);
+  }
+
+  function encodeCode(stars) {
+    var ids = Object.keys(stars || {}).filter(function (id) { return ID.test(id); }).sort();
+    var parts = [];
+    ids.forEach(function (id) {
+      var mask = 0;
+      var flags = Array.isArray(stars[id]) ? stars[id].slice(0, MAX_STARS) : [];
+      flags.forEach(function (f, i) { if (f === true) mask += Math.pow(2, i); });
+      if (mask && parts.length < MAX_MISSIONS) parts.push(JSON.stringify(id) + ":" + mask);
+    });
+    var text = "{" + parts.join(",") + "}";
+    var body = btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    return CODE_PREFIX + body + "." + fnv1a(text);
+  }
+
+  function shown(text) { return JSON.stringify(text.length <= 24 ? text : text.slice(0, 23) + "\u2026"); }
+
+  // {ok: true, stars} or {ok: false, error}: the error says what is wrong (plain text: show it with textContent).
+  function decodeCode(code) {
+    var P = "progress code: ";
+    if (typeof code !== "string") return { ok: false, error: P + "expected text starting with STF1-" };
+    if (code.length > MAX_CODE) {
+      return { ok: false, error: P + code.length + " characters is far too long for a progress code (at most " + MAX_CODE + ")" };
+    }
+    code = code.trim();
+    if (!code) return { ok: false, error: P + "empty: paste a code starting with STF1-" };
+    var version = /^STF([0-9]{1,4})-/.exec(code);
+    if (version && code.slice(0, 5) !== CODE_PREFIX) {
+      return { ok: false, error: P + "unknown version STF" + version[1] + " (this lab reads STF1 codes)" };
+    }
+    if (code.slice(0, 5) !== CODE_PREFIX) {
+      return { ok: false, error: P + shown(code) + " is not a progress code: expected text starting with STF1-" };
+    }
+    var rest = code.slice(5);
+    var dot = rest.lastIndexOf(".");
+    var body = dot < 0 ? "" : rest.slice(0, dot);
+    var check = dot < 0 ? "" : rest.slice(dot + 1);
+    if (dot < 0 || !/^[A-Za-z0-9_-]*$/.test(body) || !/^[0-9a-f]{8}$/.test(check) || body.length % 4 === 1) {
+      return { ok: false, error: P + shown(code) + " is malformed: expected STF1-<letters>.<8 hex digits>" };
+    }
+    var text;
+    try {
+      text = atob(body.replace(/-/g, "+").replace(/_/g, "/"));
+    } catch (e) {
+      return { ok: false, error: P + shown(code) + " is malformed: its letters do not decode" };
+    }
+    if (/[^\x00-\x7f]/.test(text)) return { ok: false, error: P + shown(code) + " is malformed: its letters do not decode" };
+    if (fnv1a(text) !== check) return { ok: false, error: P + "wrong checksum: the code was changed or cut; copy it again in full" };
+    var data;
+    try { data = JSON.parse(text); } catch (e) { return { ok: false, error: P + "malformed: its content is not readable" }; }
+    if (!data || typeof data !== "object" || Array.isArray(data)) return { ok: false, error: P + "malformed: expected {mission id: star mask}" };
+    var ids = Object.keys(data);
+    if (ids.length > MAX_MISSIONS) return { ok: false, error: P + ids.length + " missions; at most " + MAX_MISSIONS };
+    var stars = dict();
+    for (var i = 0; i < ids.length; i++) {
+      var id = ids[i];
+      var mask = data[id];
+      if (!ID.test(id)) return { ok: false, error: P + "mission id " + shown(id) + " is not a plain id (lowercase letters, digits, -)" };
+      if (typeof mask !== "number" || !Number.isInteger(mask) || mask < 0 || mask >= 65536) {
+        return { ok: false, error: P + id + ": star mask " + shown(String(mask)) + " is not a whole number 0..65535" };
+      }
+      if (!mask) continue;
+      var flags = [];
+      for (var b = 0; mask >> b; b++) flags.push(((mask >> b) & 1) === 1);
+      stars[id] = flags;
+    }
+    return { ok: true, stars: stars };
+  }
+
+  // Paste a code: OR its stars into storage. {ok, added, error}: a bad code changes nothing.
+  function importCode(code) {
+    var result = decodeCode(code);
+    if (!result.ok) return { ok: false, added: 0, error: result.error };
+    var before = read().stars;
+    var added = 0;
+    Object.keys(result.stars).forEach(function (id) {
+      var have = own(before, id) ? before[id] : [];
+      result.stars[id].forEach(function (f, i) { if (f && have[i] !== true) added++; });
+      earn(id, result.stars[id]);
+    });
+    return { ok: true, added: added, error: "" };
+  }
+
+  // "Open the full lab" carries the embed's stars as #progress=CODE: merge them, then take
+  // the fragment out of the address (a reload or a shared link must not carry it on).
+  // null when the address has none, else importCode's answer.
+  function takeFragment() {
+    var hash;
+    try { hash = window.location.hash || ""; } catch (e) { return null; }
+    var m = /^#(?:.*&)?progress=([^&]*)/.exec(hash);
+    if (!m) return null;
+    var code;
+    try { code = decodeURIComponent(m[1]); } catch (e) { code = m[1]; }
+    var result = importCode(code);
+    try {
+      var rest = hash.slice(1).split("&").filter(function (p) { return p.indexOf("progress=") !== 0; }).join("&");
+      window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search + (rest ? "#" + rest : ""));
+    } catch (e) { /* sandboxed: the fragment stays, and merging it again adds nothing */ }
+    return result;
+  }
+
+  // A cross-site embed granted storage access (document.requestStorageAccess({localStorage: true})):
+  // use that storage from now on, and write what lived in memory into it.
+  function adopt(store) {
+    if (!store || typeof store.getItem !== "function") return read();
+    granted = store;
+    var keep = memory;
+    memory = null;
+    if (keep) Object.keys(keep).forEach(function (id) { earn(id, keep[id]); });
+    return read();
+  }
+
   return { KEY: KEY, BACKUP: BACKUP, ID: ID, MAX_STARS: MAX_STARS, read: read, earn: earn, reset: reset,
-           clean: clean, backups: backups, clearBackups: clearBackups, own: own };
+           clean: clean, backups: backups, clearBackups: clearBackups, own: own, encodeCode: encodeCode,
+           decodeCode: decodeCode, importCode: importCode, takeFragment: takeFragment, adopt: adopt };
 })();
 if (typeof window !== "undefined") window.STFStars = STFStars;

@@ -42,6 +42,8 @@ __all__ = [
     "RESERVED_PARAMS",
     "parse_search",
     "parse_settings",
+    "parse_hide",
+    "HIDE_PANELS",
     "format_value",
     "sweep_rates",
     "WINDOW_S",
@@ -49,7 +51,10 @@ __all__ = [
 ]
 
 WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
-RESERVED_PARAMS = ("mission", "embed", "t")  # query keys that are not control settings
+RESERVED_PARAMS = ("mission", "embed", "t", "hide")  # query keys that are not control settings
+# Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.
+HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "stars", "progress", "plots")
+MAX_HIDE = 40  # names in one `hide` list; the rest are ignored with a note
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
 MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)
@@ -153,6 +158,31 @@ def parse_settings(mission, params):
     return settings, notes
 
 
+def parse_hide(raw):
+    """`hide=a,b` -> (names in the lab's order: controls, then panels; [notes] for the names it ignored).
+
+    A name is a control (CONTROL_SPECS, as in the URL) or one of HIDE_PANELS; blanks and
+    repeats are skipped, anything else is ignored with a note (escaped, shortened).
+    """
+    if not isinstance(raw, str):
+        return (), []
+    wanted = set()
+    notes = []
+    for i, name in enumerate(p.strip() for p in raw.split(",")):
+        if not name:
+            continue
+        if i >= MAX_HIDE:
+            notes.append(f"Ignored the rest of <code>hide</code>: at most {MAX_HIDE} names.")
+            break
+        if name in CONTROL_SPECS or name in HIDE_PANELS:
+            wanted.add(name)
+        else:
+            notes.append(f"Ignored <code>hide={_shown(name)}</code>: not a control or a panel the lab can hide "
+                         f"(panels: {', '.join(HIDE_PANELS)}; controls by their URL names).")
+    order = list(CONTROL_SPECS) + list(HIDE_PANELS)
+    return tuple(n for n in order if n in wanted), notes
+
+
 def sweep_rates(rate, points=8):
     """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
     if not rate or rate <= 0:
@@ -188,6 +218,7 @@ class LabState(param.Parameterized):
                                  "came with one, or the student scrubbed or paused.")
     sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
     sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
+    hidden = param.Parameter(default=(), doc="Controls and panels a classroom link hides (`hide`); kept in the address.")
 
     def __init__(self, mission, position=0, **params):
         super().__init__(mission=mission, position=position, **params)
@@ -236,6 +267,9 @@ class LabState(param.Parameterized):
             else:
                 state.settings = {**state._start, **settings}
                 state.scenario = scenario
+        if "hide" in params:
+            state.hidden, bad = parse_hide(params["hide"])
+            notes.extend(bad)
         if "t" in params:
             raw = params["t"].strip()
             if _FLOAT_RE.fullmatch(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
@@ -254,7 +288,11 @@ class LabState(param.Parameterized):
 
     @property
     def is_start(self):
-        return self.settings == self._start
+        return self.settings == self._reset_target()
+
+    def _reset_target(self):
+        kept = {n: self.settings[n] for n in self.hidden if n in self.settings}
+        return {**self._start, **kept}
 
     def _clean(self, settings):
         """Drop settings without a value (e.g. a pool size a colocated start leaves unset)."""
@@ -302,8 +340,9 @@ class LabState(param.Parameterized):
         return True
 
     def reset(self):
-        """Back to the mission's start (needs a `run()` like any change)."""
-        return self.change_many(dict(self._start))
+        """Back to the mission's start (needs a `run()` like any change). A control the link
+        hides keeps the value it came with: the student has no way to move it back."""
+        return self.change_many(self._reset_target())
 
     def query(self):
         """URL params for the current state: the mission, the settings off its start, and the
@@ -313,6 +352,8 @@ class LabState(param.Parameterized):
             if value is None or value == self._start.get(name):
                 continue
             out[name] = format_value(value)
+        if self.hidden:
+            out["hide"] = ",".join(self.hidden)
         if self.share_window:
             out["t"] = format_value(round(float(self.window_start), 2))
         return out
@@ -321,7 +362,7 @@ class LabState(param.Parameterized):
         params = self.query()
         if embed:
             params["embed"] = "1"
-        return "?" + urllib.parse.urlencode(params)
+        return "?" + urllib.parse.urlencode(params, safe=",")  # hide=plots,brief stays readable
 
     def dismiss_notes(self):
         self.notes = []

@@ -92,7 +92,7 @@
     if (state.status === "recovered") {
       notes.push("Some saved stars could not be read; they were set aside (backed up in this browser) and the readable ones kept.");
     } else if (state.status === "unavailable") {
-      notes.push("This browser does not let the page store data, so stars last only for this visit.");
+      notes.push("This browser does not let the page store data, so stars last only for this visit: \"Copy my progress\" keeps them.");
     }
     var note = $("stf-note");
     clear(note);
@@ -101,6 +101,7 @@
     note.hidden = !notes.length;
     note.setAttribute("data-status", state.status);
     renderBackups();
+    refreshFullLink();
   }
 
   // The backups of old stars (recoveries, resets): listed, and cleared on a second click.
@@ -158,9 +159,84 @@
     renderBackups();
   }
 
+  // ---- progress codes (stars_store.js): copy, paste, the full-lab link and storage access
+  function embedded() {
+    try { return window.top !== window; } catch (e) { return true; }
+  }
+
+  function say(message) { $("stf-progress-status").textContent = message; }  // text only: a pasted code is hostile
+
+  function progressCode() { return window.STFStars ? window.STFStars.encodeCode(window.STFStars.read().stars) : ""; }
+
+  function refreshFullLink() {
+    var link = $("stf-open-full");
+    if (!link) return;
+    link.hidden = !embedded();
+    link.setAttribute("href", "./index.html#progress=" + encodeURIComponent(progressCode()));
+  }
+
+  function onCopy() {
+    refreshFullLink();
+    var code = progressCode();
+    var box = $("stf-progress-code");
+    box.value = code;
+    box.hidden = false;
+    box.select();
+    var done = function () { say("Progress code copied: paste it with \"Paste progress\" in any other browser or site."); };
+    var shown = function () { say("Your progress code is selected above: copy it (Ctrl+C) and keep it."); };
+    try {
+      var policy = document.permissionsPolicy || document.featurePolicy;  // a cross-site iframe may not write it
+      var allowed = !policy || typeof policy.allowsFeature !== "function" || policy.allowsFeature("clipboard-write");
+      if (allowed && navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(code).then(done, shown);
+      else shown();
+    } catch (e) { shown(); }
+  }
+
+  function reportImport(result, from) {
+    if (!result) return;
+    if (!result.ok) { say("Nothing changed: " + result.error + "."); return; }
+    say(result.added === 1 ? "1 star added " + from + "." : result.added + " stars added " + from + ".");
+    render();
+  }
+
+  function onPaste() {
+    var input = $("stf-paste-input");
+    reportImport(window.STFStars ? window.STFStars.importCode(input.value) : null, "from the code");
+    if (window.STFStars && window.STFStars.decodeCode(input.value).ok) input.value = "";
+  }
+
+  // Storage Access API: in a cross-site iframe the browser may keep no storage at all
+  // (Chromium's default); asking needs a click, so only the button asks.
+  function setUpStorageAccess() {
+    var button = $("stf-storage-access");
+    if (!button || !embedded() || typeof document.hasStorageAccess !== "function") return;
+    document.hasStorageAccess().then(function (has) {
+      var state = window.STFStars ? window.STFStars.read() : { status: "ok" };
+      button.hidden = has && state.status !== "unavailable";
+    }, function () {});
+    button.addEventListener("click", function () {
+      document.requestStorageAccess({ localStorage: true }).then(function (handle) {
+        if (handle && handle.localStorage && window.STFStars) window.STFStars.adopt(handle.localStorage);
+        button.hidden = true;
+        say("This browser now keeps your stars for this embed.");
+        render();
+      }, function () {
+        say("The browser did not allow it: stars here last for this visit. Use \"Copy my progress\" or \"Open the full lab\" to keep them.");
+      });
+    });
+  }
+
   function start() {
     if (window.location.protocol === "file:") $("stf-file-note").hidden = false;
+    var carried = window.STFStars ? window.STFStars.takeFragment() : null;
     render();
+    reportImport(carried, "from the embed's link");
+    $("stf-copy-progress").addEventListener("click", onCopy);
+    // The link carries the stars of the moment it is followed (a lab in another tab may have added some).
+    ["mousedown", "focus", "click"].forEach(function (type) { $("stf-open-full").addEventListener(type, refreshFullLink); });
+    $("stf-paste-progress").addEventListener("click", onPaste);
+    $("stf-paste-input").addEventListener("keydown", function (e) { if (e.key === "Enter") onPaste(); });
+    setUpStorageAccess();
     $("stf-reset").addEventListener("click", onReset);
     $("stf-reset").addEventListener("blur", function () { if (armed) disarm(); });
     var clearButton = $("stf-clear-backups");

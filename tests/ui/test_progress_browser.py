@@ -1,0 +1,87 @@
+"""Stars from a cross-site embed of `lab serve` (127.0.0.1 framed by a page on localhost):
+Chromium gives the iframe no storage, so the lab keeps its stars for the visit and offers
+the progress code, the "Open the full lab" link (#progress=CODE) and the storage request;
+the top-level hub takes the code, and the link's fragment is merged and then removed."""
+
+import json
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+from lab.core.missions import list_missions  # noqa: E402
+from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
+from lab.ui.state import format_value  # noqa: E402
+from test_browser import winning_change  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def _other_site(base):
+    return base.replace("127.0.0.1", "localhost")
+
+
+def test_a_cross_site_lab_embed_earns_a_star_and_the_hub_takes_its_code(browser, new_page, server):
+    m1 = list_missions()[0]
+    query = "&".join(f"{n}={format_value(v)}" for n, v in winning_change(m1))
+    ctx = browser.new_context(viewport={"width": 900, "height": 900})
+    ctx.set_default_timeout(30_000)
+    try:
+        host = new_page(ctx)
+        host.goto(_other_site(server) + "/")  # another site ("the blog"): same server, other host name
+        host.set_content(f'<iframe id="f" src="{server}/lab?mission={m1.id}&embed=1&{query}" width="760" height="860"></iframe>')
+        frame = host.frame_locator("#f")
+        frame.locator('.stf-star[data-earned="true"]').first.wait_for()
+        inner = next(f for f in host.frames if f != host.main_frame)
+        assert inner.evaluate("() => { try { localStorage.length; return 'storage'; } catch (e) { return e.name; } }") \
+            == "SecurityError"
+        earned = frame.locator('.stf-star[data-earned="true"]').count()
+        frame.locator(".stf-storage-access button").wait_for()  # offered: the embed has no storage
+        frame.locator(".stf-copy-progress button").click()
+        code = frame.locator(".stf-progress-code").get_attribute("data-code")
+        assert code.startswith("STF1-")
+        link = frame.locator("a.stf-open-full")
+        link.wait_for()
+        href = link.get_attribute("href")
+        assert href == f"lab?mission={m1.id}#progress={code}"
+
+        hub = new_page(ctx)
+        hub.goto(server + "/")
+        hub.locator('ul.stf-missions[data-loaded="true"]').wait_for()
+        card = hub.locator(f'a.stf-mission[data-mission="{m1.id}"]')
+        assert card.get_attribute("data-stars") == "0"
+        hub.locator(".stf-paste-input input").fill(code)
+        hub.locator(".stf-paste-progress button").click()
+        hub.locator(f'a.stf-mission[data-mission="{m1.id}"][data-stars="{earned}"]').wait_for()
+        assert f"{earned} star" in hub.locator(".stf-progress-status .stf-reset-status").inner_text()
+        saved = json.loads(hub.evaluate(f"localStorage.getItem({json.dumps(STORAGE_KEY)})"))
+        assert sum(saved["stars"][m1.id]) == earned
+
+        hub.evaluate(f"localStorage.removeItem({json.dumps(STORAGE_KEY)})")
+        full = new_page(ctx)  # the embed's link, followed at top level
+        full.goto(f"{server}/{href}")
+        full.locator('.stf-star[data-earned="true"]').first.wait_for()
+        full.wait_for_function("location.hash === ''")
+        full.wait_for_function(f"(localStorage.getItem({json.dumps(STORAGE_KEY)}) || '').includes('true')")
+        assert "from the embed" in full.locator(".stf-progress-status .stf-reset-status").inner_text()
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("code", ['<img src=x onerror="window.__pwned=1">', "STF1-" + "A" * 30_000 + ".0000beef"])
+def test_a_hostile_code_pasted_in_the_lab_changes_nothing(page, server, code):
+    m1 = list_missions()[0]
+    page.goto(f"{server}/lab?mission={m1.id}")
+    page.locator('.stf-status[data-busy="false"][data-run]').wait_for()
+    before = page.evaluate(f"localStorage.getItem({json.dumps(STORAGE_KEY)})")
+    field = page.locator(".stf-paste-input input")
+    field.evaluate("(el, c) => { el.value = c; el.dispatchEvent(new Event('input', {bubbles: true})); "
+                   "el.dispatchEvent(new Event('change', {bubbles: true})); }", code)
+    page.locator(".stf-paste-progress button").click()
+    status = page.locator('.stf-progress-status [data-ok="false"]')
+    status.wait_for()
+    assert status.inner_text().startswith("Nothing changed: progress code:")
+    assert len(status.inner_text()) < 300
+    assert page.locator(".stf-progress-status img").count() == 0
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.evaluate(f"localStorage.getItem({json.dumps(STORAGE_KEY)})") == before
