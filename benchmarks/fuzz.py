@@ -4,14 +4,16 @@
 
 Every scenario (a tenth of them replaying a random trace CSV) is loaded (sometimes
 through JSON text), simulated and summarised in a
-worker process that runs under a memory limit (RLIMIT_AS) and a wall-clock timeout.
+worker process that runs under a memory limit (RLIMIT_AS) and a timeout in CPU seconds
+(a scenario that loops forever burns CPU; one starved by a busy machine does not).
 The counts printed at the end:
 
     ok        loaded, simulated, every metric finite or undefined (None)
     rejected  LabError: the scenario was refused with a message (what bad input must do)
     crashed   any other exception, a non-finite metric, or the worker died (a signal,
               the memory limit); the first few are saved to --save-dir for replay
-    hung      no answer within --timeout seconds (the worker is killed); saved too
+    hung      no answer after --timeout seconds of the worker's CPU time, or ten times that
+              of wall-clock time (the worker is killed); saved too
 
 Replay a saved scenario with `python -m lab run SAVED.json` (each file is the scenario,
 with its trace in SAVED.csv if it has one; the failure is in SAVED.txt). Scenarios are kept short (1 to 20 s of arrivals) so
@@ -270,13 +272,37 @@ def _save(save_dir, index, status, job, detail, saved):
     stem.with_suffix(".txt").write_text(detail, encoding="utf-8")
 
 
+def _cpu_seconds(pid):
+    """User + system CPU time of process `pid` (Linux /proc), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _answered(worker, timeout_s):
+    """Wait for the worker's answer: False once it has spent `timeout_s` of CPU on this scenario
+    (wall-clock time where CPU time cannot be read), or ten times that of wall-clock time."""
+    start_wall = time.perf_counter()
+    start_cpu = _cpu_seconds(worker.proc.pid)
+    while not worker.conn.poll(0.25):
+        wall = time.perf_counter() - start_wall
+        cpu = _cpu_seconds(worker.proc.pid)
+        used = cpu - start_cpu if cpu is not None and start_cpu is not None else wall
+        if used > timeout_s or wall > 10 * timeout_s:
+            return False
+    return True
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Fuzz the core with random extreme scenarios.")
     parser.add_argument("--n", type=int, default=1000, help="how many scenarios (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generator (default 0)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1: the machine is shared)")
     parser.add_argument("--save-dir", type=Path, default=None, help="save the first crashed/hung scenarios here")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per scenario before it counts as hung (default 30)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="CPU seconds per scenario before it counts as hung (default 30)")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per worker (default 2048)")
     args = parser.parse_args(argv)
 
@@ -300,8 +326,8 @@ def main(argv=None):
             for slot, (index, job) in enumerate(batch):
                 worker = workers[slot]
                 t0 = time.perf_counter()
-                if not worker.conn.poll(args.timeout):
-                    status, detail = "hung", f"no answer in {args.timeout:g} s"
+                if not _answered(worker, args.timeout):
+                    status, detail = "hung", f"no answer after {args.timeout:g} s of CPU time"
                 else:
                     try:
                         status, detail = worker.conn.recv()

@@ -52,3 +52,40 @@ def test_run_one_reports_other_exceptions_as_crashes(fuzz, monkeypatch):
     status, detail = fuzz.run_one({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 10, "output_tokens": 2},
                                    "fleet": {"layout": "colocated", "gpus": 1}})
     assert status == "crashed" and "ZeroDivisionError" in detail
+
+
+class _Silent:
+    """A worker stand-in whose pipe never answers; its process is `proc`."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.conn = self
+
+    def poll(self, seconds):
+        import time
+
+        time.sleep(seconds)
+        return False
+
+
+def test_a_hang_is_cpu_time_spent_not_a_starved_wait(fuzz):
+    """A loop that burns CPU is a hang once it spent the timeout; a process that only waits is given
+    ten times the timeout of wall-clock time first (a busy machine must not turn a slow run into a hang)."""
+    import subprocess
+    import sys
+    import time
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        t0 = time.perf_counter()
+        assert fuzz._answered(_Silent(spin), 0.3) is False
+        assert fuzz._cpu_seconds(spin.pid) >= 0.3
+        t1 = time.perf_counter()
+        assert fuzz._answered(_Silent(idle), 0.2) is False
+        waited = time.perf_counter() - t1
+        assert waited >= 10 * 0.2 - 0.01  # the wall-clock backstop, not the CPU timeout
+        assert fuzz._cpu_seconds(idle.pid) < 0.2 and t1 - t0 < 10 * 0.3
+    finally:
+        spin.kill()
+        idle.kill()
