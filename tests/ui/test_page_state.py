@@ -324,7 +324,7 @@ def test_history_entries_and_popstate_restore_through_the_app(catalog, monkeypat
         def stop(self):
             self.stopped = True
 
-    monkeypatch.setattr(app, "_later", lambda callback, delay_ms: Timer(callback))
+    monkeypatch.setattr(app, "later", lambda callback, delay_ms: Timer(callback))
     monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
     lab = app.LabApp(catalog, f"?mission={M1}&gpus=abc")
     assert lab.url.address["search"] == f"?mission={M1}" and not lab.url.address["push"]  # rejected value gone
@@ -362,7 +362,7 @@ def test_an_embed_never_pushes_history_entries(catalog, monkeypatch):
     """An iframe's entries join its host page's history: Back would step through the lab."""
     import lab.ui.app as app
 
-    monkeypatch.setattr(app, "_later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(app, "later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
     monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
     lab = app.LabApp(catalog, f"?mission={M1}&embed=1")
     lab.on_change("gpus", 5)

@@ -2,6 +2,7 @@
 event makes them in Pyodide, fire on the asyncio loop; stop() holds; counts are kept."""
 
 import asyncio
+import threading
 
 import pytest
 
@@ -16,12 +17,18 @@ def in_browser(monkeypatch):
 
 
 def _drive(start, run_for_s=0.15):
-    """Start timers from a plain callback on a running loop (no coroutine around it), then let it run."""
+    """Start timers from a plain callback on a running loop (no coroutine around it), then let it run.
+
+    The loop runs in a thread of its own: sync Playwright, used by other tests in this process,
+    keeps a loop of its own running in the main thread."""
     async def main():
         asyncio.get_running_loop().call_soon(start)
         await asyncio.sleep(run_for_s)
 
-    asyncio.run(main())
+    thread = threading.Thread(target=lambda: asyncio.run(main()))
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_a_timer_started_outside_a_coroutine_fires_once(in_browser):
