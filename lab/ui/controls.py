@@ -150,10 +150,11 @@ class Controls:
             self.reset_button.on_click(lambda _e: on_reset())
         if embed:  # compact: two controls a row in a 700 px iframe; the reset button and the locked line share one
             for name, w in self.widgets.items():
-                self._styles[name] = {"flex": "1 1 300px"}
+                self._styles[name] = {"flex": "1 1 220px"}
             rows = [pn.FlexBox(*rows, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
             self.locked.margin = (14, 10, 0, 4)
-            tail = [pn.Row(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0)]
+            self.locked.styles = {"flex": "1 1 180px", "min-width": "0"}
+            tail = [pn.FlexBox(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
         else:
             tail = [self.reset_button, self.locked]
         replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []
