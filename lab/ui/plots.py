@@ -24,6 +24,7 @@ from bokeh.models import (
     Label,
     Legend,
     LegendItem,
+    NoOverlap,
     Range1d,
     Span,
 )
@@ -229,6 +230,7 @@ def _style(fig):
         ax.axis_label_text_font_style = "normal"
         ax.axis_label_text_color = PALETTE["muted"]
         ax.major_label_text_font_size = "11px"
+        ax.major_label_policy = NoOverlap(min_distance=6)  # a label that would touch its neighbour is left out
     fig.min_border_right = 14
     return fig
 
@@ -310,7 +312,7 @@ class Plots:
         fig.yaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
         fig.yaxis.formatter = _padded("""
             return tick >= 1 ? String(Math.round(tick)) : String(Number(tick.toPrecision(2)));""")
-        fig.xaxis.ticker = BasicTicker(desired_num_ticks=4, num_minor_ticks=0)
+        fig.xaxis.ticker = BasicTicker(desired_num_ticks=3, num_minor_ticks=0)
         fig.xaxis.formatter = CustomJSTickFormatter(code=COMPACT_TOKENS_JS)
         self._gap_ticker = fig.xaxis.ticker
         self._strip_ticker = FixedTicker(ticks=[])
