@@ -140,6 +140,7 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 :host(.stf-metrics-compact) .stf-metrics { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)); gap: 6px;
                                           grid-auto-rows: minmax(78px, auto); }
 :host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
+:host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
 :host(.stf-stars-compact) .stf-stars { gap: 4px; }
 :host(.stf-keys-compact) .stf-kbd { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 :host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px 1fr; }
