@@ -69,6 +69,7 @@ URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
 _CATALOGS = {}
+FULL_WIDTH = "100%"  # a flex item's min-width never beyond its row (no sideways scroll at 320 px)
 _SECONDS_RE = re.compile(r"\d{1,7}(\.\d{0,6})?", re.ASCII)  # a window start in a popped address (fullmatch)
 TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
            "Reshape a small simulated fleet and watch every GPU's timeline and the latency targets react.")
@@ -479,14 +480,16 @@ class LabApp:
         # Mission text never reaches the page as markup: see mission_text.py.
         brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
+        # The embed's legend says the same in fewer words, so it takes one or two lines, not three.
+        names = (("decode", "over TPOT", "prefill", "step that also prefills", "KV on the link", "KV waiting")
+                 if self.embed else ("decode step", "decode step over the TPOT target", "prefill work",
+                                     "step that also prefills (strip = its share)", "KV on the link", "KV waiting"))
+        swatches = ('<span class="sw" style="background:%(decode)s"></span>' % PALETTE, '<span class="sw slow"></span>',
+                    '<span class="sw" style="background:%(prefill)s"></span>' % PALETTE, '<span class="sw mixed"></span>',
+                    '<span class="sw" style="background:%(link)s"></span>' % PALETTE, '<span class="sw wait"></span>')
         legend = pn.pane.HTML(
             '<div class="stf-legend" aria-label="legend">'
-            '<span><span class="sw" style="background:%(decode)s"></span>decode step</span>'
-            '<span><span class="sw slow"></span>decode step over the TPOT target</span>'
-            '<span><span class="sw" style="background:%(prefill)s"></span>prefill work</span>'
-            '<span><span class="sw mixed"></span>step that also prefills (strip = its share)</span>'
-            '<span><span class="sw" style="background:%(link)s"></span>KV on the link</span>'
-            '<span><span class="sw wait"></span>KV waiting</span></div>' % PALETTE,
+            + "".join(f"<span>{sw}{name}</span>" for sw, name in zip(swatches, names)) + "</div>",
             stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4), css_classes=["stf-legend-pane"],
         )
         section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
@@ -494,28 +497,14 @@ class LabApp:
         next_m = self.catalog.next_after(m)
         card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px"}
         canvas_card = pn.Column(
-            pn.Row(pn.pane.HTML('<div class="stf-section" style="margin:0">GPU timelines · 2.5 s window</div>',
+            pn.Row(pn.pane.HTML('<div class="stf-section" style="margin:0">GPU timelines'
+                                f'{"" if self.embed else " · 2.5 s window"}</div>',
                                 stylesheets=[CSS], margin=(4, 4)), self.status, sizing_mode="stretch_width", margin=0),
             legend, self.canvas.view, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
             css_classes=["stf-canvas-card"],
         )
         if self.embed:
-            head = pn.pane.HTML(
-                f'<div class="stf-header"><span class="stf-kicker">{html.escape(kicker)}</span>'
-                f'<h1 class="stf-title" style="font-size:17px">{title}</h1><span class="stf-spacer"></span></div>',
-                stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
-            )
-            brief_card = pn.Card(brief, title="Brief", collapsed=True, sizing_mode="stretch_width", margin=(4, 0))
-            controls_card = pn.Card(self.controls.view, title="Controls", collapsed=False, sizing_mode="stretch_width",
-                                    margin=(4, 0), css_classes=["stf-controls-card"])
-            body = pn.Column(
-                pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
-                self.notes, brief_card, controls_card, canvas_card, self.metrics.view,
-                section("Stars"), self.stars.view, section("Plots"), self.plots.view,
-                self.bridge, self.url, sizing_mode="stretch_width", margin=(0, 6),
-                css_classes=["stf-lab", "stf-embed"],
-            )
-            return body
+            return self._embed_layout(kicker, title, brief, canvas_card, section)
         nav = (f'<a href="{plain(lab_href(next_m.id))}">Next: {plain(next_m.title)} →</a>' if next_m else "")
         header = pn.Row(
             pn.pane.HTML(
@@ -533,19 +522,54 @@ class LabApp:
         sidebar = pn.Column(
             section("Brief"), brief, section("Controls"), self.controls.view, section("Stars"),
             pn.Column(self.stars.view, margin=(4, 10)),
-            sizing_mode="stretch_width", margin=0, styles={**card_style, "flex": "0 1 340px", "min-width": "280px"},
+            sizing_mode="stretch_width", margin=0,
+            styles={**card_style, "flex": "0 1 340px", "min-width": f"min(280px, {FULL_WIDTH})"},
             css_classes=["stf-sidebar"],
         )
         main = pn.Column(
             canvas_card, self.metrics.view, pn.Spacer(height=10), self.plots.view,
-            sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": "300px"},
+            sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": f"min(300px, {FULL_WIDTH})"},
             css_classes=["stf-main"],
         )
         body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
-                          sizing_mode="stretch_width", margin=(6, 16, 16, 16))
+                          sizing_mode="stretch_width", margin=(6, 8, 16, 8), css_classes=["stf-body"])
         return pn.Column(header, title_row, self.notes, body, self.bridge, self.url,
                          sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})
+
+
+    def _embed_layout(self, kicker, title, brief, canvas_card, section):
+        """The README's 700 x 760 iframe: the folded brief, the controls and the stars in a narrow
+        column beside the canvas and the metrics, so all but the plots (below the fold) show
+        without scrolling. Under about 550 px the two columns stack (brief and controls first)."""
+        head = pn.pane.HTML(
+            f'<div class="stf-header"><span class="stf-kicker">{html.escape(kicker)}</span>'
+            f'<h1 class="stf-title" style="font-size:17px">{title}</h1><span class="stf-spacer"></span></div>',
+            stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
+        )
+        self.header_stars.margin = (4, 10, 0, 10)
+        brief_card = pn.Card(brief, title="Brief", collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
+                             css_classes=["stf-brief-card"])
+        self.stars.pane.css_classes = [*self.stars.pane.css_classes, "stf-stars-compact"]
+        side = pn.Column(
+            brief_card, self.controls.view, section("Stars"), pn.Column(self.stars.view, margin=(2, 6)),
+            sizing_mode="stretch_width", margin=0, css_classes=["stf-embed-side"],
+            styles={"flex": "1 1 200px", "min-width": f"min(190px, {FULL_WIDTH})", "max-width": "100%"},
+        )
+        main = pn.Column(
+            canvas_card, self.metrics.view, sizing_mode="stretch_width", margin=0, css_classes=["stf-embed-main"],
+            styles={"flex": "3 1 340px", "min-width": f"min(300px, {FULL_WIDTH})"},
+        )
+        self.metrics.pane.css_classes = [*self.metrics.pane.css_classes, "stf-metrics-compact"]
+        self.canvas.keys_pane.css_classes = [*self.canvas.keys_pane.css_classes, "stf-keys-compact"]
+        row = pn.FlexBox(side, main, gap="8px", flex_wrap="wrap", align_items="flex-start",
+                         sizing_mode="stretch_width", margin=0)
+        return pn.Column(
+            pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
+            self.notes, row, section("Plots"), self.plots.view,
+            self.bridge, self.url, sizing_mode="stretch_width", margin=(0, 6),
+            css_classes=["stf-lab", "stf-embed"],
+        )
 
 
 def lab_page(missions_dir=None):

@@ -47,8 +47,10 @@ from .state import WINDOW_S
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
-__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "rows_html", "ROW_PX", "FRAME_MAX_PX"]
+__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "rows_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX"]
 
+MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
+EMBED_ROW_PX = 18  # in an embed: the 700 x 760 iframe shows the metrics under the canvas without scrolling
 ROW_PX = 22  # height of one row in pixels when the mission shows as many rows as it can
 ROWS_MIN = 6  # the frame is never sized for fewer rows than this
 FRAME_MAX_PX = 300  # nor taller than this (the sandbox reaches 25 rows: they get thinner)
@@ -134,9 +136,9 @@ def max_rows(mission):
     return rows, max(labels, key=len)
 
 
-def frame_px(rows):
+def frame_px(rows, row_px=ROW_PX):
     """The timeline's plot area height (px) for a mission that can show `rows` rows."""
-    return int(min(max(rows, ROWS_MIN) * ROW_PX, FRAME_MAX_PX))
+    return int(min(max(rows, ROWS_MIN) * row_px, FRAME_MAX_PX))
 
 
 def row_geometry(rows, frame):
@@ -311,7 +313,7 @@ class Canvas(param.Parameterized):
         self._labels = None
         self._geometry = None
         self._rows_max, longest = max_rows(state.mission)
-        self._frame_px = frame_px(self._rows_max)
+        self._frame_px = frame_px(self._rows_max, EMBED_ROW_PX if embed else ROW_PX)
         self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
@@ -332,7 +334,7 @@ class Canvas(param.Parameterized):
         fig = figure(
             height=self._frame_px + AXIS_PX,  # fixed for the mission: see max_rows
             sizing_mode="stretch_width",
-            min_width=320,
+            min_width=MIN_FIGURE_PX,
             x_range=Range1d(0, WINDOW_S, bounds=None),
             y_range=Range1d(3.5, -0.5),
             tools="",
@@ -442,7 +444,7 @@ class Canvas(param.Parameterized):
         fig = figure(
             height=64,
             sizing_mode="stretch_width",
-            min_width=320,
+            min_width=MIN_FIGURE_PX,
             x_range=Range1d(0, 60),
             y_range=Range1d(0, 1.02),
             tools="",
@@ -489,6 +491,7 @@ class Canvas(param.Parameterized):
         self.slider = pn.widgets.FloatSlider(
             name="Window start (s)", start=0.0, end=60.0, step=0.05, value=self.state.window_start,
             sizing_mode="stretch_width", min_width=140, margin=(0, 10), format="0.00", css_classes=["stf-scrub"],
+            styles={"flex": "1 1 160px"},
         )
         self.slider.param.watch(self._on_slider, "value")
         self.next_button = pn.widgets.Button(
@@ -499,8 +502,9 @@ class Canvas(param.Parameterized):
         self.next_button.on_click(lambda _e: self.jump_to_slow())
 
     def _layout(self):
-        controls = pn.Row(self.play_button, self.speed_select, self.slider, self.next_button,
-                          sizing_mode="stretch_width", align="center", margin=(0, 6))
+        # Wraps (not a Row): at phone widths the four would push the page wider than the screen.
+        controls = pn.FlexBox(self.play_button, self.speed_select, self.slider, self.next_button,
+                              sizing_mode="stretch_width", align_items="center", flex_wrap="wrap", margin=(0, 6))
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", margin=0, css_classes=["stf-canvas"])
         self.labels_pane = pn.pane.HTML("", width=self._gutter_px, height=self.figure.height, margin=0,
                                         stylesheets=[CSS], css_classes=["stf-row-labels"])

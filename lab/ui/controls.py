@@ -20,7 +20,7 @@ from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
-__all__ = ["Controls", "CHOICE_LABELS", "locked_html", "replay_html", "sources_html"]
+__all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "locked_html", "replay_html", "sources_html"]
 
 # How choice values read on buttons.
 CHOICE_LABELS = {
@@ -30,6 +30,7 @@ CHOICE_LABELS = {
     "first_token": {"decode": "Decode GPU", "prefill": "Prefill GPU"},
 }
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
+EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
 LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
 UNITS = {
     "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
@@ -148,12 +149,13 @@ class Controls:
         )
         if on_reset is not None:
             self.reset_button.on_click(lambda _e: on_reset())
-        if embed:  # compact: two controls a row in a 700 px iframe; the reset button and the locked line share one
+        if embed:  # compact: controls wrap (one a row in the side column); the reset button and the locked line share one
             for name, w in self.widgets.items():
-                self._styles[name] = {"flex": "1 1 300px"}
+                self._styles[name] = {"flex": EMBED_CONTROL_FLEX}
             rows = [pn.FlexBox(*rows, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
             self.locked.margin = (14, 10, 0, 4)
-            tail = [pn.Row(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0)]
+            self.locked.styles = {"flex": "1 1 180px", "min-width": "0"}
+            tail = [pn.FlexBox(self.reset_button, self.locked, sizing_mode="stretch_width", margin=0, flex_wrap="wrap")]
         else:
             tail = [self.reset_button, self.locked]
         replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []

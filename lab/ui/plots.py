@@ -17,12 +17,14 @@ import math
 import numpy as np
 import panel as pn
 from bokeh.models import (
+    BasicTicker,
     ColumnDataSource,
     CustomJSTickFormatter,
     FixedTicker,
     Label,
     Legend,
     LegendItem,
+    NoOverlap,
     Range1d,
     Span,
 )
@@ -30,9 +32,20 @@ from bokeh.plotting import figure
 
 from .theme import CSS, FONT_STACK, PALETTE
 
-__all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps"]
+__all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps", "log_ticks", "thin_ticks", "strip_view",
+           "MAX_X_TICKS"]
 
 PLOT_HEIGHT = 230
+MIN_PLOT_PX = 200  # a plot fits a 320 px phone
+JITTER = 0.04  # repeated prompt lengths spread by up to this share sideways, so each request shows
+MAX_STRIPS = 6  # up to this many distinct prompt lengths get a tick each (a strip view)
+MAX_X_TICKS = 5  # labels like "20k" or "500": five fit a MIN_PLOT_PX wide plot without touching
+# Prompt lengths read as 800, 2.5k, 20k: short labels, so five fit the narrowest plot.
+COMPACT_TOKENS_JS = """
+    const a = Math.abs(tick);
+    if (a >= 1e6) return Number((tick / 1e6).toPrecision(3)) + "M";
+    if (a >= 1e3) return Number((tick / 1e3).toPrecision(3)) + "k";
+    return String(Number(tick.toPrecision(3)));"""
 
 
 def token_gaps(result):
@@ -101,7 +114,7 @@ def gap_scatter_data(rows, seed=0):
     shown = xs.copy()
     if len(xs) and len(np.unique(xs)) <= max(3, len(xs) // 20):
         rng = np.random.default_rng(seed)
-        shown = xs * (1 + rng.uniform(-0.04, 0.04, len(xs)))
+        shown = xs * (1 + rng.uniform(-JITTER, JITTER, len(xs)))
     ys = np.maximum(ys, 0.1)  # log axis
     return {
         "met": {"x": shown[met], "y": ys[met], "prompt": xs[met], "id": ids[met]},
@@ -136,6 +149,34 @@ def log_ticks(lo, hi):
         ticks = [round(first + i * step, 9) for i in range(int((hi - first) / step + 1e-9) + 1)]
         ticks = [int(t) if float(t).is_integer() else t for t in ticks]
     return ticks
+
+
+def thin_ticks(ticks, most):
+    """At most `most` of `ticks`, so a narrow plot's labels never collide: the 1-2-5 marks of a
+    log axis, then the 1-5 ones, then the powers of ten, else every k-th (the first kept)."""
+    ticks = list(ticks)
+    if len(ticks) <= most:
+        return ticks
+    for mantissas in ("125", "15", "1"):  # log ticks: the rounder marks first, then every k-th
+        kept = [t for t in ticks if f"{t:.0e}"[0] in mantissas]
+        if 2 <= len(kept) <= most:
+            return kept
+    if most <= 1:
+        return ticks[:1]
+    k = math.ceil((len(ticks) - 1) / (most - 1))
+    return ticks[::k]
+
+
+def strip_view(prompts):
+    """The x range and ticks for prompt lengths that repeat (the scatter spreads them sideways):
+    (start, end, ticks) around the few distinct lengths, or None when they vary enough for a
+    plain axis. One length gives a strip: one tick, the jitter's width around it."""
+    values = np.unique(np.asarray(prompts, float))
+    if len(values) == 0 or len(values) > MAX_STRIPS:
+        return None
+    lo, hi = float(values[0]), float(values[-1])
+    start, end = lo * (1 - JITTER * 2.5), hi * (1 + JITTER * 2.5)
+    return max(0.0, start), end, [int(v) if float(v).is_integer() else float(v) for v in values]
 
 
 def _padded(code, width=6):
@@ -189,6 +230,7 @@ def _style(fig):
         ax.axis_label_text_font_style = "normal"
         ax.axis_label_text_color = PALETTE["muted"]
         ax.major_label_text_font_size = "11px"
+        ax.major_label_policy = NoOverlap(min_distance=6)  # a label that would touch its neighbour is left out
     fig.min_border_right = 14
     return fig
 
@@ -222,18 +264,19 @@ class Plots:
         size = {"sizing_mode": "stretch_width", "margin": (0, 4)}
         gap_pane = pn.pane.Bokeh(self.gap_fig, **size)
         itl_pane = pn.pane.Bokeh(self.itl_fig, **size)
+        self.sweep_pane = pn.pane.Bokeh(self.sweep_fig, **size)
         sweep_box = pn.Column(
             pn.Row(self.sweep_button, self.progress, self.sweep_note, sizing_mode="stretch_width", margin=0),
-            pn.pane.Bokeh(self.sweep_fig, **size), sizing_mode="stretch_width", margin=0,
+            self.sweep_pane, sizing_mode="stretch_width", margin=0,
         )
         if embed:
             self.view = pn.Tabs(("Worst gap", gap_pane), ("Gap distribution", itl_pane), ("Goodput vs rate", sweep_box),
                                 sizing_mode="stretch_width", margin=0, dynamic=False)
         else:
             self.view = pn.FlexBox(
-                pn.Column(gap_pane, sizing_mode="stretch_width", min_width=280, styles={"flex": "1 1 300px"}, margin=0),
-                pn.Column(itl_pane, sizing_mode="stretch_width", min_width=280, styles={"flex": "1 1 300px"}, margin=0),
-                pn.Column(sweep_box, sizing_mode="stretch_width", min_width=300, styles={"flex": "1 1 320px"}, margin=0),
+                pn.Column(gap_pane, sizing_mode="stretch_width", styles={"flex": "1 1 300px", "min-width": "min(280px, 100%)"}, margin=0),
+                pn.Column(itl_pane, sizing_mode="stretch_width", styles={"flex": "1 1 300px", "min-width": "min(280px, 100%)"}, margin=0),
+                pn.Column(sweep_box, sizing_mode="stretch_width", styles={"flex": "1 1 320px", "min-width": "min(300px, 100%)"}, margin=0),
                 sizing_mode="stretch_width", margin=0, gap="10px", flex_wrap="wrap",
             )
         self._shown_run = None
@@ -248,7 +291,7 @@ class Plots:
 
     def _gap_figure(self):
         fig = figure(title="Worst gap vs prompt length", height=PLOT_HEIGHT, y_axis_type="log",
-                     sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="prompt tokens",
+                     sizing_mode="stretch_width", min_width=MIN_PLOT_PX, tools="hover", x_axis_label="prompt tokens",
                      y_axis_label="worst gap in the answer (ms)", name="gap_plot",
                      x_range=Range1d(0, 1), y_range=Range1d(1, 1000))
         met = {"marker": "circle", "size": 5, "fill_color": PALETTE["decode"], "fill_alpha": 0.45, "line_color": None}
@@ -258,8 +301,10 @@ class Plots:
         fig.hover.renderers = [r_met, r_miss]
         fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms")]
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
+        # Above the points (overlay level) on a light box: the points never hide it.
         self.gap_label = Label(x=4, y=25, x_units="screen", text="TPOT target", text_font_size="10.5px",
-                               text_color=PALETTE["muted"], y_offset=2)
+                               text_color=PALETTE["ink"], y_offset=2, level="overlay",
+                               background_fill_color="white", background_fill_alpha=0.85)
         fig.add_layout(self.gap_target)
         fig.add_layout(self.gap_label)
         _legend_below(fig, [("met the SLO", _swatch(fig, "scatter", **met)),
@@ -267,12 +312,15 @@ class Plots:
         fig.yaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
         fig.yaxis.formatter = _padded("""
             return tick >= 1 ? String(Math.round(tick)) : String(Number(tick.toPrecision(2)));""")
-        fig.xaxis.formatter.use_scientific = False
+        fig.xaxis.ticker = BasicTicker(desired_num_ticks=3, num_minor_ticks=0)
+        fig.xaxis.formatter = CustomJSTickFormatter(code=COMPACT_TOKENS_JS)
+        self._gap_ticker = fig.xaxis.ticker
+        self._strip_ticker = FixedTicker(ticks=[])
         return _style(fig)
 
     def _itl_figure(self):
         fig = figure(title="Inter-token gaps", height=PLOT_HEIGHT, x_axis_type="log",
-                     sizing_mode="stretch_width", min_width=260, tools="hover", x_axis_label="gap before a token (ms)",
+                     sizing_mode="stretch_width", min_width=MIN_PLOT_PX, tools="hover", x_axis_label="gap before a token (ms)",
                      y_axis_label="share of all tokens", name="itl_plot", x_range=Range1d(1, 1000), y_range=Range1d(0, 1))
         ok = {"fill_color": PALETTE["decode"], "line_color": "white"}
         over = {"fill_color": PALETTE["slow"], "hatch_pattern": "/", "hatch_color": "white", "hatch_alpha": 0.7,
@@ -286,12 +334,12 @@ class Plots:
         fig.add_layout(self.itl_target)
         _legend_below(fig, [("within target", _swatch(fig, "quad", **ok)),
                             ("over the TPOT target", _swatch(fig, "quad", **over))])
-        fig.xaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
+        fig.xaxis.ticker = FixedTicker(ticks=thin_ticks(log_ticks(1, 1000), MAX_X_TICKS))
         return _style(fig)
 
     def _sweep_figure(self):
         fig = figure(title="Goodput vs request rate", height=PLOT_HEIGHT - 40, sizing_mode="stretch_width",
-                     min_width=260, tools="hover", x_axis_label="request rate (req/s)",
+                     min_width=MIN_PLOT_PX, tools="hover", x_axis_label="request rate (req/s)",
                      y_axis_label="goodput per GPU (req/s)", x_range=Range1d(0, 1), y_range=Range1d(0, 1),
                      name="sweep_plot")
         ideal = {"line_color": PALETTE["muted"], "line_dash": "dotted"}
@@ -330,9 +378,23 @@ class Plots:
         xs = np.concatenate([data["met"]["x"], data["miss"]["x"]])
         ys = np.concatenate([data["met"]["y"], data["miss"]["y"]])
         if len(xs):
-            pad = max((xs.max() - xs.min()) * 0.05, 1.0)
-            self.gap_fig.x_range.start = max(0.0, float(xs.min()) - pad)
-            self.gap_fig.x_range.end = float(xs.max()) + pad
+            prompts = np.concatenate([data["met"]["prompt"], data["miss"]["prompt"]])
+            strip = strip_view(prompts) if not np.array_equal(xs, prompts) else None
+            if strip is not None:  # repeated lengths: a tick at each, no invented range between
+                start, end, ticks = strip
+                self._strip_ticker.ticks = thin_ticks(ticks, MAX_X_TICKS)
+                ticker = self._strip_ticker
+                label = (f"prompt tokens (all {ticks[0]:,}, spread sideways)" if len(ticks) == 1
+                         else "prompt tokens (spread sideways)")
+            else:
+                pad = max((xs.max() - xs.min()) * 0.05, 1.0)
+                start, end = max(0.0, float(xs.min()) - pad), float(xs.max()) + pad
+                ticker, label = self._gap_ticker, "prompt tokens"
+            self.gap_fig.x_range.update(start=start, end=end)
+            if self.gap_fig.xaxis.ticker is not ticker:
+                self.gap_fig.xaxis.ticker = ticker
+            if self.gap_fig.xaxis.axis_label != label:
+                self.gap_fig.xaxis.axis_label = label
             lines = [v for v in (s.scenario.slo.max_gap_ms, target) if v]
             lo = min([float(ys.min())] + lines)
             hi = max([float(ys.max())] + lines)
@@ -358,7 +420,7 @@ class Plots:
             if target:
                 lo, hi = min(lo, target / 1.5), max(hi, target * 1.5)
             self.itl_fig.x_range.update(start=lo, end=hi)
-            self.itl_fig.xaxis.ticker.ticks = log_ticks(lo, hi)
+            self.itl_fig.xaxis.ticker.ticks = thin_ticks(log_ticks(lo, hi), MAX_X_TICKS)
         self._on_sweep()
 
     def _on_sweep(self, *_):
@@ -367,6 +429,9 @@ class Plots:
         self.progress.visible = running
         self.progress.value = int(round((s.sweep_progress or 0) * 100))
         self.sweep_button.disabled = running or not s.can_sweep()
+        # No rate to sweep (a trace replays): a clear note instead of an empty frame.
+        if self.sweep_pane.visible != s.can_sweep():
+            self.sweep_pane.visible = self.sweep_button.visible = s.can_sweep()
         sweep = s.sweep
         if running:
             self.sweep_note.object = '<span class="stf-status busy"><span class="stf-spin"></span>Sweeping…</span>'

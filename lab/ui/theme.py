@@ -134,6 +134,19 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-locked-compact .stf-locked-title { font-weight: 600; }
 .stf-locked-compact[open] .stf-locked-line { display: none; }
 .stf-locked-compact ul { margin: 2px 0 0 16px; padding: 0; }
+/* embed (a 700 x 760 iframe): narrower metric cards, so the four headline cards share a row beside the
+   controls column; each star on two short lines (its label and whether it holds now; the tests stay in
+   the tooltip of the line) */
+:host(.stf-metrics-compact) .stf-metrics { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)); gap: 6px;
+                                          grid-auto-rows: minmax(78px, auto); }
+:host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
+:host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
+:host(.stf-stars-compact) .stf-stars { gap: 4px; }
+:host(.stf-keys-compact) .stf-kbd { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+:host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px 1fr; }
+:host(.stf-stars-compact) .stf-star .glyph { font-size: 17px; }
+:host(.stf-stars-compact) .stf-star .label { font-size: 12.5px; }
+:host(.stf-stars-compact) .stf-star .tests { display: none; }
 kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
 """ % {**PALETTE, "font": FONT_STACK}
 

@@ -17,7 +17,7 @@ import lab.core as core  # noqa: E402
 from lab.core.spec import MAX_REQUESTS  # noqa: E402
 from lab.ui.canvas import Canvas  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, folder_fingerprint  # noqa: E402
-from lab.ui.controls import Controls, replay_html  # noqa: E402
+from lab.ui.controls import EMBED_CONTROL_FLEX, Controls, replay_html  # noqa: E402
 from lab.ui.metrics_view import MetricsView, metrics_html, run_cut_html  # noqa: E402
 from lab.ui.state import WINDOW_S, LabState, parse_search  # noqa: E402
 from trace_mission import write_trace_mission  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
@@ -234,7 +234,7 @@ def test_the_embed_keeps_its_flex_layout_under_the_idle_look(catalog):
     state = LabState.from_query(catalog, f"?mission={M1}")
     controls = Controls(state, lambda *a: None, embed=True)
     for widget in controls.widgets.values():
-        assert widget.styles.get("flex") == "1 1 300px" and "opacity" in widget.styles
+        assert widget.styles.get("flex") == EMBED_CONTROL_FLEX and "opacity" in widget.styles
 
 
 # ---------------------------------------------------------------- 10. the sandbox replays a trace

@@ -1,0 +1,262 @@
+"""The lab fits where it is shown: phones, iframes and wide screens (`lab serve` + Chromium).
+
+- No sideways scrolling from 320 to 1,600 px, in the page and in an embed (`&embed=1`):
+  no element whose visible part (after its clipping ancestors) reaches past the viewport,
+  and the layout buttons (Colocated / Split) on screen.
+- In the README's 700 x 760 iframe the controls, the canvas, the headline metric cards and
+  the stars show without scrolling inside the frame.
+- The plots below the fold, at a phone's width (a screenshot to look at).
+
+Waits are on DOM conditions, never sleeps. Set STF_SCREENSHOTS=DIR to keep screenshots.
+"""
+
+import importlib.util
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("panel")
+
+from bokeh.models import BasicTicker, FixedTicker, HoverTool, NoOverlap  # noqa: E402
+
+from lab.core.missions import list_missions  # noqa: E402
+from lab.ui.catalog import Catalog  # noqa: E402
+from lab.ui.plots import MAX_X_TICKS, MIN_PLOT_PX, Plots, log_ticks, strip_view, thin_ticks  # noqa: E402
+from lab.ui.state import LabState  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def _helpers(name):
+    spec = importlib.util.spec_from_file_location(f"_stf_ui_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def settle(page, after=0):
+    return _helpers("test_browser").settle(page, after)
+
+
+browser_test = pytest.mark.browser
+
+MISSIONS = list_missions()
+WIDTHS = [320, 390, 700, 1024, 1280, 1600]
+HEADLINE = ("ttft", "tpot", "gap", "slo")  # the metric cards an embed must show at once
+
+# Every element whose visible part (its box cut by each ancestor that clips) ends right of the
+# viewport, walking into shadow roots. Bokeh draws glyphs in clipped layers, hence the clipping.
+OFF_RIGHT = """() => {
+    const W = window.innerWidth, out = [];
+    const clips = (el) => { const s = getComputedStyle(el); return s.overflowX !== "visible" || s.contain.includes("paint"); };
+    const stack = [[document.body, Infinity]];
+    while (stack.length) {
+        const [node, clip] = stack.pop();
+        let right = clip;
+        if (node.getBoundingClientRect) {
+            const b = node.getBoundingClientRect();
+            const s = node.nodeType === 1 ? getComputedStyle(node) : null;
+            const shown = s && s.display !== "none" && s.visibility !== "hidden";
+            if (shown && b.width > 0 && b.height > 0 && Math.min(b.right, clip) > W + 0.5 && b.left < Math.min(b.right, clip)) {
+                out.push([node.tagName, String(node.className).slice(0, 60), Math.round(b.left), Math.round(b.right)]);
+            }
+            if (shown && clips(node)) right = Math.min(clip, b.right);
+            if (s && s.display === "none") continue;
+        }
+        if (node.shadowRoot) stack.push([node.shadowRoot, right]);
+        for (const child of (node.children || [])) stack.push([child, right]);
+    }
+    return {scroll: document.scrollingElement.scrollWidth, width: W, off: out.slice(0, 12)};
+}"""
+
+
+def shot(target, name):
+    folder = os.environ.get("STF_SCREENSHOTS")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        target.screenshot(path=os.path.join(folder, name), full_page=True)
+
+
+def open_lab(page, server, query):
+    page.goto(f"{server}/lab?{query}")
+    settle(page)
+    page.locator('.stf-metrics [data-metric="ttft"]').first.wait_for()
+
+
+def _mission_queries():
+    colocated = next(m for m in MISSIONS if m.scenario.fleet.layout == "colocated" and "layout" in m.controls)
+    split = next(m for m in MISSIONS if m.scenario.fleet.layout == "disaggregated" and "layout" in m.controls)
+    return [f"mission={colocated.id}", f"mission={split.id}", "mission=sandbox"]
+
+
+@browser_test
+@pytest.mark.parametrize("embed", [False, True], ids=["page", "embed"])
+@pytest.mark.parametrize("query", _mission_queries(), ids=["colocated", "split", "sandbox"])
+def test_no_sideways_scroll_from_320_to_1600_px(browser, new_page, server, query, embed):
+    ctx = browser.new_context(viewport={"width": WIDTHS[0], "height": 800})
+    try:
+        page = new_page(ctx)
+        open_lab(page, server, query + ("&embed=1" if embed else ""))
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 800})
+            page.wait_for_function(f"window.innerWidth === {width}")
+            # Bokeh lays out again after a resize: wait until the page is no wider than the screen
+            # (bounded), then look at every element.
+            try:
+                page.wait_for_function("document.scrollingElement.scrollWidth <= window.innerWidth", timeout=5_000)
+            except Exception:
+                pass
+            fit = page.evaluate(OFF_RIGHT)
+            assert fit["scroll"] <= width, (query, embed, width, fit)
+            assert fit["off"] == [], (query, embed, width, fit)
+            for button in page.locator(".stf-control-layout button").all():
+                box = button.bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (query, embed, width, box)
+            if width in (390, 1280):
+                shot(page, f"fit-{query.split('=')[1]}-{'embed' if embed else 'page'}-{width}.png")
+    finally:
+        ctx.close()
+
+
+@browser_test
+@pytest.mark.parametrize("mission", [MISSIONS[0].id, MISSIONS[1].id])
+def test_the_readme_iframe_shows_controls_canvas_headline_metrics_and_stars(browser, new_page, server, mission):
+    ctx = browser.new_context(viewport={"width": 760, "height": 800})
+    try:
+        host = new_page(ctx)
+        host.set_content(f'<iframe id="f" src="{server}/lab?mission={mission}&embed=1" width="700" height="760" '
+                         'style="border:0;display:block"></iframe>')
+        inner = host.frames[1]
+        inner.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        frame = host.frame_locator("#f")
+        frame.locator('.stf-metrics [data-metric="ttft"]').first.wait_for()
+        parts = {"controls": frame.locator(".stf-controls").first, "canvas": frame.locator(".stf-canvas").first,
+                 "stars": frame.locator(".stf-stars").first, "header stars": frame.locator(".stf-head-stars").first}
+        for key in HEADLINE:
+            parts[key] = frame.locator(f'.stf-metrics [data-metric="{key}"]').first
+        for name, loc in parts.items():
+            box = loc.bounding_box()  # relative to the host page; the frame sits at its top left
+            assert box is not None, name
+            assert box["y"] >= 0 and box["y"] + box["height"] <= 760, (mission, name, box)
+        assert inner.evaluate("window.scrollY") == 0
+        shot(host, f"embed-700x760-{mission}.png")
+    finally:
+        ctx.close()
+
+
+@browser_test
+def test_the_plots_of_varied_prompts_at_a_phones_width(browser, new_page, server):
+    """Mission 4 (prompts of every length) at 390 px: the plots are there, below the canvas, and
+    no wider than the screen; STF_SCREENSHOTS keeps a picture of them to look at."""
+    mission = next(m for m in MISSIONS if m.id == "long-document-surge")
+    ctx = browser.new_context(viewport={"width": 390, "height": 900})
+    try:
+        page = new_page(ctx)
+        open_lab(page, server, f"mission={mission.id}")
+        plots = page.locator(".stf-main .bk-Figure").last
+        plots.scroll_into_view_if_needed()
+        for name in ("gap_plot", "itl_plot"):
+            box = page.evaluate("""(name) => {
+                for (const doc of Bokeh.documents) { const m = doc.get_model_by_name(name); if (m) return true; }
+                return false; }""", name)
+            assert box, name
+        assert page.evaluate(OFF_RIGHT)["off"] == []
+        shot(page, "plots-long-document-surge-390.png")
+    finally:
+        ctx.close()
+
+
+# ---------------------------------------------------------------- the plots' figures, without a browser
+
+
+def _ran(mission_id=None, catalog=None, query=""):
+    catalog = catalog or Catalog()
+    state = LabState.from_query(catalog, f"?mission={mission_id}{query}")
+    state.run()
+    plots = Plots(state, on_sweep=lambda: None)
+    return state, plots
+
+
+def _label_width_px(text):
+    return 6.5 * len(text) + 4  # 11 px labels: a generous width per character, plus a gap
+
+
+def test_one_prompt_length_gets_a_strip_not_a_padded_axis():
+    mission = MISSIONS[0]  # every prompt is the same length
+    state, plots = _ran(mission.id)
+    prompts = {r["prompt_tokens"] for r in state.rows}
+    assert len(prompts) == 1
+    (length,) = prompts
+    shown = list(plots.gap_met.data["x"]) + list(plots.gap_miss.data["x"])
+    rng = plots.gap_fig.x_range
+    assert rng.start <= min(shown) and max(shown) <= rng.end  # every request on the plot
+    assert rng.start > 0.5 * length and rng.end < 1.5 * length  # no invented range of lengths around it
+    ticker = plots.gap_fig.xaxis.ticker
+    assert isinstance(ticker, FixedTicker) and list(ticker.ticks) == [length]
+    assert f"{length:,}" in plots.gap_fig.xaxis.axis_label
+
+
+def test_varied_prompt_lengths_get_a_plain_axis_with_few_short_labels():
+    state, plots = _ran("long-document-surge")
+    assert len({r["prompt_tokens"] for r in state.rows}) > 50
+    axis = plots.gap_fig.xaxis
+    assert isinstance(axis.ticker, BasicTicker) and axis.ticker.desired_num_ticks <= 3
+    assert "k" in axis.formatter.code and axis.axis_label == "prompt tokens"
+    rng = plots.gap_fig.x_range
+    xs = list(plots.gap_met.data["x"]) + list(plots.gap_miss.data["x"])
+    assert rng.start <= min(xs) and max(xs) <= rng.end
+
+
+@pytest.mark.parametrize("mission_id", ["mixing-hurts", "long-document-surge", "chunk-it"])
+def test_log_axis_labels_never_touch_at_the_narrowest_plot(mission_id):
+    """The gap distribution's x ticks, placed on its log scale in the narrowest plot's frame."""
+    _state, plots = _ran(mission_id)
+    fig = plots.itl_fig
+    ticks = list(fig.xaxis.ticker.ticks)
+    assert 2 <= len(ticks) <= MAX_X_TICKS
+    lo, hi = math.log10(fig.x_range.start), math.log10(fig.x_range.end)
+    frame = MIN_PLOT_PX - 60  # the y axis and its label take the rest
+    xs = [(math.log10(t) - lo) / (hi - lo) * frame for t in ticks]
+    for (a, ta), (b, tb) in zip(zip(xs, ticks), zip(xs[1:], ticks[1:])):
+        assert b - a >= (_label_width_px(f"{ta:g}") + _label_width_px(f"{tb:g}")) / 2, (mission_id, ticks)
+    for f in (plots.gap_fig, plots.itl_fig, plots.sweep_fig):  # and Bokeh drops any label that would touch
+        assert isinstance(f.xaxis[0].major_label_policy, NoOverlap), f.name
+
+
+def test_thin_ticks_prefer_round_marks():
+    assert thin_ticks(log_ticks(1, 1000), 5) == [1, 10, 100, 1000]
+    assert thin_ticks([1, 2, 5, 10, 20, 50], 4) == [1, 5, 10, 50]
+    assert thin_ticks([3, 4, 6, 7, 8, 9], 3) == [3, 7]  # no round marks: every k-th
+    assert strip_view([2500] * 9) == (2250.0, 2750.0, [2500])
+    assert strip_view(range(50)) is None
+
+
+def test_every_plot_has_a_hover_with_the_points_values():
+    _state, plots = _ran("mixing-hurts")
+    for fig, fields in ((plots.gap_fig, ("@id", "@prompt", "@y")), (plots.itl_fig, ("@left", "@share")),
+                        (plots.sweep_fig, ("@rate", "@goodput", "@attainment"))):
+        hovers = [t for t in fig.tools if isinstance(t, HoverTool)]
+        assert len(hovers) == 1, fig.name
+        text = " ".join(v for _, v in hovers[0].tooltips)
+        assert all(f in text for f in fields), (fig.name, text)
+        assert hovers[0].renderers and all(r.data_source.data for r in hovers[0].renderers)
+
+
+def test_the_target_label_is_drawn_over_the_points():
+    _state, plots = _ran("mixing-hurts")
+    label = plots.gap_label
+    assert label.level == "overlay" and label.background_fill_alpha >= 0.8 and label.text == "TPOT target"
+    assert label.y == plots.gap_target.location
+
+
+def test_no_empty_goodput_plot_where_a_trace_replays(tmp_path):
+    write_trace_mission = _helpers("trace_mission").write_trace_mission
+    mission, _trace = write_trace_mission(tmp_path)
+    state, plots = _ran(mission["id"], catalog=Catalog(tmp_path))
+    assert not state.can_sweep()
+    assert not plots.sweep_pane.visible and not plots.sweep_button.visible
+    assert "no rate to sweep" in plots.sweep_note.object
+    _state, generated = _ran("mixing-hurts")  # a generated workload keeps its sweep
+    assert generated.sweep_pane.visible and generated.sweep_button.visible
