@@ -5,7 +5,6 @@ widths, idle controls, failed runs, missions added while serving, the sandbox up
 Waits are on DOM conditions, never sleeps. Set STF_SCREENSHOTS=DIR to keep screenshots.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,22 +16,16 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-
-
-def _helpers(name):
-    """The sibling module's helpers (tests/ui is not a package, so no relative import)."""
-    spec = importlib.util.spec_from_file_location(f"_stf_ui_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 
 
-_server = _helpers("conftest")
-_browser = _helpers("test_browser")
+
+
+
+_server = sibling("conftest")
+_browser = sibling("test_browser")
 start_server, stop_server = _server.start_server, _server.stop_server
-write_trace_mission = _helpers("trace_mission").write_trace_mission
+write_trace_mission = sibling("trace_mission").write_trace_mission
 canvas_window, painted, settle = _browser.canvas_window, _browser.painted, _browser.settle
 
 pytestmark = pytest.mark.browser

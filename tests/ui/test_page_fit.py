@@ -10,7 +10,6 @@
 Waits are on DOM conditions, never sleeps. Set STF_SCREENSHOTS=DIR to keep screenshots.
 """
 
-import importlib.util
 import math
 import os
 from pathlib import Path
@@ -22,22 +21,17 @@ pytest.importorskip("panel")
 from bokeh.models import BasicTicker, FixedTicker, HoverTool, NoOverlap  # noqa: E402
 
 from lab.core.missions import list_missions  # noqa: E402
+from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 from lab.ui.catalog import Catalog  # noqa: E402
 from lab.ui.plots import MAX_X_TICKS, MIN_PLOT_PX, Plots, log_ticks, strip_view, thin_ticks  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 
 
-def _helpers(name):
-    spec = importlib.util.spec_from_file_location(f"_stf_ui_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def settle(page, after=0):
-    return _helpers("test_browser").settle(page, after)
+    return sibling("test_browser").settle(page, after)
 
 
 browser_test = pytest.mark.browser
@@ -252,7 +246,7 @@ def test_the_target_label_is_drawn_over_the_points():
 
 
 def test_no_empty_goodput_plot_where_a_trace_replays(tmp_path):
-    write_trace_mission = _helpers("trace_mission").write_trace_mission
+    write_trace_mission = sibling("trace_mission").write_trace_mission
     mission, _trace = write_trace_mission(tmp_path)
     state, plots = _ran(mission["id"], catalog=Catalog(tmp_path))
     assert not state.can_sweep()
