@@ -12,7 +12,6 @@ Waits are on DOM conditions, never sleeps. Set STF_SCREENSHOTS=DIR to keep scree
 
 import math
 import os
-from pathlib import Path
 
 import pytest
 
