@@ -69,7 +69,7 @@ TICK_MS = 100  # playback frame period
 
 _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
 _STRIP_COLS = ("left", "right", "y")
-_XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms")
+_XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms", "edge")
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
@@ -239,6 +239,9 @@ def timeline_data(result, tpot_ms):
             "wire_ms": wire_s * 1000.0,
             "ready_ms": ready * 1000.0,
             "y": np.full(k, link_row, dtype=F32),
+            # A white edge parts back-to-back whole transfers; a layer's chunk is too thin for one
+            # (at a 2.5 s window the edges would paint the stream white).
+            "edge": np.fromiter((t.layer_starts is None for t in transfers), F32, k),
         }
         out["wire"] = {c: _narrow(v) for c, v in {"left": lefts, "right": rights,
                                                   **{n: col[owner] for n, col in common.items()}}.items()}
@@ -382,7 +385,8 @@ class Canvas(param.Parameterized):
         r_wait = fig.hbar(source=self.sources["wait"], y="y", left="left", right="right", height=2 * HALF * WAIT,
                           fill_color=PALETTE["link_wait"], line_color=None)
         r_wire = fig.hbar(source=self.sources["wire"], **bar,
-                          fill_color=PALETTE["link"], fill_alpha=0.85, line_color="white", line_width=0.6)
+                          fill_color=PALETTE["link"], fill_alpha=0.85, line_color="white", line_width=0.6,
+                          line_alpha="edge")
         step_tips = """
 <div style="font: 12px %s; min-width: 170px">
   <div style="font-weight:600; margin-bottom:2px">@y{custom} · {kind}</div>
