@@ -15,6 +15,7 @@ import json
 import re
 
 from lab.core.errors import LabError
+from lab.core.missions import ID_PATTERN
 
 __all__ = ["PREFIX", "MAX_CODE_CHARS", "PATH", "encode", "decode", "merge", "count_new"]
 
@@ -23,7 +24,7 @@ PATH = "progress code"
 MAX_CODE_CHARS = 20_000  # 500 missions with long ids fit; anything longer is not a code
 MAX_MISSIONS = 500  # as stars_bridge.MAX_MISSIONS
 MAX_STARS = 16  # as stars_bridge.MAX_STARS_PER_MISSION: a mask is below 2**16
-_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_ID = ID_PATTERN  # the missions' own id rule (use fullmatch)
 _VERSION = re.compile(r"STF([0-9]{1,4})-")
 _B64 = re.compile(r"[A-Za-z0-9_-]*")
 _HEX = re.compile(r"[0-9a-f]{8}")

@@ -36,6 +36,7 @@ import param
 from panel.custom import JSComponent
 
 from lab.core.errors import LabError
+from lab.core.missions import ID_PATTERN
 
 from . import progress_code
 from .theme import CSS
@@ -47,7 +48,7 @@ __all__ = ["StarsBridge", "ProgressTools", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_
 STORAGE_KEY = "split-the-fleet:stars:v1"
 BACKUP_KEY = STORAGE_KEY + ":backup"  # the newest backup; older ones are BACKUP_KEY + ":<n>"
 BACKUP_PREFIX = BACKUP_KEY
-_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # fullmatch: `$` would let a final newline through
+_ID = ID_PATTERN  # the missions' own id rule (use fullmatch)
 _BACKUP = re.compile(r"split-the-fleet:stars:v1:backup(?::[1-9][0-9]{0,8})?")
 MAX_STARS_PER_MISSION = 16
 MAX_MISSIONS = 500
