@@ -52,7 +52,7 @@ from .controls import Controls
 from .metrics_view import MetricsView, StarsView
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
-from .panel_shims import escape_without_nh3
+from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_search, parse_settings
@@ -704,6 +704,8 @@ def hub_page(missions_dir=None):
 def _extension():
     """Panel settings both pages need (idempotent; safe in Pyodide)."""
     escape_without_nh3()
+    if sys.platform == "emscripten":  # the static site: Panel's worker link, one patch per update
+        one_patch_per_update()
     pn.config.raw_css = [c for c in pn.config.raw_css if "stf-page" not in c] + [
         "/* stf-page */ body { margin: 0; background: %s; }" % PALETTE["page"]
     ]

@@ -7,12 +7,21 @@ browser that import fails and the page never renders. Where `nh3` is missing, th
 sanitizer escapes instead: stricter than cleaning (no markup survives at all), and the
 only strings the lab gives it are layout values such as "wrap" or "14px", which escaping
 leaves alone. Mission text never goes this way: lab/ui/mission_text.py renders it.
+
+`one_patch_per_update`: in Pyodide, Panel sends the page one message per document event
+(panel.io.pyodide._link_docs_worker's `pysync`), so one simulation run, which changes
+some thirty properties under a single `pn.io.hold()`, became thirty messages, each
+serialized against every model of the document in the worker and applied with its own
+re-render on the page. The replacement queues the events of one Python turn and sends
+them as one patch when the worker's event loop next runs (Bokeh's patch message is a list
+of events, applied in order). Under `lab serve` nothing changes.
 """
 
+import asyncio
 import html
 import importlib
 
-__all__ = ["escape_without_nh3"]
+__all__ = ["escape_without_nh3", "one_patch_per_update"]
 
 
 def _escape(text):
@@ -29,3 +38,51 @@ def escape_without_nh3():
         importlib.import_module("nh3")  # as Panel's first clean would; here only to learn whether it can
     except ImportError:
         HTML_SANITIZER._sanitize = _escape
+
+
+def one_patch_per_update():
+    """In Pyodide, make panel.io.pyodide link the page with one patch per Python turn (idempotent)."""
+    import panel.io.pyodide as panel_pyodide
+
+    if getattr(panel_pyodide._link_docs_worker, "_stf_batched", False):
+        return
+    original = panel_pyodide._link_docs_worker
+
+    def link_docs_worker(doc, dispatch_fn, msg_id=None, setter=None):
+        p = panel_pyodide  # Panel's own names (js, pyodide, state, DocumentReady), as its original uses them
+        pending = []
+
+        def flush():
+            try:
+                send(pending[:])
+            except Exception:  # a lost patch must show in the console, not vanish in the event loop
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                pending.clear()
+
+        def send(events):
+            if not events:
+                return
+            json_patch, buffer_map = p._process_document_events(doc, events)
+            json_patch = p.pyodide.ffi.to_js(json_patch, dict_converter=p._dict_converter)
+            buffers = p.js.Map.new(p.js.Object.entries(p.pyodide.ffi.to_js(buffer_map)))
+            dispatch_fn(json_patch, buffers, msg_id)
+
+        def pysync(event):
+            if setter is not None and getattr(event, "setter", None) == setter:
+                return  # the page's own change coming back: it has it already
+            if not pending:
+                asyncio.get_event_loop().call_soon(flush)
+            pending.append(event)
+
+        # The rest as Panel's own _link_docs_worker (panel 1.9.4).
+        doc.on_change(pysync)
+        doc.unhold()
+        doc.on_event("document_ready", p.functools.partial(p.state._schedule_on_load, doc))
+        doc.callbacks.trigger_event(p.DocumentReady())
+
+    link_docs_worker._stf_batched = True
+    link_docs_worker._stf_original = original
+    panel_pyodide._link_docs_worker = link_docs_worker
