@@ -6,8 +6,9 @@
 //     after this build, so a second visit works offline; a new build replaces it;
 //   - fetch: pages network-first (fresh when online, cached when not); everything
 //     else of this site, and Pyodide's files from its base URL, cache-first;
-//   - message {type: "stf-cache", urls}: the lab page hands over what its worker
-//     downloaded on the first visit (before this worker controlled it).
+//   - message {type: "stf-cache", urls}: the lab page hands over what it and its worker
+//     downloaded on the first visit (before this worker controlled it); they are taken
+//     from the browser's HTTP cache, not downloaded again.
 "use strict";
 
 const BUILD_ID = {{BUILD_ID}};
@@ -105,7 +106,9 @@ self.addEventListener("message", (event) => {
       const cache = await caches.open(name);
       if (await cache.match(url)) continue;
       try {
-        const response = await fetch(url);
+        // The page has just downloaded these: take the browser's HTTP cache copy (even if
+        // it counts as stale) rather than downloading the lab a second time.
+        const response = await fetch(url, { cache: "force-cache" });
         if (response.ok && response.type !== "opaque") await cache.put(url, response);
       } catch (e) { /* offline now: maybe next time */ }
     }
