@@ -148,8 +148,99 @@ def screenshots(browser, base, mission_id, out):
     return [str(out / n) for n in ("hub.png", "mission-playing.png", "mission-split.png", "embed-700.png")]
 
 
+def _load_lab(ctx, url):
+    """Open the static lab in `ctx`; seconds from navigation to the first simulated canvas,
+    and the loader's timeline (ms since navigation at which each step began)."""
+    from site_run import CANVAS, RAN
+
+    page = ctx.new_page()
+    start = time.monotonic()
+    page.goto(url)
+    page.locator(RAN).first.wait_for(timeout=300_000)
+    page.locator(CANVAS).first.wait_for(timeout=60_000)
+    seconds = time.monotonic() - start
+    timeline = page.evaluate("window.STFLoader ? STFLoader.state.timeline : []")
+    return page, seconds, timeline
+
+
+def _settled_bytes(log, quiet_s=2.0, limit_s=60.0):
+    """What the server has sent, once it has sent nothing more for `quiet_s` (the service
+    worker keeps what the page loaded after the canvas is up)."""
+    from static_server import sent_bytes
+
+    last, since, deadline = sent_bytes(log), time.monotonic(), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = sent_bytes(log)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+    return last
+
+
+def _steps(timeline):
+    """{step: ms} from the loader's timeline: when each stage started and when the canvas was drawn."""
+    first = {}
+    for e in timeline:
+        key = e["stage"] if e["stage"] != "app" else f"app{e['done']}"
+        first.setdefault(key, e["ms"])
+    return first
+
+
+def bench_site(dist, mission_id, changes, port):
+    """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from site_run import serve
+
+    log = Path(tempfile.mkdtemp(prefix="bench-site-")) / "sent.log"
+    from playwright.sync_api import sync_playwright
+
+    with serve(dist, port, log=log) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        ctx = browser.new_context(viewport={"width": 1366, "height": 800})
+        url = f"{base}lab.html?mission={mission_id}"
+        page, cold_s, cold_tl = _load_lab(ctx, url)
+        cold_bytes = _settled_bytes(log)
+        page.close()
+        page, warm_s, warm_tl = _load_lab(ctx, url)
+        warm_bytes = _settled_bytes(log) - cold_bytes
+        name, times, sims, arrivals = measure(page, changes, mission_id)
+        browser.close()
+    return {"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2), "cold_bytes": cold_bytes,
+            "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl), "warm_steps_ms": _steps(warm_tl)}, \
+        (name, times, sims, arrivals)
+
+
+def bench_serve(args, mission_id):
+    """Control -> canvas under `lab serve` (CPython), and the screenshots if asked."""
+    from playwright.sync_api import sync_playwright
+
+    proc, base = (None, args.url) if args.url else start_server(args.missions)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            ctx = browser.new_context(viewport={"width": 1366, "height": 800})
+            page = ctx.new_page()
+            page.goto(f"{base}/lab?mission={mission_id}")
+            wait_run(page, 0)
+            measured = measure(page, args.changes, mission_id)
+            ctx.close()
+            shots = screenshots(browser, base, mission_id, Path(args.screenshots)) if args.screenshots else []
+            browser.close()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=15)
+    return measured, shots
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", metavar="DIST", default=None,
+                        help="measure the static site built in DIST (Pyodide) instead of `lab serve`: "
+                             "also cold and warm load and bytes sent")
+    parser.add_argument("--port", type=int, default=5191, help="port for serving --site")
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--mission", default=None, help="mission id (default: the first mission)")
     parser.add_argument("--missions", default=None, help="missions folder for the server")
@@ -159,31 +250,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} not found (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
 
     from lab.ui.catalog import Catalog
 
     catalog = Catalog(args.missions)
     mission_id = args.mission or catalog.first().id
-    proc = None
-    base = args.url
-    if base is None:
-        proc, base = start_server(args.missions)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            ctx = browser.new_context(viewport={"width": 1366, "height": 800})
-            page = ctx.new_page()
-            page.goto(f"{base}/lab?mission={mission_id}")
-            wait_run(page, 0)
-            name, times, sims, arrivals = measure(page, args.changes, mission_id)
-            ctx.close()
-            shots = screenshots(browser, base, mission_id, Path(args.screenshots)) if args.screenshots else []
-            browser.close()
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=15)
+    load, shots = None, []
+    if args.site:
+        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port)
+    else:
+        (name, times, sims, arrivals), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
     report = {
         "mission": mission_id,
@@ -200,11 +276,20 @@ def main(argv=None):
         "to_paint_median_ms": statistics.median(p for _, p in arrivals) if arrivals else None,
         "all_ms": [round(t, 1) for t in times],
         "screenshots": shots,
+        "runtime": "pyodide (static site)" if args.site else "lab serve (CPython)",
+        "load": load,
     }
-    print(f"control change -> redrawn canvas, mission {mission_id}, {len(times)} changes of '{name}' (keyboard):")
+    if load:
+        print(f"static site {args.site}: cold load {load['cold_s']:.2f} s to the first canvas, "
+              f"{load['cold_bytes'] / 1e6:.1f} MB sent; warm (service worker) {load['warm_s']:.2f} s, "
+              f"{load['warm_bytes'] / 1e6:.2f} MB sent")
+        for which in ("cold", "warm"):
+            steps = load[f"{which}_steps_ms"]
+            print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
+    print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes of '{name}' (keyboard):")
     print(f"  median {report['median_ms']:.0f} ms   p90 {report['p90_ms']:.0f} ms   "
           f"min {report['min_ms']:.0f} ms   max {report['max_ms']:.0f} ms")
-    print(f"  of which simulate + metrics on the server: median {report['simulate_median_ms']:.0f} ms "
+    print(f"  of which simulate + metrics in Python: median {report['simulate_median_ms']:.0f} ms "
           f"(a lone change waits {FIRST_MS} ms, one in a burst {DEBOUNCE_MS} ms)")
     if arrivals:
         print(f"  keydown -> data in the page: median {report['to_data_median_ms']:.0f} ms; "

@@ -17,10 +17,12 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 __all__ = ["LabRun", "run_lab", "serve", "main"]
 
@@ -122,11 +124,13 @@ def run_lab(browser, url, *, timeout_s=600, screenshot=None, viewport=(1280, 900
 
 
 @contextlib.contextmanager
-def serve(root, port):
-    """`python -m http.server PORT` on 127.0.0.1 serving `root`, until the block ends.
-    (test_site_browser.Server picks a free port itself; a person timing a run wants a known one.)"""
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                             "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def serve(root, port, log=None):
+    """`tests/static_server.py` (http.server that logs the bytes it sends to `log`) on
+    127.0.0.1:PORT serving `root`, until the block ends. (test_site_browser.Server picks a
+    free port itself; a person timing a run wants a known one.)"""
+    log = log or os.devnull
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("static_server.py")), str(root), str(port),
+                             str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
         while True:

@@ -19,7 +19,7 @@
   var SPAN = { runtime: [0, 30], packages: [30, 85], app: [85, 100] };
   var query = new URLSearchParams(window.location.search);
   var embed = /^(1|true|yes)$/i.test(query.get("embed") || "");
-  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [] };
+  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [], timeline: [] };
   var slowTimer = null;
 
   if (embed) document.documentElement.classList.add("stf-embed");
@@ -62,6 +62,8 @@
 
   function onProgress(msg) {
     if (state.failed) return;
+    // For the benchmark and a curious reader: when each step began, in ms since navigation.
+    state.timeline.push({ stage: msg.stage, done: msg.done, total: msg.total, detail: msg.detail || "", ms: Math.round(performance.now()) });
     var stage = STAGES.indexOf(msg.stage) >= 0 ? msg.stage : state.stage;
     state.stage = stage;
     setStage(stage, "active");
@@ -148,6 +150,7 @@
     document.documentElement.classList.remove("stf-loading");
     document.documentElement.classList.add("stf-loaded");
     keepFetched(state.fetched);
+    state.timeline.push({ stage: "drawn", done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
     if (loader) {
       loader.setAttribute("data-state", "done");
       setTimeout(function () { loader.hidden = true; }, 350);
