@@ -14,7 +14,7 @@
     service_worker.py  sw.js: what it precaches, under a cache named after the build
     build_info.py      build-info.json: versions, sources, every file's size and sha256
 
-Not part of the lab: it is not in the lab's wheel (build.py's lab_wheel_files packs lab/ only)
+Not part of the lab: it is not in the lab's wheel (wheels.lab_wheel_files packs lab/ only)
 nor in the project's pip package (pyproject.toml includes lab* only); it reads the checkout.
 Names with a leading underscore are shared between this package's modules only.
 """

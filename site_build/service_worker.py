@@ -15,7 +15,7 @@ def _js_string(text):
 
 
 def write_service_worker(site, pyodide_base):
-    """sw.js, written last but build-info.json; returns the build id (its cache name)."""
+    """sw.js, once every other file but build-info.json is written; returns the build id (its cache name)."""
     table = _file_table(site)
     build_id = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:16]
     shell = [p for p in table if p in ("index.html", "lab.html", "lab.js", "site.webmanifest")
