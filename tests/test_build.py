@@ -6,7 +6,9 @@ and hash, every link of the site resolves inside it (except the configured Pyodi
 base), the Pyodide/Panel/Bokeh versions agree with what Panel's converter pins, the lab
 wheel carries the core, the UI and the missions, the build is reproducible, the
 vendored wheels import and render the lab, and the lab wheel installed into bare
-Pyodide under Node runs every mission's start exactly as CPython does.
+Pyodide under Node runs every mission's start exactly as CPython does. And build.py's steps
+(site_build/): each module says what it owns, build.py finds them when loaded by path from
+any folder, and none of them reaches the lab wheel.
 """
 
 import base64
@@ -544,6 +546,51 @@ def test_refuses_to_replace_a_folder_that_is_not_a_build(tmp_path):
     proc = run_build(out, "--quiet")
     assert proc.returncode == 2 and "not an earlier build" in proc.stderr
     assert (out / "notes.txt").read_text() == "keep me"
+
+
+# ------------------------------------------------------------------ build.py and its steps (site_build/)
+
+SITE_BUILD = REPO / "site_build"
+
+
+def test_lab_wheel_holds_the_lab_package_and_nothing_of_the_build(dist):
+    """The browser gets lab/ only: build.py's steps (site_build/) stay in the checkout."""
+    with zipfile.ZipFile(_lab_wheel(dist)) as zf:
+        names = zf.namelist()
+        tops = {n.split("/", 1)[0] for n in names}
+        assert tops == {"lab", "split_the_fleet-0.1.0.dist-info"}, tops
+        assert not [n for n in names if n.endswith(".py") and b"site_build" in zf.read(n)]
+
+
+def test_build_py_loaded_by_path_from_another_folder_has_its_names(tmp_path):
+    """scripts/pyodide_mirror.py and tests load build.py by path, with the repo not on sys.path."""
+    code = ("import importlib.util, json, sys\n"
+            f"spec = importlib.util.spec_from_file_location('stf_build', {str(BUILD)!r})\n"
+            "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+            "print(json.dumps({n: callable(getattr(mod, n)) for n in mod.__all__}))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    names = json.loads(proc.stdout)
+    assert {"build", "main", "BuildError", "write_wheel", "lab_wheel_files", "lab_roots", "resolve_dependencies",
+            "missions_index", "hub_html"} <= set(names)
+    assert all(names.values()), names
+
+
+@pytest.mark.parametrize("path", sorted(SITE_BUILD.glob("*.py")), ids=lambda p: p.name)
+def test_every_site_build_module_says_what_it_owns(path):
+    """A docstring first, and an __all__ that names only what the module defines."""
+    import ast
+    import importlib
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert len(ast.get_docstring(tree) or "") > 40, f"{path.name}: no docstring saying what it owns"
+    module = importlib.import_module("site_build" if path.stem == "__init__" else f"site_build.{path.stem}")
+    assert isinstance(module.__all__, list)
+    assert [n for n in module.__all__ if not hasattr(module, n)] == []
+    assert not any(n.startswith("_") for n in module.__all__)
+    assert not [n.names[0].name for n in ast.walk(tree) if isinstance(n, ast.Import) and n.names[0].name == "build"]
 
 
 # ------------------------------------------------------------------ the wheel in bare Pyodide

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from site_build import dependencies, pyodide_dir  # build.py's steps: what it loads and copies
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "pyodide_mirror.py"
 LOCK = REPO / "scripts" / "pyodide_mirror.lock.json"
@@ -35,7 +37,6 @@ def _module(name, path):
 
 
 mirror = _module("stf_pyodide_mirror", SCRIPT)
-stf_build = _module("stf_build", REPO / "build.py")
 
 
 def _sha(path):
@@ -96,9 +97,9 @@ def test_folder_serves_exactly_what_build_py_loads_and_its_lock_points_at_those_
         assert _sha(folder / pkg["file_name"]) == pkg["sha256"], name
         assert set(pkg["depends"]) <= set(served["packages"]), name
     # What build.py would copy from it is all there (its own list, from this lock).
-    needed = stf_build._pyodide_files(served, closure)
+    needed = pyodide_dir._pyodide_files(served, closure)
     assert all((folder / f).is_file() for f in needed)
-    dropped = {stf_build._canon(n) for n in stf_build.UNUSED_DEPENDENCIES}
+    dropped = {dependencies._canon(n) for n in dependencies.UNUSED_DEPENDENCIES}
     assert not dropped & set(served["packages"])
 
 
@@ -297,9 +298,9 @@ def _import_names(dists):
 
 
 def test_the_lab_runs_without_the_dropped_packages_other_than_nh3():
-    """build.py's UNUSED_DEPENDENCIES never reach the browser: the lab must not import them.
+    """build.py's UNUSED_DEPENDENCIES (site_build/dependencies.py) never reach the browser: the lab must not import them.
     (nh3 has its own test below.)"""
-    block = sorted(_import_names(stf_build.UNUSED_DEPENDENCIES - {"nh3"}))
+    block = sorted(_import_names(dependencies.UNUSED_DEPENDENCIES - {"nh3"}))
     assert "PIL" in block and "pandas" in block
     proc = _probe(block)
     assert proc.returncode == 0, proc.stderr[-3000:]

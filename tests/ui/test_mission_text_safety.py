@@ -11,7 +11,6 @@
   backup is kept (two recoveries + a reset = three), Object.prototype names as keys.
 """
 
-import importlib.util
 import json
 import re
 import sys
@@ -31,6 +30,8 @@ from mission_text_payloads import (CONSTRUCTOR_ID, DANGEROUS, EASY_ID, FILL_TO_Q
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.mission_text import ALLOWED_SCHEMES, ALLOWED_TAGS, brief_html, plain, safe_href  # noqa: E402
 from lab.ui.stars_bridge import BACKUP_KEY, STORAGE_KEY, StarsBridge, clean_stars  # noqa: E402
+from site_build import pages  # noqa: E402  (build.py's hub page)
+from site_build.missions import missions_index  # noqa: E402
 
 REPO = TESTS.parent
 
@@ -106,25 +107,16 @@ def test_plain_text_is_never_markup():
     assert plain('a "b" <c> & d') == "a &quot;b&quot; &lt;c&gt; &amp; d"
 
 
-def _build_module():
-    spec = importlib.util.spec_from_file_location("stf_build_for_tests", REPO / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_json_embedded_in_a_page_cannot_close_or_reopen_its_script_element():
-    build = _build_module()
     data = {"missions": [{"title": p, "summary": p + "\u2028", "stars": [p]} for p in PAYLOADS + ["&amp; a & b"]]}
-    text = build._json_for_html(data)
+    text = pages._json_for_html(data)
     assert not set("<>&\u2028\u2029") & set(text)
     assert json.loads(text) == data
 
 
 def test_the_hub_page_embeds_hostile_missions_as_inert_json(tmp_path):
-    build = _build_module()
-    missions = build.missions_index(write_hostile_missions(tmp_path / "m"))
-    page = build.hub_html(missions, version="0", pyodide_version="0")
+    missions = missions_index(write_hostile_missions(tmp_path / "m"))
+    page = pages.hub_html(missions, version="0", pyodide_version="0")
     body = page.split('id="stf-missions-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in body and json.loads(body)["missions"][0]["title"] == HOSTILE_TITLE
 
