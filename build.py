@@ -54,6 +54,7 @@ from site_build.dependencies import _pyodide_lock, lab_roots, resolve_dependenci
 from site_build.missions import missions_index, write_missions  # noqa: E402
 from site_build.pages import hub_html, write_hub_and_assets, write_lab_page  # noqa: E402
 from site_build.panel_assets import copy_panel_assets  # noqa: E402
+from site_build.precompile import precompile_site  # noqa: E402
 from site_build.pyodide_dir import _pyodide_files, copy_pyodide, pyodide_base  # noqa: E402
 from site_build.service_worker import write_service_worker  # noqa: E402
 from site_build.urls import _dir_url, _inside, _is_url  # noqa: E402
@@ -133,6 +134,8 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     pyodide_files = _pyodide_files(lock, closure)
     if args.pyodide_dir:
         copy_pyodide(site, args.pyodide_dir, args.pyodide_base, pyodide_files, pyodide_version)
+    precompiled = precompile_site(site, pyodide_base=args.pyodide_base, pyodide_self_hosted=bool(args.pyodide_dir),
+                                  quiet=quiet, skip=getattr(args, "no_precompile", False))
 
     write_missions(site, missions_dir, missions)
     write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version)
@@ -143,7 +146,8 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     return write_build_info(
         site, build_id=build_id, pyodide_version=pyodide_version, pyodide_base=args.pyodide_base,
         pyodide_files=pyodide_files, pyodide_self_hosted=bool(args.pyodide_dir), load=load, facts=facts, parts=parts,
-        panel_cdn_root=panel_cdn_root, self_host_panel=self_host_panel, wheel_urls=wheel_urls, missions=missions)
+        panel_cdn_root=panel_cdn_root, self_host_panel=self_host_panel, wheel_urls=wheel_urls, missions=missions,
+        precompiled=precompiled)
 
 
 def _human(size):
@@ -172,6 +176,9 @@ def build_parser():
                         "(default: the CDN URL Panel's converter pins; ./pyodide/ with --pyodide-dir)")
     p.add_argument("--pyodide-dir", default=None, metavar="DIR",
                    help="a downloaded Pyodide release folder to copy into the site (only the files the lab needs)")
+    p.add_argument("--no-precompile", action="store_true",
+                   help="serve Python as source, not pre-compiled .pyc (the lab loads about 2x slower; "
+                        "for debugging the build)")
     p.add_argument("--panel-cdn-root", default=DEFAULT_PANEL_CDN_ROOT, metavar="URL_OR_DIR",
                    help="PANEL_CDN_ROOT: where Panel's JS/CSS and the Panel/Bokeh wheels come from "
                         f"(default: {DEFAULT_PANEL_CDN_ROOT}, copied into the site; a URL such as "

@@ -44,6 +44,7 @@ for mount in _mounts:
                 compiled += 1
             except py_compile.PyCompileError:
                 failed.append(os.path.relpath(source, mount))
-json.dumps({"python": sys.version.split()[0], "compiled": compiled, "failed": failed})
+json.dumps({"python": sys.version.split()[0], "cache_tag": sys.implementation.cache_tag,
+            "compiled": compiled, "failed": failed})
 `);
 process.stdout.write(report + "\n");

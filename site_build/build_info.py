@@ -9,7 +9,7 @@ __all__ = ["write_build_info"]
 
 
 def write_build_info(site, *, build_id, pyodide_version, pyodide_base, pyodide_files, pyodide_self_hosted, load,
-                     facts, parts, panel_cdn_root, self_host_panel, wheel_urls, missions):
+                     facts, parts, panel_cdn_root, self_host_panel, wheel_urls, missions, precompiled=None):
     """build-info.json, of the site as it is now (so written last); returns what it holds."""
     project = _project()
     table = _file_table(site)
@@ -22,6 +22,7 @@ def write_build_info(site, *, build_id, pyodide_version, pyodide_base, pyodide_f
         "bokeh": {"version": facts["bokeh_version"]},
         "converter": {"env_spec": parts["env_spec"], "pyodide_url": parts["pyodide_url"]},
         "wheels": wheel_urls,
+        "precompiled": precompiled or {"done": False},
         "storage_key": STORAGE_KEY,
         "missions": [m["id"] for m in missions],
         "files": table,

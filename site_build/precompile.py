@@ -8,9 +8,10 @@ once, with Pyodide's own interpreter running under Node (`scripts/pyodide_compil
 whatever Python runs the build: a .pyc carries the compiling interpreter's magic
 number, and the browser's Pyodide accepts only its own.
 
-Each .py becomes a sourceless .pyc beside where it was (tracebacks still name the file
-and line, without the line's text), except in the lab's own wheel, which keeps its
-sources so that its errors quote the line. The .pyc files are "unchecked-hash" (PEP 552):
+Each .py becomes a sourceless .pyc in its place (tracebacks still name the file and
+line, without the line's text), except in the lab's own wheel, which keeps its sources,
+so that its errors quote the line and CPython can still run it, with the .pyc in
+__pycache__ under Pyodide's cache tag. The .pyc files are "unchecked-hash" (PEP 552):
 unpacking a wheel does not keep file times, so the importer must not compare them.
 
 Results are cached by each archive's sha256 (`.cache/pyc/`), so a rebuild costs only
@@ -23,11 +24,16 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-__all__ = ["PrecompileError", "compiler_available", "precompile_archives"]
+from site_build.common import BuildError, _project, say
+from site_build.urls import _inside
+from site_build.wheels import _wheel_name, _zip_time, write_wheel
+
+__all__ = ["PrecompileError", "compiler_available", "precompile_archives", "precompile_site"]
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILER = REPO / "scripts" / "pyodide_compile.mjs"
@@ -49,9 +55,9 @@ def compiler_available():
 
 
 def _compiler_id():
-    """What the compiled bytes depend on besides the input: Pyodide's version and the script."""
+    """What the compiled archive depends on besides the input: Pyodide's version, the compiler, this module."""
     version = json.loads((NODE_PYODIDE / "package.json").read_text(encoding="utf-8"))["version"]
-    return hashlib.sha256(version.encode() + COMPILER.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(version.encode() + COMPILER.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:12]
 
 
 def _dist_info(names):
@@ -59,16 +65,21 @@ def _dist_info(names):
     return tops.pop() if len(tops) == 1 else None
 
 
-def _rezip(names, tree, keep_source, stamp, write_wheel):
-    """The archive again from `tree`: each compiled .py as .pyc (and the .py too if `keep_source`)."""
+def _rezip(names, tree, keep_source, cache_tag, stamp, write_wheel):
+    """The archive again from `tree`: each compiled .py as a sourceless .pyc in its place, or,
+    with `keep_source`, the .py kept and its .pyc in __pycache__ (where the importer looks
+    when the source is there; other Pythons see a foreign cache tag and ignore it)."""
     files = {}
     for name in names:
         if name.endswith("/"):
             continue
         compiled = tree / (name + "c")
         if name.endswith(".py") and compiled.is_file():
-            files[name + "c"] = compiled.read_bytes()
-            if not keep_source:
+            if keep_source:
+                folder, _, stem = name[:-3].rpartition("/")
+                files[f"{folder}/__pycache__/{stem}.{cache_tag}.pyc".lstrip("/")] = compiled.read_bytes()
+            else:
+                files[name + "c"] = compiled.read_bytes()
                 continue
         files[name] = (tree / name).read_bytes()
     dist_info = _dist_info(files)
@@ -129,8 +140,12 @@ def precompile_archives(archives, *, write_wheel, stamp, keep_source=(), cache=C
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise PrecompileError(f"{COMPILER.name} failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+            try:
+                cache_tag = json.loads(proc.stdout.strip().splitlines()[-1])["cache_tag"]
+            except (ValueError, KeyError, IndexError):
+                raise PrecompileError(f"{COMPILER.name} printed no report: {proc.stdout[-300:]!r}") from None
             for (archive, cached, keep), (tree, names) in zip(todo, trees):
-                data = _rezip(names, tree, keep, stamp, write_wheel)
+                data = _rezip(names, tree, keep, cache_tag, stamp, write_wheel)
                 archive.write_bytes(data)
                 tmp_cached = cached.with_suffix(".part")
                 tmp_cached.write_bytes(data)
@@ -138,3 +153,38 @@ def precompile_archives(archives, *, write_wheel, stamp, keep_source=(), cache=C
     for archive in archives:
         sizes[archive.name] = (sizes[archive.name][0], archive.stat().st_size)
     return sizes
+
+
+def precompile_site(site, *, pyodide_base, pyodide_self_hosted, quiet, skip=False):
+    """Every archive of the site the browser unpacks, compiled; returns what was done (for build-info.json).
+
+    With a self-hosted Pyodide its packages and standard library are compiled too, and
+    the site's pyodide-lock.json gets their new sha256 (Pyodide checks each package it
+    loads against it)."""
+    if skip:
+        return {"done": False, "why": "--no-precompile"}
+    why = compiler_available()
+    if why:
+        print(f"note: Python is not pre-compiled for the browser ({why}); the lab will load slower", file=sys.stderr)
+        return {"done": False, "why": why}
+    pyodide_dir = site / _inside(pyodide_base) if pyodide_self_hosted else None
+    archives = sorted(site.rglob("*.whl"))
+    if pyodide_dir is not None and (pyodide_dir / "python_stdlib.zip").is_file():
+        archives.append(pyodide_dir / "python_stdlib.zip")
+    project = _project()
+    lab_wheel = f"{_wheel_name(project['name'])}-{project['version']}-py3-none-any.whl"
+    say(quiet, f"compiling {len(archives)} archives to .pyc with Pyodide (cached in .cache/pyc) ...")
+    try:
+        sizes = precompile_archives(archives, write_wheel=write_wheel, stamp=_zip_time(), keep_source={lab_wheel})
+    except PrecompileError as exc:
+        raise BuildError(f"pre-compiling for the browser: {exc} (build.py --no-precompile skips it)") from None
+    if pyodide_dir is not None:
+        lock_path = pyodide_dir / "pyodide-lock.json"
+        lock = json.loads(lock_path.read_text(encoding="utf-8"))
+        for entry in lock["packages"].values():
+            served = pyodide_dir / entry["file_name"]
+            if served.name in sizes and served.is_file():
+                entry["sha256"] = hashlib.sha256(served.read_bytes()).hexdigest()
+        lock_path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return {"done": True, "archives": {name: {"source_bytes": a, "compiled_bytes": b}
+                                       for name, (a, b) in sorted(sizes.items())}}

@@ -14,6 +14,7 @@ any folder, and none of them reaches the lab wheel.
 import base64
 import hashlib
 import html.parser
+import importlib.util
 import json
 import os
 import re
@@ -59,6 +60,12 @@ def site(tmp_path_factory):
 @pytest.fixture(scope="session")
 def dist(site):
     return site[0]
+
+
+@pytest.fixture(scope="session")
+def source_dist(tmp_path_factory):
+    """The site with Python as source (--no-precompile): what CPython, not Pyodide, can import."""
+    return build_site(tmp_path_factory, "--no-precompile")[0]
 
 
 @pytest.fixture(scope="session")
@@ -314,7 +321,14 @@ def test_lab_wheel_contains_the_core_the_ui_and_the_missions(dist):
                 arc = "lab/missions/" + path.relative_to(REPO / "missions").as_posix()
                 assert zf.read(arc) == path.read_bytes(), arc
         assert "lab/missions/schema.json" in names
-        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+        # Compiled for Pyodide beside the kept sources: __pycache__/<module>.<Pyodide's tag>.pyc, one per .py.
+        compiled = [n for n in names if n.endswith(".pyc")]
+        tags = {n.rsplit(".", 2)[-2] for n in compiled}
+        assert len(tags) == 1 and tags != {sys.implementation.cache_tag}, tags
+        tag = tags.pop()
+        assert all("/__pycache__/" in n for n in compiled)
+        sources = sorted(n for n in names if n.endswith(".py"))
+        assert sorted(n.replace("__pycache__/", "").replace(f".{tag}.pyc", ".py") for n in compiled) == sources
         info = [n for n in names if n.endswith(".dist-info/METADATA")]
         assert info == ["split_the_fleet-0.1.0.dist-info/METADATA"]
         meta = zf.read(info[0]).decode()
@@ -341,12 +355,35 @@ def test_vendored_wheels_are_pure_python_with_valid_records(dist, info):
             assert len(wheel_files) == 1, path.name
             tags = re.findall(r"^Tag: (\S+)", zf.read(wheel_files[0]).decode(), re.M)
             assert tags and all(t.endswith("-none-any") for t in tags), (path.name, tags)
-            assert not [n for n in names if n.endswith((".so", ".pyc"))], path.name
+            assert not [n for n in names if n.endswith(".so")], path.name
+            if wheel["url"].startswith("./wheels/split_the_fleet-"):
+                continue  # the lab's own: sources kept (test_lab_wheel_contains_the_core_the_ui_and_the_missions)
+            # Pre-compiled: no source left, every module a .pyc of one interpreter (not this one),
+            # unchecked-hash (PEP 552 flags 0b01), since unpacking does not keep file times.
+            assert not [n for n in names if n.endswith(".py")], path.name
+            headers = {zf.read(n)[:8] for n in names if n.endswith(".pyc")}
+            assert headers, path.name
+            assert {h[4:8] for h in headers} == {(0b01).to_bytes(4, "little")}, path.name
+            magics = {h[:4] for h in headers}
+            assert len(magics) == 1 and magics != {importlib.util.MAGIC_NUMBER}, (path.name, magics)
     panel_url = next(w["url"] for w in info["wheels"] if w["name"] == "panel")
     with zipfile.ZipFile(_resolve(dist, "lab.js", panel_url)) as zf:
         names = zf.namelist()
         assert not [n for n in names if n.startswith(("panel/dist/bundled/", "panel/tests/"))], "not trimmed"
-        assert "panel/io/pyodide.py" in names and "panel/dist/css/loading.css" in names
+        assert "panel/io/pyodide.pyc" in names and "panel/dist/css/loading.css" in names
+
+
+def test_no_precompile_serves_the_same_wheels_as_source(dist, source_dist, info):
+    """--no-precompile: the same files, with .py where the default build has .pyc."""
+    for wheel in info["wheels"]:
+        with zipfile.ZipFile(_resolve(dist, "lab.js", wheel["url"])) as zf:
+            compiled = {re.sub(r"(__pycache__/)?([^/]+?)(\.cpython-\d+)?\.pyc$", r"\2.py", n) for n in zf.namelist()}
+        with zipfile.ZipFile(_resolve(source_dist, "lab.js", wheel["url"])) as zf:
+            source = set(zf.namelist())
+        assert not [n for n in source if n.endswith(".pyc")], wheel["name"]
+        assert compiled == source, (wheel["name"], sorted(compiled ^ source)[:5])
+    info_src = json.loads((source_dist / "build-info.json").read_text(encoding="utf-8"))
+    assert info["precompiled"]["done"] and not info_src["precompiled"]["done"]
 
 
 _CPYTHON_RENDER = r'''
@@ -384,9 +421,11 @@ def _unpack_site_wheels(dist, info, site):
     return site
 
 
-def test_vendored_wheels_import_and_render_the_lab(dist, info, tmp_path):
+def test_vendored_wheels_import_and_render_the_lab(source_dist, info, tmp_path):
     """The trimmed Panel/Bokeh wheels and the lab wheel, alone on sys.path, build every page kind;
-    every stylesheet those pages ask for is on the site."""
+    every stylesheet those pages ask for is on the site. (The source build: CPython cannot
+    import Pyodide's .pyc; tests/test_site_offline.py runs the compiled ones in the browser.)"""
+    dist = source_dist
     site = _unpack_site_wheels(dist, info, tmp_path / "site-packages")
     script = tmp_path / "render.py"
     script.write_text(_CPYTHON_RENDER, encoding="utf-8")
@@ -439,10 +478,11 @@ print(json.dumps({"docs": docs_json, "roots": len(json.loads(root_ids)), "panel"
 
 @pytest.mark.parametrize("mission, embed, extra", [("slow-link", True, ""), ("chunk-it", False, ""),
                                                    ("chunk-it", False, "&gpus=" + "9" * 10_000)])
-def test_the_workers_python_builds_the_mission_in_the_address(dist, info, tmp_path, mission, embed, extra):
+def test_the_workers_python_builds_the_mission_in_the_address(source_dist, info, tmp_path, mission, embed, extra):
     """lab.js's own Python (build.py's setup + Panel's converted program), run in CPython with the
     site's wheels and stand-ins for Pyodide's js/pyodide modules: it builds the mission the page's
     address names, and every stylesheet it asks for is on the site, at its sub-path."""
+    dist = source_dist
     site = _unpack_site_wheels(dist, info, tmp_path / "site-packages")
     script = tmp_path / "worker_python.py"
     script.write_text(_WORKER_PYTHON, encoding="utf-8")
@@ -517,7 +557,7 @@ def test_pyodide_dir_copies_only_what_the_lab_needs(tmp_path_factory, tmp_path):
     for pkg in lock["packages"].values():
         (release / pkg["file_name"]).write_bytes(b"stand-in for " + pkg["file_name"].encode())
     out = tmp_path / "classroom"
-    proc = run_build(out, "--pyodide-dir", str(release), "--quiet")
+    proc = run_build(out, "--pyodide-dir", str(release), "--quiet", "--no-precompile")  # stand-ins are no zips
     assert proc.returncode == 0, proc.stderr
     info = json.loads((out / "build-info.json").read_text(encoding="utf-8"))
     assert info["pyodide"]["base"] == "./pyodide/" and info["pyodide"]["self_hosted"]
@@ -645,3 +685,30 @@ def test_lab_wheel_in_bare_pyodide_runs_every_mission_start_like_cpython(dist, t
     for mid in ids:
         assert pyodide["results"][mid]["requests"] > 0
         assert pyodide["results"][mid] == cpython["results"][mid], f"{mid}: Pyodide and CPython differ"
+
+
+@pytest.mark.pyodide
+def test_precompiling_is_reproducible_without_the_cache(source_dist, tmp_path, run_in_pyodide):
+    """Two compilations of the same wheels, each with an empty cache, give identical bytes;
+    the sourceless wheel and the kept-source one differ as they should."""
+    del run_in_pyodide  # only for its skip/fail when node or npm pyodide are missing
+    from site_build.precompile import precompile_archives
+    from site_build.wheels import _zip_time, write_wheel
+
+    wheels = sorted((source_dist / "wheels").glob("*.whl"))
+    picked = [w for w in wheels if w.name.startswith(("mdurl-", "split_the_fleet-"))]
+    assert len(picked) == 2
+    outputs = []
+    for run in ("a", "b"):
+        folder = tmp_path / run
+        folder.mkdir()
+        copies = [Path(shutil.copyfile(w, folder / w.name)) for w in picked]
+        sizes = precompile_archives(copies, write_wheel=write_wheel, stamp=_zip_time(),
+                                    keep_source={picked[1].name}, cache=tmp_path / f"cache-{run}")
+        assert set(sizes) == {w.name for w in picked}
+        outputs.append([c.read_bytes() for c in copies])
+    assert outputs[0] == outputs[1]
+    with zipfile.ZipFile(tmp_path / "a" / picked[0].name) as zf:
+        assert "mdurl/__init__.pyc" in zf.namelist() and "mdurl/__init__.py" not in zf.namelist()
+    with zipfile.ZipFile(tmp_path / "a" / picked[1].name) as zf:
+        assert "lab/__init__.py" in zf.namelist() and any(n.startswith("lab/__pycache__/__init__.") for n in zf.namelist())
