@@ -57,6 +57,7 @@ from site_build.panel_assets import copy_panel_assets  # noqa: E402
 from site_build.precompile import precompile_site  # noqa: E402
 from site_build.pyodide_dir import _pyodide_files, copy_pyodide, pyodide_base  # noqa: E402
 from site_build.service_worker import write_service_worker  # noqa: E402
+from site_build.transfer import gzip_site_wheels, write_gzipped  # noqa: E402
 from site_build.urls import _dir_url, _inside, _is_url  # noqa: E402
 from site_build.wheels import lab_wheel_files, write_site_wheels, write_wheel  # noqa: E402
 from site_build.worker import write_worker  # noqa: E402
@@ -137,10 +138,12 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     precompiled = precompile_site(site, pyodide_base=args.pyodide_base, pyodide_self_hosted=bool(args.pyodide_dir),
                                   quiet=quiet, skip=getattr(args, "no_precompile", False))
 
+    gzipped = write_gzipped(site, pyodide_base=args.pyodide_base, pyodide_self_hosted=bool(args.pyodide_dir))
+    gzip_site_wheels(site, wheel_urls)
     write_missions(site, missions_dir, missions)
     write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version)
     write_worker(site, parts, pyodide_base=args.pyodide_base, pyodide_version=pyodide_version, load=load,
-                 closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root)
+                 closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root, gzipped=gzipped)
     write_hub_and_assets(site, missions, pyodide_version)
     build_id = write_service_worker(site, args.pyodide_base)
     return write_build_info(

@@ -30,7 +30,18 @@ LAB_REQUIREMENTS = ["numpy"]
 #     pandas.read_csv then), and Bokeh only when it is given pandas objects; the lab hands
 #     both plain lists and numpy arrays. Checked in Chromium (load, sweep, layout switch,
 #     playback) and in tests/test_pyodide_mirror.py.
-UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow", "pandas"}
+#   requests (with urllib3, idna, certifi, charset-normalizer: 0.6 MB): Panel declares it,
+#     and in Pyodide only pyodide-http's patch_all imports it, which goes on without it;
+#     the lab makes no HTTP request from Python (an uploaded trace comes as bytes).
+#   tqdm: Panel's Tqdm indicator, imported in a try; narwhals: Bokeh's ColumnDataSource
+#     for dataframes; xyzservices: Bokeh's map tiles; contourpy: Bokeh's contour plots;
+#     markdown and mdit-py-plugins: Panel's Markdown pane (the lab renders briefs with
+#     markdown-it-py itself); typing-extensions: imported by none of what runs.
+#   All of these: absent from sys.modules in the running static lab (load, play, split,
+#     sweep); the offline browser tests run the lab without them.
+UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow", "pandas", "requests", "urllib3", "idna", "certifi",
+                       "charset-normalizer", "tqdm", "narwhals", "xyzservices", "contourpy", "markdown",
+                       "mdit-py-plugins", "typing-extensions"}
 # Pyodide's environment, for evaluating dependency markers.
 PYODIDE_MARKERS = {
     "sys_platform": "emscripten", "platform_system": "Emscripten", "os_name": "posix",

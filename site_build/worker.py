@@ -20,9 +20,11 @@ def build_worker(parts, worker_config):
     }, "lab-worker.js")
 
 
-def write_worker(site, parts, *, pyodide_base, pyodide_version, load, closure, wheel_urls, panel_cdn_root):
-    """lab.js."""
+def write_worker(site, parts, *, pyodide_base, pyodide_version, load, closure, wheel_urls, panel_cdn_root,
+                 gzipped=()):
+    """lab.js. `gzipped`: Pyodide's files (names in its folder) the site also has as .gz."""
     worker_config = {
+        "gzipped": list(gzipped),
         "pyodideBase": pyodide_base,
         "pyodideVersion": pyodide_version,
         "pyodidePackages": load,

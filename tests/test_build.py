@@ -284,8 +284,7 @@ def test_versions_agree_with_what_panels_converter_pins(dist, info):
             meta = zf.read(f"{name}-{version}.dist-info/METADATA").decode()
         assert f"\nVersion: {version}\n" in meta
     # BokehJS and Panel's JS on the page are the same versions.
-    page = (dist / "lab.html").read_text(encoding="utf-8")
-    scripts = re.findall(r'<script type="text/javascript" src="([^"]+)"', page)
+    scripts = _page_config(dist)["scripts"]  # loader.js runs them (test_what_the_site_serves_gzipped_...)
     assert f"./bokeh/bokeh-{convert.BOKEH_VERSION}.min.js" in scripts
     assert f"./panel/{convert.PY_VERSION}/dist/panel.min.js" in scripts
     bokehjs = (dist / f"bokeh/bokeh-{convert.BOKEH_VERSION}.min.js").read_text(encoding="utf-8")
@@ -562,7 +561,9 @@ def test_pyodide_dir_copies_only_what_the_lab_needs(tmp_path_factory, tmp_path):
     info = json.loads((out / "build-info.json").read_text(encoding="utf-8"))
     assert info["pyodide"]["base"] == "./pyodide/" and info["pyodide"]["self_hosted"]
     copied = sorted(p.name for p in (out / "pyodide").iterdir())
-    assert copied == sorted(info["pyodide"]["files"])
+    gzipped = sorted(n[:-3] for n in copied if n.endswith(".gz"))
+    assert gzipped == sorted(_worker_config(out)["gzipped"]) == ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip"]
+    assert [n for n in copied if not n.endswith(".gz")] == sorted(info["pyodide"]["files"])
     assert "numpy-" in " ".join(copied) and len(copied) < len(lock["packages"])
     assert _worker_config(out)["pyodideBase"] == "./pyodide/"
 
@@ -712,3 +713,27 @@ def test_precompiling_is_reproducible_without_the_cache(source_dist, tmp_path, r
         assert "mdurl/__init__.pyc" in zf.namelist() and "mdurl/__init__.py" not in zf.namelist()
     with zipfile.ZipFile(tmp_path / "a" / picked[1].name) as zf:
         assert "lab/__init__.py" in zf.namelist() and any(n.startswith("lab/__pycache__/__init__.") for n in zf.namelist())
+
+
+def test_what_the_site_serves_gzipped_unpacks_to_the_file_beside_it(dist):
+    """Every .gz (page scripts, wheels; Pyodide's runtime when self-hosted) holds exactly its plain
+    sibling, which stays as the fallback; gzipped wheels are stored zips (no deflate to undo in
+    WebAssembly), and the worker's and the page's configs list what is gzipped."""
+    import gzip
+
+    copies = sorted(dist.rglob("*.gz"))
+    assert copies
+    for gz in copies:
+        assert gzip.decompress(gz.read_bytes()) == gz.with_suffix("").read_bytes(), gz.name
+    wheels = _worker_config(dist)["wheels"]
+    local = [w for w in wheels if w["url"].startswith("./")]
+    assert local and all(w.get("gz") for w in local)
+    for wheel in local:
+        with zipfile.ZipFile(_resolve(dist, "lab.js", wheel["url"])) as zf:
+            assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_STORED}, wheel["name"]
+    scripts = _page_config(dist)["scripts"]
+    assert any("bokeh-" in u for u in scripts) and any(u.endswith("panel.min.js") for u in scripts)
+    head = (dist / "lab.html").read_text(encoding="utf-8").split("</head>")[0]
+    for url in scripts:
+        assert (dist / (url[2:] + ".gz")).is_file(), url
+        assert f'src="{url}"' not in head, url  # loader.js runs them, after unpacking

@@ -106,8 +106,7 @@ def test_folder_serves_exactly_what_build_py_loads_and_its_lock_points_at_those_
 def test_rewritten_entries_name_the_files_served(folder):
     served = json.loads((folder / "pyodide-lock.json").read_text(encoding="utf-8"))["packages"]
     npm = json.loads((REPO / "node_modules" / "pyodide" / "pyodide-lock.json").read_text(encoding="utf-8"))["packages"]
-    assert served["contourpy"]["version"] == "1.4.0"
-    assert served["contourpy"]["file_name"].endswith("-pyemscripten_2025_0_wasm32.whl")
+    assert "contourpy" not in served  # dropped (UNUSED_DEPENDENCIES): no longer served
     assert served["numpy"] == npm["numpy"]  # Pyodide's own file, byte for byte: entry unchanged
     for name in ("markupsafe", "pyyaml"):
         assert served[name]["file_name"].endswith("-py3-none-any.whl")
@@ -135,7 +134,7 @@ def test_sdist_wheels_are_pure_python_and_import(folder, tmp_path):
 
 def test_check_names_a_damaged_file_with_its_source_and_both_hashes(copy):
     entries, _, _ = _needed()
-    entry = next(e for e in entries if e["file"].startswith("contourpy-"))
+    entry = next(e for e in entries if e["file"].startswith("pyodide_http-"))
     path = copy / entry["file"]
     data = bytearray(path.read_bytes())
     data[100] ^= 0xFF
@@ -143,7 +142,7 @@ def test_check_names_a_damaged_file_with_its_source_and_both_hashes(copy):
     (copy / "pyodide.js").unlink()
     proc = _run("--check", "--out", str(copy))
     assert proc.returncode == 2
-    assert f"{entry['file']}: from PyPI contourpy==1.4.0" in proc.stderr
+    assert f"{entry['file']}: from PyPI pyodide-http==0.2.2" in proc.stderr
     assert f"expected sha256 {entry['sha256']}, got {hashlib.sha256(bytes(data)).hexdigest()}" in proc.stderr
     assert "pyodide.js: missing (from npm pyodide@0.29.3 member package/pyodide.js" in proc.stderr
     assert "2 of" in proc.stderr and "Traceback" not in proc.stderr
@@ -164,7 +163,7 @@ def test_assemble_repairs_only_what_is_wrong_and_is_idempotent(copy):
 
 def test_a_recorded_hash_that_differs_stops_the_run_and_writes_nothing(tmp_path, folder):
     data = json.loads(LOCK.read_text(encoding="utf-8"))
-    entry = next(e for e in data["files"] if e["file"].startswith("tqdm-"))
+    entry = next(e for e in data["files"] if e["file"].startswith("packaging-"))
     real = entry["sha256"]
     entry["sha256"] = "0" * 64
     bad_lock = tmp_path / "lock.json"
@@ -173,15 +172,15 @@ def test_a_recorded_hash_that_differs_stops_the_run_and_writes_nothing(tmp_path,
     with pytest.raises(mirror.MirrorError) as err:
         mirror.assemble(out, mirror_path=bad_lock)
     message = str(err.value)
-    assert message.startswith(entry["file"] + ": from PyPI tqdm==4.67.1")
+    assert message.startswith(entry["file"] + ": from PyPI packaging==24.2")
     assert f"expected sha256 {'0' * 64}, got {real}" in message
     assert not (out / entry["file"]).exists()
 
 
 def test_a_source_that_is_gone_is_named(tmp_path, folder):
     data = json.loads(LOCK.read_text(encoding="utf-8"))
-    entry = next(e for e in data["files"] if e["file"].startswith("tqdm-"))
-    entry["from"]["requirement"] = "tqdm==0.0.0.post999"  # no such release
+    entry = next(e for e in data["files"] if e["file"].startswith("packaging-"))
+    entry["from"]["requirement"] = "packaging==0.0.0.post999"  # no such release
     bad_lock = tmp_path / "lock.json"
     bad_lock.write_text(json.dumps(data), encoding="utf-8")
     out = tmp_path / "out"
@@ -189,7 +188,7 @@ def test_a_source_that_is_gone_is_named(tmp_path, folder):
     (out / entry["file"]).unlink()
     with pytest.raises(mirror.MirrorError) as err:
         mirror.assemble(out, mirror_path=bad_lock, cache=tmp_path / "cache")
-    assert str(err.value).startswith(f"{entry['file']}: PyPI tqdm==0.0.0.post999: `")
+    assert str(err.value).startswith(f"{entry['file']}: PyPI packaging==0.0.0.post999: `")
     assert "failed (exit" in str(err.value)
     assert not (out / entry["file"]).exists()
 

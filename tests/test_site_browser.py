@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,13 +67,15 @@ def _free_port():
 
 
 class Server:
-    """`python -m http.server` on a free port, serving `root`; stopped by stop()."""
+    """tests/static_server.py (`python -m http.server` that logs what it sends) on a free port,
+    serving `root`; stopped by stop(). `sent_bytes()`: body bytes sent so far."""
 
     def __init__(self, root, host="127.0.0.1"):
         self.port = _free_port()
         self.host = host
+        self.log = Path(tempfile.mkdtemp(prefix="stf-served-")) / "sent.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1", "--directory", str(root)],
+            [sys.executable, str(Path(__file__).with_name("static_server.py")), str(root), str(self.port), str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while True:
@@ -87,6 +90,11 @@ class Server:
 
     def url(self, path=""):
         return f"http://{self.host}:{self.port}/{path}"
+
+    def sent_bytes(self):
+        from static_server import sent_bytes
+
+        return sent_bytes(self.log)
 
     def stop(self):
         if self.proc.poll() is None:

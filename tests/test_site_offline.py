@@ -90,10 +90,17 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         from playwright.sync_api import expect
 
         before = _run_marker(page)
+        sent_before_change = site.sent_bytes()
+        patches = page.evaluate("() => STFLoader.state.messages.patch || 0")
         page.get_by_role("button", name="Split (prefill | decode)").first.click()
         # Panel renders in shadow DOM: a locator sees the status line, document.querySelector does not.
         expect(page.locator(RAN).first).not_to_have_attribute("data-run", before, timeout=120_000)
         # The split's start: 3 prefill + 1 decode GPUs, and the link's row.
+        # One patch per Python turn (lab.ui.panel_shims.one_patch_per_update): the click's
+        # ("Simulating…") and the run's, the new status among its events (with Panel's own
+        # one patch per event, the run alone sent over 30).
+        patches = page.evaluate("() => STFLoader.state.messages.patch || 0") - patches
+        assert 1 <= patches <= 3, patches
         expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "5", timeout=60_000)
         # Playback ticks on a timer too: the window moves.
         start = page.evaluate("() => document.documentElement.dataset.canvasWindow")
@@ -101,7 +108,7 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         page.get_by_role("button", name="▶ Play").first.click()
         page.wait_for_function("(start) => Number(document.documentElement.dataset.canvasWindow) > Number(start)",
                                arg=start, timeout=60_000)
-        return {"canvas": page.locator(CANVAS).count()}
+        return {"canvas": page.locator(CANVAS).count(), "sent_before_change": sent_before_change}
 
     run = run_lab(browser, site.url("lab.html?mission=mixing-hurts"), timeout_s=600, then=split_the_fleet)
     print(f"\noffline lab: first canvas after {run.seconds_to_canvas} s; {run.unique_bytes:,} bytes in "
@@ -110,6 +117,12 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
     assert run.console_errors == [] and run.page_errors == [] and run.failed_requests == []
     assert run.then is not None, run.error  # the control change ran and redrew, and playback moved
     assert run.then["canvas"] >= 1
+    # What the server sent up to the first canvas (the service worker's copies come from the
+    # HTTP cache; the runtime, stdlib, wheels and page scripts come as .gz): a budget that
+    # catches a dropped .gz, a package back in the load or a second download of everything.
+    sent = run.then["sent_before_change"]
+    print(f"offline lab: {sent:,} bytes sent to the first canvas")
+    assert sent <= 17_500_000, sent
     origin = site.url("")
     elsewhere = sorted({r["url"] for r in run.responses if not r["url"].removeprefix("blob:").startswith(origin)})
     assert elsewhere == []  # blob: URLs are the page's own (made from files it fetched)

@@ -10,6 +10,8 @@
 //     (Panel, Bokeh, the lab, the pure-Python packages Pyodide lacks) is unpacked
 //     from wheels on this site: no package index is contacted, so a self-hosted
 //     site works without internet;
+//   - Pyodide's runtime is fetched gzip-compressed where the site has .gz copies
+//     (site_build/transfer.py) and unpacked here;
 //   - progress and errors are reported to the page's loading screen
 //     ({type: "stf-progress" | "stf-error" | "stf-fetched"});
 //   - the page's address reaches Python before the app is built, so
@@ -44,10 +46,33 @@ class StageError extends Error {
   }
 }
 
+// Pyodide's files the site also has gzip-compressed (site_build/transfer.py): fetched as .gz
+// and unpacked here by the browser's DecompressionStream, a third of the bytes.
+const GZIPPED = new Set((STF.gzipped || []).map((name) => PYODIDE_BASE + name)
+  .concat(STF.wheels.filter((wheel) => wheel.gz).map((wheel) => here(wheel.url))));
+const CONTENT_TYPES = { wasm: "application/wasm", js: "text/javascript", zip: "application/zip" };
+
+async function fetchGzipped(url, init) {
+  if (!GZIPPED.has(url) || typeof DecompressionStream !== "function") return null;
+  let response;
+  try {
+    response = await realFetch(url + ".gz", init && init.integrity ? {} : init);
+  } catch (e) {
+    return null;  // the plain file may still come
+  }
+  if (!response.ok || !response.body) return null;
+  fetched.add(url + ".gz");
+  const type = CONTENT_TYPES[url.split(".").pop()] || "application/octet-stream";
+  return new Response(response.body.pipeThrough(new DecompressionStream("gzip")),
+    { status: 200, headers: { "Content-Type": type } });
+}
+
 // Count downloads (Pyodide fetches its packages with the global fetch).
 const realFetch = self.fetch.bind(self);
 self.fetch = async (input, init) => {
   const url = here(typeof input === "string" ? input : input && input.url ? input.url : String(input));
+  const unpacked = await fetchGzipped(url, init);
+  if (unpacked) return unpacked;
   const response = await realFetch(input, init);
   if (response.ok) {
     fetched.add(url);
@@ -65,6 +90,9 @@ async function loadRuntime() {
   const script = PYODIDE_BASE + "pyodide.js";
   try {
     importScripts(script);
+    // Pyodide skips loading pyodide.asm.js when its module factory is already defined.
+    const asm = await fetchGzipped(PYODIDE_BASE + "pyodide.asm.js");
+    if (asm) importScripts(URL.createObjectURL(new Blob([await asm.text()], { type: "text/javascript" })));
   } catch (e) {
     throw new StageError(`Could not download the Python runtime (Pyodide ${STF.pyodideVersion}) from ${new URL(script).host || script}.`,
       `${script}: ${e && e.message || e}`);
@@ -77,7 +105,7 @@ async function loadRuntime() {
     throw new StageError(`The Python runtime (Pyodide) from ${new URL(PYODIDE_BASE).host} did not start.`, `${PYODIDE_BASE}: ${e && e.stack || e}`);
   }
   for (const name of ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]) {
-    fetched.add(PYODIDE_BASE + name);
+    if (!GZIPPED.has(PYODIDE_BASE + name)) fetched.add(PYODIDE_BASE + name);
   }
   if (pyodide.version !== STF.pyodideVersion) {
     throw new StageError(`${PYODIDE_BASE} has Pyodide ${pyodide.version}, but this site was built for Pyodide ${STF.pyodideVersion}`,

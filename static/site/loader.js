@@ -19,8 +19,44 @@
   var SPAN = { runtime: [0, 30], packages: [30, 85], app: [85, 100] };
   var query = new URLSearchParams(window.location.search);
   var embed = /^(1|true|yes)$/i.test(query.get("embed") || "");
-  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [], timeline: [] };
+  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [], timeline: [], messages: {} };
   var slowTimer = null;
+
+  // The page's scripts (BokehJS, Panel's JS) when the build took them out of <head>
+  // (site_build/pages.py defer_page_scripts): all fetched at once as .gz, unpacked with the
+  // browser's DecompressionStream and run in order from blob URLs; the plain file where a
+  // .gz cannot be had. The worker starts meanwhile: only drawing needs them.
+  var scriptsReady = loadScripts(config.scripts || []);
+
+  function scriptSource(url) {
+    if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(url);
+    return fetch(url + ".gz").then(function (response) {
+      if (!response.ok || !response.body) return url;
+      state.fetched.push(new URL(url + ".gz", window.location.href).href);
+      return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).blob().then(function (blob) {
+        return URL.createObjectURL(new Blob([blob], { type: "text/javascript" }));
+      });
+    }).catch(function () { return url; });
+  }
+
+  function runScript(src, url) {
+    return new Promise(function (resolve, reject) {
+      var el = document.createElement("script");
+      el.src = src;
+      el.async = false;
+      el.setAttribute("data-stf-src", url);
+      el.onload = function () { resolve(); };
+      el.onerror = function () { reject(new Error(url)); };
+      document.head.appendChild(el);
+    });
+  }
+
+  function loadScripts(urls) {
+    var sources = urls.map(scriptSource);
+    return sources.reduce(function (previous, source, i) {
+      return previous.then(function () { return source; }).then(function (src) { return runScript(src, urls[i]); });
+    }, Promise.resolve());
+  }
 
   if (embed) document.documentElement.classList.add("stf-embed");
   document.documentElement.classList.add("stf-loading");
@@ -190,6 +226,7 @@
   function onMessage(event) {
     var msg = event.data || {};
     state.lastMessage = Date.now();
+    state.messages[msg.type] = (state.messages[msg.type] || 0) + 1;  // for tests: patches per update
     if (msg.type === "stf-progress") onProgress(msg);
     else if (msg.type === "stf-error") fail(msg.stage, msg.message, msg.detail, msg.stage === "app" ? "app" : selfHosted() ? "selfhosted" : "network");
     else if (msg.type === "stf-fetched") { state.fetched = msg.urls || []; keepFetched(state.fetched); }
@@ -207,7 +244,7 @@
       fail("runtime", "This browser cannot run web workers, which the lab needs.", "", "page");
       return stub;
     }
-    if (typeof window.Bokeh === "undefined") {
+    if (!(config.scripts || []).length && typeof window.Bokeh === "undefined") {
       fail("runtime", "BokehJS (the page's plotting library) did not load, so the lab cannot be drawn.", "", "page");
       return stub;
     }
@@ -218,6 +255,20 @@
       fail("runtime", "The browser refused to start the lab's worker (" + url + ").", String(e && e.message || e), "page");
       return stub;
     }
+    // Panel's handler (set right after this returns) draws with BokehJS: hold each message
+    // until the page's scripts have run.
+    var setHandler = Object.getOwnPropertyDescriptor(Worker.prototype, "onmessage").set;
+    Object.defineProperty(worker, "onmessage", {
+      configurable: true,
+      set: function (handler) {
+        setHandler.call(worker, function (event) {
+          return scriptsReady.then(function () { return handler(event); });
+        });
+      },
+    });
+    scriptsReady.catch(function (e) {
+      fail("runtime", "A part of the page did not load: " + (e && e.message || e) + ", so the lab cannot be drawn.", "", "page");
+    });
     worker.addEventListener("message", onMessage);
     worker.addEventListener("error", function (e) {
       e.preventDefault();
@@ -272,5 +323,5 @@
     });
   }
 
-  window.STFLoader = { createWorker: createWorker, fail: fail, state: state };
+  window.STFLoader = { createWorker: createWorker, fail: fail, state: state, scriptsReady: scriptsReady };
 })();
