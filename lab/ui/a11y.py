@@ -40,7 +40,8 @@ const FOCUS_CSS = %(focus)s;
 const ANNOUNCE_ID = %(announce_id)s;
 // Leading arrows, triangles and dingbats, trailing » and →: drawn, not read.
 const GLYPHS = /^[\s\u2190-\u21ff\u2500-\u27bf]+|[\s\u00bb\u2192]+$/g;
-const OPTS = {childList: true, subtree: true, attributes: true, attributeFilter: ["class"]};
+// Class: Bokeh marks the selected choice with one. Style: theme.INERT_STYLE is a host's inline style.
+const OPTS = {childList: true, subtree: true, attributes: true, attributeFilter: ["class", "style"]};
 
 function fmt(value, spec) {
   if (!Number.isFinite(value)) return "";
@@ -126,6 +127,13 @@ export function render({ model }) {
     const added = [];
     for (const r of records) {
       const root = r.target.getRootNode && r.target.getRootNode();
+      if (r.type === "attributes") {
+        if (r.attributeName === "style") {  // only a button's host looks inert by its style
+          if (r.target.shadowRoot && r.target.shadowRoot.querySelector("button.bk-btn")) hosts.add(r.target);
+          continue;
+        }
+        if (r.target.shadowRoot) hosts.add(r.target);
+      }
       if (root && root.host) hosts.add(root.host);
       for (const n of r.addedNodes) if (n.nodeType === 1) added.push(n);
     }
