@@ -26,6 +26,10 @@ __all__ = ["TableView", "gpu_table_html", "requests_table_html", "ROWS_SHOWN", "
 
 ROWS_SHOWN = 50  # request rows on the page; the CSV has them all
 CSV_NAME = "requests.csv"
+# FileDownload draws a default (grey, borderless) button whatever its button_type: outline it like Sweep.
+DOWNLOAD_CSS = (".bk-btn.bk-btn-default { border: 1px solid #0072B2 !important; color: #005a8c !important;"
+                " background: #fff !important; font-weight: 600; }"
+                " .bk-btn.bk-btn-default:hover { background: #eaf4fb !important; } .bk-btn a { color: inherit; }")
 _SPLIT_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")  # TTFT parts only a split fleet has
 _PART_LABELS = {"queue": "queue", "prefill": "prefill", "chunk_wait": "chunk wait", "kv_wait": "KV wait",
                 "link_wait": "link wait", "wire": "wire", "join_wait": "join wait"}
@@ -38,15 +42,15 @@ def _num(value, fmt):
 def gpu_table_html(result, tpot_ms):
     """Per GPU: steps, busy share of the run, slow steps."""
     rows = gpu_rows(result, tpot_ms)
-    target = f"over the {tpot_ms:g} ms TPOT target" if tpot_ms else "(no TPOT target)"
+    target = f"decode steps over the {tpot_ms:g} ms TPOT target" if tpot_ms else "none without a TPOT target"
     body = "".join(
         f'<tr data-gpu="{r["gpu"]}"><th scope="row">GPU {r["gpu"]}</th><td>{html.escape(r["role"])}</td>'
         f'<td>{r["steps"]:,}</td><td data-busy="{r["busy_share"]:.6f}">{fmt_share(r["busy_share"])}</td>'
         f'<td data-slow="{r["slow_steps"]}">{r["slow_steps"]:,}</td></tr>'
         for r in rows)
-    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU over the whole run</caption>'
+    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU over the whole run (slow steps: {target})</caption>'
             f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">steps</th>'
-            f'<th scope="col">busy</th><th scope="col">slow steps {target}</th></tr></thead><tbody>{body}</tbody></table>')
+            f'<th scope="col">busy</th><th scope="col">slow steps</th></tr></thead><tbody>{body}</tbody></table>')
 
 
 def requests_table_html(result, rows, blames, shown=ROWS_SHOWN):
@@ -83,7 +87,7 @@ class TableView:
         self.pane = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4),
                                  css_classes=["stf-table-pane"])
         self.download = pn.widgets.FileDownload(
-            callback=self._csv, filename=CSV_NAME, label="Download CSV (every request)", button_type="light",
+            callback=self._csv, filename=CSV_NAME, label="Download CSV (every request)", stylesheets=[DOWNLOAD_CSS],
             embed=False, width=230, margin=(6, 4, 2, 4), css_classes=["stf-download-csv"],
             description="Every request of this run, with the columns of `lab run --requests-csv`",
         )

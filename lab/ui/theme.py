@@ -162,8 +162,8 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 /* table view */
 .stf-tables { overflow: auto; max-height: 520px; font-size: 12.5px; }
 .stf-table { border-collapse: collapse; margin: 4px 0 14px; font-variant-numeric: tabular-nums; }
-.stf-table caption { text-align: left; font-weight: 600; padding: 2px 0 4px; color: var(--ink); white-space: nowrap; }
-.stf-table th, .stf-table td { padding: 3px 8px; border-bottom: 1px solid #e6e9ef; text-align: right; white-space: nowrap; }
+.stf-table caption { text-align: left; font-weight: 600; padding: 2px 0 4px; color: var(--ink); }
+.stf-table th, .stf-table td { padding: 3px 7px; border-bottom: 1px solid #e6e9ef; text-align: right; white-space: nowrap; }
 .stf-table thead th { position: sticky; top: 0; background: #f4f6f9; font-weight: 600; }
 .stf-table th[scope="row"] { text-align: left; font-weight: 600; }
 .stf-table thead th:first-child, .stf-gpu-table :is(th, td):nth-child(2) { text-align: left; }
