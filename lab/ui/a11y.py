@@ -14,7 +14,8 @@ its css class (stf-*), inside Panel's shadow roots:
 - Buttons: a leading glyph (▶, ↺) is left out of the name; a button styled inert
   (theme.INERT_STYLE: it has nothing to do) is `aria-disabled`.
 - Bokeh canvases are no tab stop (their event layer takes focus for keyboard tools the
-  lab does not use); a figure named by a `figure_spec` is an image with that label.
+  lab does not use); a figure named by a `figure_spec` is an image with that label;
+  the page's outermost layout is the `main` landmark (`landmark_spec`).
 - Every shadow root adopts theme.FOCUS_CSS: focus is always visible.
 - `announce`: a polite live region (outside every shadow root) reads one sentence
   after each run: the headline metrics and any star change (`run_summary`).
@@ -31,7 +32,7 @@ from panel.custom import JSComponent
 from .metrics_view import fmt_ms, fmt_seconds, fmt_share
 from .theme import FOCUS_CSS
 
-__all__ = ["A11yBridge", "slider_spec", "choice_spec", "figure_spec", "run_summary", "ANNOUNCE_ID", "decimals_for"]
+__all__ = ["A11yBridge", "slider_spec", "choice_spec", "figure_spec", "landmark_spec", "run_summary", "ANNOUNCE_ID", "decimals_for"]
 
 ANNOUNCE_ID = "stf-announce"  # the live region's id (light DOM, so tests and AT find it alike)
 
@@ -63,8 +64,8 @@ export function render({ model }) {
   const applyHost = (host) => {
     const root = host.shadowRoot;
     const spec = specOf(host);
-    if (spec && spec.kind === "figure") {
-      host.setAttribute("role", "img");
+    if (spec && (spec.kind === "figure" || spec.kind === "landmark")) {
+      host.setAttribute("role", spec.kind === "figure" ? "img" : spec.role);
       host.setAttribute("aria-label", spec.label);
     }
     if (!root) return;
@@ -193,6 +194,11 @@ def choice_spec(label):
 
 def figure_spec(label):
     return {"kind": "figure", "label": str(label)}
+
+
+def landmark_spec(role, label):
+    """The page's outermost layout as a landmark (`main`), so everything on it is in one."""
+    return {"kind": "landmark", "role": str(role), "label": str(label)}
 
 
 class A11yBridge(JSComponent):

@@ -46,7 +46,7 @@ import time
 
 import panel as pn
 
-from .a11y import A11yBridge, choice_spec, figure_spec, run_summary, slider_spec
+from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .canvas import Canvas
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
@@ -360,6 +360,7 @@ class LabApp:
     def _a11y_specs(self):
         """Names and value formats of the page's widgets and figures, by css class (a11y.A11yBridge)."""
         return {
+            "stf-lab": landmark_spec("main", "Split the Fleet lab"),
             **self.controls.a11y_specs(),
             "stf-scrub": slider_spec("Window start", "s", self.canvas.slider.step),
             "stf-speed": choice_spec("Playback speed"),
@@ -572,7 +573,10 @@ class LabApp:
             stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
         )
         self.header_stars.margin = (4, 10, 0, 10)
-        brief_card = pn.Card(brief, title="Brief", collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
+        # The header an h2 (Panel's title is an h3: a skipped heading level under the h1).
+        brief_card = pn.Card(brief, title="Brief", header=pn.pane.HTML('<h2 class="stf-card-title">Brief</h2>',
+                                                                        stylesheets=[CSS], margin=(0, 4)),
+                             collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
                              css_classes=["stf-brief-card"])
         self.stars.pane.css_classes = [*self.stars.pane.css_classes, "stf-stars-compact"]
         side = pn.Column(
@@ -632,7 +636,7 @@ class HubApp:
                                               description="Delete the backups of earlier stars (asks to confirm)")
         self.clear_button.on_click(self._on_clear_backups)
         self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
-        self.a11y = A11yBridge()  # focus rings, button names
+        self.a11y = A11yBridge(widgets={"stf-hub": landmark_spec("main", "Split the Fleet missions")})
         self.progress = ProgressTools(self.bridge, hub_href())  # copy / paste a progress code; the full-lab link in an iframe
         self._render()
         self.view = self._layout()

@@ -91,7 +91,10 @@ class TableView:
             embed=False, width=230, margin=(6, 4, 2, 4), css_classes=["stf-download-csv"],
             description="Every request of this run, with the columns of `lab run --requests-csv`",
         )
-        self.card = pn.Card(self.download, self.pane, title="Table view", collapsed=True, sizing_mode="stretch_width",
+        # An h2 header (Panel's default title is an h3, a skipped level under the page's h1).
+        header = pn.pane.HTML('<h2 class="stf-card-title">Table view</h2>', stylesheets=[CSS], margin=(0, 4))
+        self.card = pn.Card(self.download, self.pane, header=header, title="Table view", collapsed=True,
+                            sizing_mode="stretch_width",
                             margin=(10, 0, 0, 0), css_classes=["stf-table-card"])
         self.view = self.card
         self.card.param.watch(self._on_open, "collapsed")

@@ -160,6 +160,7 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-stars-compact) .stf-star .label { font-size: 12.5px; }
 :host(.stf-stars-compact) .stf-star .tests { display: none; }
 /* table view */
+.stf-card-title { font-size: 14px; font-weight: 650; margin: 0; color: var(--ink); }
 .stf-tables { overflow: auto; max-height: 520px; font-size: 12.5px; }
 .stf-table { border-collapse: collapse; margin: 4px 0 14px; font-variant-numeric: tabular-nums; }
 .stf-table caption { text-align: left; font-weight: 600; padding: 2px 0 4px; color: var(--ink); }
