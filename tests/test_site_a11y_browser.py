@@ -2,11 +2,14 @@
 
 axe-core (tests/axe_check.py) finds no serious or critical violation on the hub, with no
 stars and with some; every tab stop shows its focus. Served by `python -m http.server`
-like tests/test_site_browser.py (its Server), Pyodide's CDN unreachable.
+like tests/test_site_browser.py (its Server), Pyodide's CDN unreachable. And the static lab
+page in Pyodide (test_site_offline's site, with a local Pyodide folder): the live region,
+a slider's value, the Table view and its CSV download, and axe.
 """
 
 import json
 import os
+import re
 
 import pytest
 
@@ -86,3 +89,33 @@ def test_every_tab_stop_of_the_static_hub_shows_its_focus(page, server):
         seen.append(focused)
         assert focused["outline"] != "none" and focused["width"] >= 2, f"focus not visible: {focused}"
     assert sum(1 for f in seen if f["tag"] == "A") >= 5 and any(f["tag"] == "BUTTON" for f in seen), seen
+
+
+# ---------------------------------------------------------------- the static lab, in Pyodide
+
+from test_site_offline import _open_lab, mirror, site  # noqa: E402,F401  (fixtures: the site with a local Pyodide)
+
+
+def test_the_static_lab_in_pyodide_announces_runs_and_downloads_the_table(page, site):
+    import csv
+
+    from playwright.sync_api import expect
+
+    from lab.core.report import REQUESTS_CSV_COLUMNS
+    from lab.ui.a11y import ANNOUNCE_ID
+
+    _open_lab(page, site.url("lab.html?mission=decode-drowns"))
+    region = page.locator(f"#{ANNOUNCE_ID}")
+    expect(region).to_have_text(re.compile(r"^SLO met by \d+% of requests; TTFT p90 .+\.$"), timeout=60_000)
+    expect(page.get_by_role("slider", name="Decode GPUs")).to_have_attribute("aria-valuetext", "2 GPUs")
+    page.get_by_role("button", name="Table view").click()
+    rows = page.locator(".stf-request-table")
+    expect(rows).to_have_attribute("data-shown", "50", timeout=60_000)
+    requests = int(rows.get_attribute("data-requests"))
+    with page.expect_download(timeout=60_000) as info:
+        page.get_by_role("button", name="Download CSV").click()
+    with open(info.value.path(), newline="", encoding="utf-8") as fh:
+        table = list(csv.reader(fh))
+    assert tuple(table[0]) == REQUESTS_CSV_COLUMNS and len(table) - 1 == requests
+    found = axe_violations(page)
+    assert found == [], describe(found)
