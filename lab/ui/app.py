@@ -464,7 +464,7 @@ class LabApp:
         if not hidden:
             return
         panes = {
-            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane"],
+            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane", "stf-table-card"],
             "stars": ["stf-stars-panel", "stf-stars-pane", "stf-header-stars"], "progress": ["stf-progress-tools"],
             "controls": ["stf-controls"], "canvas-overview": ["stf-overview"], "plots": [],
         }

@@ -84,3 +84,12 @@ def test_the_table_costs_nothing_while_closed_and_follows_runs_while_open(catalo
     assert tuple(table[0]) == REQUESTS_CSV_COLUMNS and len(table) - 1 == state.metrics["requests"]
     rows = view.pane.object.count("<tr data-request=")
     assert rows == min(table_view.ROWS_SHOWN, state.metrics["requests"])
+
+
+def test_hiding_the_metrics_hides_the_table_view_too(catalog):
+    from lab.ui.app import LabApp
+
+    shown = LabApp(catalog, f"?mission={M1}")
+    assert shown.table.card.visible
+    hidden = LabApp(catalog, f"?mission={M1}&hide=metrics")
+    assert not hidden.table.card.visible and not hidden.metrics.pane.visible
