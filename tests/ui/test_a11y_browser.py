@@ -9,7 +9,6 @@ Set STF_SCREENSHOTS=DIR to keep screenshots.
 """
 
 import csv
-import io
 import os
 import re
 
