@@ -1,7 +1,6 @@
 """`python -m lab run | sweep | check | serve`: the instructor's and author's command line."""
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -24,14 +23,6 @@ TABLE = (
     ("KV transfer (wait+wire)", (("transfer_p50_ms", "p50", "{:.1f} ms"), ("transfer_p99_ms", "p99", "{:.1f} ms"))),
 )
 
-REQUEST_COLUMNS = (
-    "id", "arrival_s", "prompt_tokens", "output_tokens", "prefill_gpu", "decode_gpu",
-    "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped",
-)
-# The same on every row, so a CSV alone says whether its unfinished requests were cut off.
-RUN_COLUMNS = ("run_cut",)
-
-
 def format_metrics(metrics):
     lines = []
     for title, items in TABLE:
@@ -53,22 +44,16 @@ def _json_safe(value):
 
 
 def write_requests_csv(path, rows, metrics, blames):
-    """One row per request: REQUEST_COLUMNS, its blame (core.BLAME_COLUMNS), then RUN_COLUMNS
-    taken from the run's `metrics` (empty = None)."""
-    from lab.core import BLAME_COLUMNS, LabError
+    """One row per request to `path` (columns: core.report.REQUESTS_CSV_COLUMNS)."""
+    from lab.core import LabError
+    from lab.core.report import write_requests_csv as write
 
-    run = ["" if metrics[c] is None else metrics[c] for c in RUN_COLUMNS]
     try:
         fh = open(path, "w", newline="", encoding="utf-8")
     except OSError as exc:
         raise LabError("--requests-csv", f"cannot write {path!r}: {exc.strerror or exc}") from None
     with fh:
-        writer = csv.writer(fh)
-        writer.writerow(REQUEST_COLUMNS + BLAME_COLUMNS + RUN_COLUMNS)
-        for row, blame in zip(rows, blames):
-            why = blame.row()
-            writer.writerow(["" if row[c] is None else row[c] for c in REQUEST_COLUMNS]
-                            + ["" if why[c] is None else why[c] for c in BLAME_COLUMNS] + run)
+        write(fh, rows, metrics, blames)
 
 
 def describe_run(scenario, result):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian machine. Run from anywhere; works in the repo root.
 #   - .venv (python3) with the project installed editable, test extra included
-#   - node_modules via `npm ci` (npm `pyodide`, pinned in package.json/package-lock.json)
+#   - node_modules via `npm ci` (npm `pyodide` and `axe-core`, pinned in package.json/package-lock.json)
 #   - Debian's chromium for the browser tests (only when root and it is missing)
 # Every step says what it does; any failure stops the script with a message.
 set -euo pipefail
@@ -48,13 +48,22 @@ fi
 
 # ---- Node: npm ci -----------------------------------------------------------
 [ -f package-lock.json ] || fail "package-lock.json missing: run 'npm install' once and commit it"
-LOCKED="$(node -e 'const l=require("./package-lock.json"); process.stdout.write((l.packages && l.packages["node_modules/pyodide"] || {}).version || "")')"
-[ -n "$LOCKED" ] || fail "package-lock.json does not lock pyodide"
-HAVE="$(node -e 'try { process.stdout.write(require("./node_modules/pyodide/package.json").version) } catch (e) {}')"
-if [ "$HAVE" = "$LOCKED" ] && [ -f node_modules/pyodide/pyodide.asm.wasm ]; then
-  say "node_modules/pyodide $HAVE matches the lock"
+# Every package the lock names (pyodide; axe-core for the browser tests' accessibility checks) at its locked version.
+STALE="$(node -e '
+const lock = require("./package-lock.json").packages || {};
+const names = Object.keys(lock).filter((k) => k.startsWith("node_modules/")).map((k) => k.slice(13));
+if (!names.includes("pyodide")) { process.stdout.write("LOCK"); process.exit(0); }
+const stale = names.filter((n) => {
+  try { return require("./node_modules/" + n + "/package.json").version !== lock["node_modules/" + n].version; }
+  catch (e) { return true; }
+});
+process.stdout.write(stale.join(" "));
+')"
+[ "$STALE" != "LOCK" ] || fail "package-lock.json does not lock pyodide"
+if [ -z "$STALE" ] && [ -f node_modules/pyodide/pyodide.asm.wasm ] && [ -f node_modules/axe-core/axe.min.js ]; then
+  say "node_modules match the lock"
 else
-  say "npm ci (pyodide ${HAVE:-missing} -> $LOCKED)"
+  say "npm ci (missing or not at the locked version: ${STALE:-files})"
   npm ci --no-audit --no-fund || fail "npm ci failed"
 fi
 

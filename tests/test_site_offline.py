@@ -105,7 +105,7 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         # Playback ticks on a timer too: the window moves.
         start = page.evaluate("() => document.documentElement.dataset.canvasWindow")
         assert start is not None and float(start) >= 0, start  # the canvas reports its window start
-        page.get_by_role("button", name="▶ Play").first.click()
+        page.get_by_role("button", name="Play").first.click()
         page.wait_for_function("(start) => Number(document.documentElement.dataset.canvasWindow) > Number(start)",
                                arg=start, timeout=60_000)
         return {"canvas": page.locator(CANVAS).count(), "sent_before_change": sent_before_change}

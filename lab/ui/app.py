@@ -46,6 +46,7 @@ import time
 
 import panel as pn
 
+from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .canvas import Canvas
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
@@ -56,6 +57,7 @@ from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_search, parse_settings
+from .table_view import TableView
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
@@ -167,6 +169,9 @@ class LabApp:
         self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
+        self.table = TableView(self.state)
+        self.a11y = A11yBridge(widgets=self._a11y_specs())
+        self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
         self.notes = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
@@ -179,6 +184,7 @@ class LabApp:
         s.param.watch(self._on_layout, ["scenario"])
         self._on_layout()
         s.param.watch(self._on_stars, ["run_id", "saved_stars"])
+        s.param.watch(self._announce, ["run_id"])
         self.bridge.param.watch(self._on_bridge, ["stars", "status"])
         self._on_busy()
         self._on_notes()
@@ -329,19 +335,38 @@ class LabApp:
     def _on_busy(self, *_):
         s = self.state
         if s.busy:
-            text = ('<span class="stf-status busy" role="status" aria-live="polite" data-busy="true">'
+            text = ('<span class="stf-status busy" data-busy="true">'
                     '<span class="stf-spin" aria-hidden="true"></span>Simulating…</span>')
         elif s.run_error:
-            text = (f'<span class="stf-status failed" role="status" aria-live="polite" data-busy="false" '
+            text = (f'<span class="stf-status failed" data-busy="false" '
                     f'data-run="{s.run_id}" data-failed="true">The simulation failed: see below</span>')
         elif s.metrics and s.result is not None:
             m = s.metrics
-            text = (f'<span class="stf-status" role="status" aria-live="polite" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}">'
+            text = (f'<span class="stf-status" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}">'
                     f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms</span>')
         else:
             text = '<span class="stf-status" data-busy="false"></span>'
         self.status.object = text
         self.canvas.pane.loading = s.busy and s.run_id == 0
+
+    def _announce(self, *_):
+        """After a run, the live region reads the headline metrics and any star change."""
+        s = self.state
+        before, saved_before = self._announced
+        self._announced = (list(s.stars_now), list(s.saved_stars))
+        self.a11y.say(run_summary(s.metrics, s.scenario, before, s.stars_now, saved_before, s.saved_stars,
+                                  s.run_error))
+
+    def _a11y_specs(self):
+        """Names and value formats of the page's widgets and figures, by css class (a11y.A11yBridge)."""
+        return {
+            "stf-lab": landmark_spec("main", "Split the Fleet lab"),
+            **self.controls.a11y_specs(),
+            "stf-scrub": slider_spec("Window start", "s", self.canvas.slider.step),
+            "stf-speed": choice_spec("Playback speed"),
+            "stf-canvas": figure_spec("GPU timelines of the 2.5 s window (the Table view lists the same run)"),
+            "stf-overview": figure_spec("Whole run: share of GPU time in slow steps (the Table view counts them per GPU)"),
+        }
 
     def _on_notes(self, *_):
         notes = list(self.state.notes)
@@ -439,7 +464,7 @@ class LabApp:
         if not hidden:
             return
         panes = {
-            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane"],
+            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane", "stf-table-card"],
             "stars": ["stf-stars-panel", "stf-stars-pane", "stf-header-stars"], "progress": ["stf-progress-tools"],
             "controls": ["stf-controls"], "canvas-overview": ["stf-overview"], "plots": [],
         }
@@ -527,13 +552,13 @@ class LabApp:
             css_classes=["stf-sidebar"],
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, pn.Spacer(height=10), self.plots.view,
+            canvas_card, self.metrics.view, self.table.view, pn.Spacer(height=10), self.plots.view,
             sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": f"min(300px, {FULL_WIDTH})"},
             css_classes=["stf-main"],
         )
         body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
                           sizing_mode="stretch_width", margin=(6, 8, 16, 8), css_classes=["stf-body"])
-        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url,
+        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y,
                          sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})
 
@@ -548,7 +573,10 @@ class LabApp:
             stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
         )
         self.header_stars.margin = (4, 10, 0, 10)
-        brief_card = pn.Card(brief, title="Brief", collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
+        # The header an h2 (Panel's title is an h3: a skipped heading level under the h1).
+        brief_card = pn.Card(brief, title="Brief", header=pn.pane.HTML('<h2 class="stf-card-title">Brief</h2>',
+                                                                        stylesheets=[CSS], margin=(0, 4)),
+                             collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
                              css_classes=["stf-brief-card"])
         self.stars.pane.css_classes = [*self.stars.pane.css_classes, "stf-stars-compact"]
         side = pn.Column(
@@ -557,7 +585,8 @@ class LabApp:
             styles={"flex": "1 1 200px", "min-width": f"min(190px, {FULL_WIDTH})", "max-width": "100%"},
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, sizing_mode="stretch_width", margin=0, css_classes=["stf-embed-main"],
+            canvas_card, self.metrics.view, self.table.view, sizing_mode="stretch_width", margin=0,
+            css_classes=["stf-embed-main"],
             styles={"flex": "3 1 340px", "min-width": f"min(300px, {FULL_WIDTH})"},
         )
         self.metrics.pane.css_classes = [*self.metrics.pane.css_classes, "stf-metrics-compact"]
@@ -567,7 +596,7 @@ class LabApp:
         return pn.Column(
             pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
             self.notes, row, section("Plots"), self.plots.view,
-            self.bridge, self.url, sizing_mode="stretch_width", margin=(0, 6),
+            self.bridge, self.url, self.a11y, sizing_mode="stretch_width", margin=(0, 6),
             css_classes=["stf-lab", "stf-embed"],
         )
 
@@ -607,6 +636,7 @@ class HubApp:
                                               description="Delete the backups of earlier stars (asks to confirm)")
         self.clear_button.on_click(self._on_clear_backups)
         self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
+        self.a11y = A11yBridge(widgets={"stf-hub": landmark_spec("main", "Split the Fleet missions")})
         self.progress = ProgressTools(self.bridge, hub_href())  # copy / paste a progress code; the full-lab link in an iframe
         self._render()
         self.view = self._layout()
@@ -688,7 +718,7 @@ class HubApp:
             stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
         )
         body = pn.Column(hero, self.total, self.note, self.list, self.progress.view, self.reset_button, self.backups,
-                         self.clear_button, self.bridge,
+                         self.clear_button, self.bridge, self.a11y,
                          sizing_mode="stretch_width", margin=(12, 24, 24, 24), styles={"max-width": "1180px"})
         return pn.Column(header, body, sizing_mode="stretch_width", margin=0, css_classes=["stf-hub"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})

@@ -16,6 +16,7 @@ import panel as pn
 from lab.core.missions import CONTROL_SPECS
 
 from .catalog import SANDBOX_ID, TRACE_SOURCES
+from .a11y import choice_spec, slider_spec
 from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
@@ -163,6 +164,18 @@ class Controls:
                               margin=0, css_classes=["stf-controls"])
         state.param.watch(self._sync, ["settings", "scenario", "error"])
         self._sync()
+
+    def a11y_specs(self):
+        """{css class: spec} naming each control and saying how its value reads (a11y.A11yBridge)."""
+        out = {}
+        for name, control in self.state.mission.controls.items():
+            label = self.widgets[name].name
+            if control.kind == "choice":
+                out[f"stf-control-{name}"] = choice_spec(label)
+            else:
+                zero = _pretty(name, 0) if name == "chunk_tokens" else None  # 0 = whole prefill
+                out[f"stf-control-{name}"] = slider_spec(label, UNITS.get(name, ""), self.widgets[name].step, zero)
+        return out
 
     def _replay_block(self, on_upload, on_clear_replay):
         """The sandbox's upload: pick a trace CSV, see what replays, go back to the generated workload."""

@@ -9,7 +9,7 @@ CSS lives here as a string (not in a file) so that the same wheel works under
 `lab serve` and in Pyodide, where the package's data files are not served.
 """
 
-__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE", "SLIDER_CSS"]
+__all__ = ["PALETTE", "CSS", "HUB_CSS", "FONT_STACK", "INERT_STYLE", "LIVE_STYLE", "SLIDER_CSS", "FOCUS_CSS", "FOCUS_RING"]
 
 # A button with nothing to do (reset at the start, no slow step to jump to): it looks
 # disabled and ignores the mouse. Its `disabled` flag is not used for this because
@@ -34,6 +34,18 @@ PALETTE = {
     "page": "#f4f6f9",
 }
 
+FOCUS_RING = "#0072B2"  # the decode blue: 5:1 on white, and drawn outside a blue button (offset)
+
+# Adopted by every shadow root of the page (a11y.A11yBridge): whatever Panel's and Bokeh's
+# own styles say (Bokeh's is a 1 px grey dotted line), the keyboard focus shows. Only
+# :focus-visible, so a mouse click draws no ring.
+FOCUS_CSS = """
+:focus-visible, .bk-btn:focus-visible, .bk-input:focus-visible, a:focus-visible, summary:focus-visible {
+  outline: 3px solid %(ring)s !important; outline-offset: 2px !important; }
+.noUi-handle:focus-visible { outline: 3px solid %(ring)s !important; outline-offset: 1px !important;
+  box-shadow: 0 0 0 5px rgba(0, 114, 178, .25) !important; }
+""" % {"ring": FOCUS_RING}
+
 FONT_STACK = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
 # Applied inside the shadow roots of the HTML panes (Panel renders each component in
@@ -43,7 +55,7 @@ CSS = """
         --decode: %(decode)s; --prefill: %(prefill)s; --slow: %(slow)s; --link: %(link)s;
         font-family: %(font)s; color: var(--ink); }
 a { color: #005a8c; }
-a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
+a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
 .stf-header { display: flex; align-items: center; gap: 14px; flex-wrap: wrap; }
 .stf-brand { font-weight: 700; font-size: 15px; letter-spacing: .02em; color: var(--ink); text-decoration: none; }
 .stf-brand .logo { display: inline-block; width: 12px; height: 12px; border-radius: 2px; background: var(--prefill);
@@ -121,7 +133,7 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 .stf-trace-sources code { font-size: 11px; overflow-wrap: anywhere; }
 .stf-lock svg { width: 11px; height: 11px; vertical-align: -1px; fill: currentColor; }
 .stf-locked-list > li { line-height: 18px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.stf-locked-list > li.idle { opacity: .6; }
+.stf-locked-list > li.idle { color: #687180; }  /* muted but 4.5:1 on white (opacity fell to 2.6:1) */
 .stf-locked-list > li.idle b { font-weight: 500; }
 .stf-kbd { font-size: 11.5px; color: var(--muted); }
 .stf-rows { position: relative; height: 100%%; }
@@ -147,6 +159,15 @@ a:focus-visible, button:focus-visible { outline: 3px solid #0072B2; outline-offs
 :host(.stf-stars-compact) .stf-star .glyph { font-size: 17px; }
 :host(.stf-stars-compact) .stf-star .label { font-size: 12.5px; }
 :host(.stf-stars-compact) .stf-star .tests { display: none; }
+/* table view */
+.stf-card-title { font-size: 14px; font-weight: 650; margin: 0; color: var(--ink); }
+.stf-tables { overflow: auto; max-height: 520px; font-size: 12.5px; }
+.stf-table { border-collapse: collapse; margin: 4px 0 14px; font-variant-numeric: tabular-nums; }
+.stf-table caption { text-align: left; font-weight: 600; padding: 2px 0 4px; color: var(--ink); }
+.stf-table th, .stf-table td { padding: 3px 7px; border-bottom: 1px solid #e6e9ef; text-align: right; white-space: nowrap; }
+.stf-table thead th { position: sticky; top: 0; background: #f4f6f9; font-weight: 600; }
+.stf-table th[scope="row"] { text-align: left; font-weight: 600; }
+.stf-table thead th:first-child, .stf-gpu-table :is(th, td):nth-child(2) { text-align: left; }
 kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; padding: 0 4px; font-size: 11px; background: #fff; }
 """ % {**PALETTE, "font": FONT_STACK}
 

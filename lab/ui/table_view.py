@@ -1,0 +1,140 @@
+"""The table alternative to the canvas and the plots: the latest run as rows a screen reader reads.
+
+A collapsed "Table view" card under the metrics. Opened, it shows per GPU its steps, busy
+share and slow steps (the decode steps over the TPOT target the canvas draws red), and per
+request (the first ROWS_SHOWN) its arrival, TTFT and the TTFT's parts (lab.core.blame),
+TPOT, worst gap and whether it met the SLO. "Download CSV" gives every request with the
+columns of `lab run --requests-csv` (lab.core.report writes both).
+
+Nothing is built while the card is closed: a run only marks the table stale, and the
+table (and the blame it needs) is built when the card opens or, while it is open, after
+each run. The CSV is written when the button is pressed.
+"""
+
+import html
+import io
+
+import panel as pn
+
+import lab.core as core
+from lab.core.report import gpu_rows, write_requests_csv
+
+from .metrics_view import fmt_share
+from .theme import CSS
+
+__all__ = ["TableView", "gpu_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
+
+ROWS_SHOWN = 50  # request rows on the page; the CSV has them all
+CSV_NAME = "requests.csv"
+# FileDownload draws a default (grey, borderless) button whatever its button_type: outline it like Sweep.
+DOWNLOAD_CSS = (".bk-btn.bk-btn-default { border: 1px solid #0072B2 !important; color: #005a8c !important;"
+                " background: #fff !important; font-weight: 600; }"
+                " .bk-btn.bk-btn-default:hover { background: #eaf4fb !important; } .bk-btn a { color: inherit; }")
+_SPLIT_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")  # TTFT parts only a split fleet has
+_PART_LABELS = {"queue": "queue", "prefill": "prefill", "chunk_wait": "chunk wait", "kv_wait": "KV wait",
+                "link_wait": "link wait", "wire": "wire", "join_wait": "join wait"}
+
+
+def _num(value, fmt):
+    return "—" if value is None else format(value, fmt)
+
+
+def gpu_table_html(result, tpot_ms):
+    """Per GPU: steps, busy share of the run, slow steps."""
+    rows = gpu_rows(result, tpot_ms)
+    target = f"decode steps over the {tpot_ms:g} ms TPOT target" if tpot_ms else "none without a TPOT target"
+    body = "".join(
+        f'<tr data-gpu="{r["gpu"]}"><th scope="row">GPU {r["gpu"]}</th><td>{html.escape(r["role"])}</td>'
+        f'<td>{r["steps"]:,}</td><td data-busy="{r["busy_share"]:.6f}">{fmt_share(r["busy_share"])}</td>'
+        f'<td data-slow="{r["slow_steps"]}">{r["slow_steps"]:,}</td></tr>'
+        for r in rows)
+    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU over the whole run (slow steps: {target})</caption>'
+            f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">steps</th>'
+            f'<th scope="col">busy</th><th scope="col">slow steps</th></tr></thead><tbody>{body}</tbody></table>')
+
+
+def requests_table_html(result, rows, blames, shown=ROWS_SHOWN):
+    """The first `shown` requests: arrival, TTFT and its parts, TPOT, worst gap, met SLO."""
+    split = result.scenario.fleet.layout == "disaggregated"
+    parts = [p for p in core.TTFT_PARTS if split or p not in _SPLIT_PARTS]
+    finished = sum(1 for r in rows if r["finished"])
+    head = ('<th scope="col">request</th><th scope="col">arrival (s)</th><th scope="col">TTFT (s)</th>'
+            + "".join(f'<th scope="col">{_PART_LABELS[p]} (s)</th>' for p in parts)
+            + '<th scope="col">TPOT (ms)</th><th scope="col">worst gap (ms)</th><th scope="col">met SLO</th>')
+    body = []
+    for row, blame in zip(rows[:shown], blames[:shown]):
+        met = "✓ yes" if row["met_slo"] else ("✗ no" if row["finished"] else "✗ no (unfinished)")
+        cells = [f'<th scope="row">{row["id"]}</th>', f'<td>{row["arrival_s"]:.3f}</td>',
+                 f'<td data-ttft="{row["ttft_s"]!r}">{row["ttft_s"]:.3f}</td>']
+        cells += [f'<td>{blame.parts[p]:.3f}</td>' for p in parts]
+        cells += [f'<td>{_num(row["tpot_ms"], ".1f")}</td>', f'<td>{_num(row["worst_gap_ms"], ".1f")}</td>',
+                  f'<td data-met="{str(bool(row["met_slo"])).lower()}">{met}</td>']
+        body.append(f'<tr data-request="{row["id"]}">{"".join(cells)}</tr>')
+    n = len(rows)
+    caption = (f"All {n:,} requests" if n <= shown else f"The first {shown:,} of {n:,} requests (the CSV has all)")
+    return (f'<table class="stf-table stf-request-table" data-requests="{n}" data-finished="{finished}" '
+            f'data-shown="{min(n, shown)}"><caption>{caption}; {finished:,} finished</caption>'
+            f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
+
+
+class TableView:
+    """The "Table view" card over a LabState (built only while open)."""
+
+    def __init__(self, state):
+        self.state = state
+        self._built = -1  # the run_id the tables show
+        self._blames = (-1, None)  # (run_id, request_blame of that run)
+        self.pane = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4),
+                                 css_classes=["stf-table-pane"])
+        self.download = pn.widgets.FileDownload(
+            callback=self._csv, filename=CSV_NAME, label="Download CSV (every request)", stylesheets=[DOWNLOAD_CSS],
+            embed=False, width=230, margin=(6, 4, 2, 4), css_classes=["stf-download-csv"],
+            description="Every request of this run, with the columns of `lab run --requests-csv`",
+        )
+        # An h2 header (Panel's default title is an h3, a skipped level under the page's h1).
+        header = pn.pane.HTML('<h2 class="stf-card-title">Table view</h2>', stylesheets=[CSS], margin=(0, 4))
+        self.card = pn.Card(self.download, self.pane, header=header, title="Table view", collapsed=True,
+                            sizing_mode="stretch_width",
+                            margin=(10, 0, 0, 0), css_classes=["stf-table-card"])
+        self.view = self.card
+        self.card.param.watch(self._on_open, "collapsed")
+        state.param.watch(self._on_run, "run_id")
+
+    @property
+    def is_open(self):
+        return not self.card.collapsed
+
+    def _on_open(self, event):
+        if not event.new:
+            self._build()
+
+    def _on_run(self, *_):
+        if self.is_open:
+            self._build()
+
+    def _blame(self):
+        s = self.state
+        if self._blames[0] != s.run_id:
+            self._blames = (s.run_id, core.request_blame(s.result, s.rows) if s.result is not None else [])
+        return self._blames[1]
+
+    def _build(self):
+        s = self.state
+        if self._built == s.run_id:
+            return
+        self._built = s.run_id
+        if s.result is None:
+            self.pane.object = '<p class="stf-lock">No run to show.</p>'
+            return
+        tables = (gpu_table_html(s.result, s.scenario.slo.tpot_ms)
+                  + requests_table_html(s.result, s.rows, self._blame()))
+        # A scrolling box is a tab stop with a name, so a keyboard can scroll it (axe: scrollable-region-focusable).
+        self.pane.object = (f'<div class="stf-tables" role="region" aria-label="Tables of run {s.run_id}" tabindex="0" '
+                            f'data-run="{s.run_id}">{tables}</div>')
+
+    def _csv(self):
+        s = self.state
+        buf = io.StringIO(newline="")
+        if s.result is not None:
+            write_requests_csv(buf, s.rows, s.metrics, self._blame())
+        return io.BytesIO(buf.getvalue().encode("utf-8"))

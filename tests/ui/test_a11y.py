@@ -1,0 +1,95 @@
+"""The pieces behind the page's accessibility, without a browser: how values read, the
+run summary the live region announces, and the Table view (built only while open)."""
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("panel")
+
+import lab.core as core  # noqa: E402
+import lab.ui.table_view as table_view  # noqa: E402
+from lab.core.report import REQUESTS_CSV_COLUMNS  # noqa: E402
+from lab.ui.a11y import decimals_for, run_summary, slider_spec  # noqa: E402
+from lab.ui.catalog import Catalog  # noqa: E402
+from lab.ui.controls import Controls  # noqa: E402
+from lab.ui.state import LabState  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "missions"
+M1 = "ui-mixing-hurts"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog(FIXTURES)
+
+
+def test_whole_steps_read_as_whole_numbers():
+    assert [decimals_for(s) for s in (1, 128, 1.0, 0.5, 0.25, 0.05, 0.001, None)] == [0, 0, 0, 1, 2, 2, 2, 0]
+    assert slider_spec("GPUs", "GPUs", 1) == {"kind": "slider", "label": "GPUs", "unit": "GPUs", "decimals": 0,
+                                              "zero": None}
+
+
+def test_every_control_gets_a_name_and_its_unit(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    specs = Controls(state, lambda *_: None).a11y_specs()
+    assert set(specs) == {f"stf-control-{n}" for n in state.mission.controls}
+    for name, control in state.mission.controls.items():
+        spec = specs[f"stf-control-{name}"]
+        assert spec["label"] and spec["kind"] == ("choice" if control.kind == "choice" else "slider")
+        if control.kind == "int":
+            assert spec["decimals"] == 0
+    assert specs["stf-control-gpus"]["unit"] == "GPUs"
+
+
+def test_the_summary_names_the_headline_metrics_and_star_changes(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    metrics = state.run()
+    n = len(state.mission.stars)
+    off = [False] * n
+    text = run_summary(metrics, state.scenario, off, off, off, off)
+    share = round(metrics["slo_attainment"] * 100)
+    assert text.startswith(f"SLO met by {share}% of requests; TTFT p90 ") and "TPOT p99" in text
+    assert text.endswith(".") and "star" not in text and "\u00a0" not in text
+    first = [True] + [False] * (n - 1)
+    assert text[:-1] + "; star 1 earned." == run_summary(metrics, state.scenario, off, first, off, first)
+    assert text[:-1] + "; star 1 met." == run_summary(metrics, state.scenario, off, first, first, first)  # earned before
+    assert text[:-1] + "; star 1 no longer met." == run_summary(metrics, state.scenario, first, off, first, first)
+    assert run_summary({}, state.scenario, off, off, off, off, "bad input") == "The simulation failed: bad input"
+
+
+def test_the_table_costs_nothing_while_closed_and_follows_runs_while_open(catalog, monkeypatch):
+    calls = []
+    real = core.request_blame
+    monkeypatch.setattr(table_view.core, "request_blame", lambda *a: calls.append(1) or real(*a))
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    view = table_view.TableView(state)
+    state.run()
+    state.run()
+    assert view.pane.object == "" and calls == []  # closed: nothing built, no blame computed
+    view.card.collapsed = False
+    assert f'data-run="{state.run_id}"' in view.pane.object and len(calls) == 1
+    assert f'data-gpus="{state.metrics["gpus"]}"' in view.pane.object
+    assert f'data-requests="{state.metrics["requests"]}"' in view.pane.object
+    assert f'data-finished="{state.metrics["finished"]}"' in view.pane.object
+    view.card.collapsed = True
+    view.card.collapsed = False
+    assert len(calls) == 1  # the same run: not rebuilt
+    state.run()
+    assert f'data-run="{state.run_id}"' in view.pane.object and len(calls) == 2
+    table = list(csv.reader(io.StringIO(view._csv().getvalue().decode("utf-8"))))
+    assert len(calls) == 2  # the CSV reuses this run's blame
+    assert tuple(table[0]) == REQUESTS_CSV_COLUMNS and len(table) - 1 == state.metrics["requests"]
+    rows = view.pane.object.count("<tr data-request=")
+    assert rows == min(table_view.ROWS_SHOWN, state.metrics["requests"])
+
+
+def test_hiding_the_metrics_hides_the_table_view_too(catalog):
+    from lab.ui.app import LabApp
+
+    shown = LabApp(catalog, f"?mission={M1}")
+    assert shown.table.card.visible
+    hidden = LabApp(catalog, f"?mission={M1}&hide=metrics")
+    assert not hidden.table.card.visible and not hidden.metrics.pane.visible
