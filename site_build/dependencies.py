@@ -35,13 +35,14 @@ LAB_REQUIREMENTS = ["numpy"]
 #     the lab makes no HTTP request from Python (an uploaded trace comes as bytes).
 #   tqdm: Panel's Tqdm indicator, imported in a try; narwhals: Bokeh's ColumnDataSource
 #     for dataframes; xyzservices: Bokeh's map tiles; contourpy: Bokeh's contour plots;
-#     markdown and mdit-py-plugins: Panel's Markdown pane (the lab renders briefs with
-#     markdown-it-py itself); typing-extensions: imported by none of what runs.
+#     markdown: Panel's Markdown pane with the "markdown" renderer (Panel's default, and
+#     the one a widget's description tooltip uses, is markdown-it, which needs
+#     mdit-py-plugins: that stays); typing-extensions: imported by none of what runs.
 #   All of these: absent from sys.modules in the running static lab (load, play, split,
 #     sweep); the offline browser tests run the lab without them.
 UNUSED_DEPENDENCIES = {"panel-material-ui", "nh3", "pillow", "pandas", "requests", "urllib3", "idna", "certifi",
                        "charset-normalizer", "tqdm", "narwhals", "xyzservices", "contourpy", "markdown",
-                       "mdit-py-plugins", "typing-extensions"}
+                       "typing-extensions"}
 # Pyodide's environment, for evaluating dependency markers.
 PYODIDE_MARKERS = {
     "sys_platform": "emscripten", "platform_system": "Emscripten", "os_name": "posix",
