@@ -159,7 +159,7 @@ def _load_lab(ctx, url):
     page.locator(RAN).first.wait_for(timeout=300_000)
     page.locator(CANVAS).first.wait_for(timeout=60_000)
     seconds = time.monotonic() - start
-    timeline = page.evaluate("window.STFLoader ? STFLoader.state.timeline : []")
+    timeline = page.evaluate("(window.STFLoader && STFLoader.state.timeline) || []")
     return page, seconds, timeline
 
 
