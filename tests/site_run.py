@@ -8,9 +8,8 @@ size, console errors, page errors and failed requests. It asserts nothing itself
 
     .venv/bin/python tests/site_run.py DIST [--port 5190] [--mission mixing-hurts] [--screenshot FILE]
 
-serves DIST with `python -m http.server` and prints the run as JSON. Not wired into the
-test suite yet: a full run fetches ~24 MB of distinct files (~33 MB over the wire, counting
-the service worker's copies) and took ~28 s here to the first canvas.
+serves DIST with tests/static_server.py and prints the run as JSON. tests/test_site_offline.py
+uses `run_lab`; benchmarks/bench_browser.py --site measures cold and warm loads with it.
 """
 
 import argparse
