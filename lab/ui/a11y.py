@@ -29,8 +29,8 @@ to the redrawn canvas (done at once, it made that path 40 ms longer under `lab s
 import json
 
 import param
-from panel.custom import JSComponent
 
+from .bridge import Bridge
 from .metrics_view import fmt_ms, fmt_seconds, fmt_share
 from .theme import FOCUS_CSS
 
@@ -219,7 +219,7 @@ def landmark_spec(role, label):
     return {"kind": "landmark", "role": str(role), "label": str(label)}
 
 
-class A11yBridge(JSComponent):
+class A11yBridge(Bridge):
     """Names, values, focus and announcements for the page's widgets (see the module docstring)."""
 
     widgets = param.Dict(default={}, doc="{css class: slider_spec | choice_spec | figure_spec}.")
@@ -227,13 +227,6 @@ class A11yBridge(JSComponent):
     announce_n = param.Integer(default=0, doc="Bumped with each announcement (the same sentence twice is read twice).")
 
     _esm = _ESM
-
-    def __init__(self, **params):
-        params.setdefault("width", 0)
-        params.setdefault("height", 0)
-        params.setdefault("margin", 0)
-        params.setdefault("sizing_mode", "fixed")
-        super().__init__(**params)
 
     def say(self, text):
         self.param.update(announce=str(text)[:500], announce_n=self.announce_n + 1)

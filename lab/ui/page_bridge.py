@@ -25,7 +25,8 @@ server's websocket and from Pyodide's web worker alike.
 """
 
 import param
-from panel.custom import JSComponent
+
+from .bridge import Bridge
 
 __all__ = ["PageBridge", "SHORTCUTS", "guard_location"]
 
@@ -149,7 +150,7 @@ export function render({ model }) {
 """ % {"keys": __import__("json").dumps(SHORTCUTS)}
 
 
-class PageBridge(JSComponent):
+class PageBridge(Bridge):
     """Address bar, history, document title, keyboard shortcuts and focus repair for the lab page."""
 
     action = param.String(default="", doc="The last shortcut pressed (toggle, back, forward, next_slow).")
@@ -162,10 +163,6 @@ class PageBridge(JSComponent):
     _rename = {"action": None}
 
     def __init__(self, on_key=None, on_pop=None, **params):
-        params.setdefault("width", 0)
-        params.setdefault("height", 0)
-        params.setdefault("margin", 0)
-        params.setdefault("sizing_mode", "fixed")
         super().__init__(**params)
         self._on_key = on_key
         self._on_pop = on_pop

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import panel as pn
 import param
-from panel.custom import JSComponent
 
 from lab.core.errors import LabError
 from lab.core.missions import ID_PATTERN
 
 from . import progress_code
+from .bridge import Bridge
 from .theme import CSS
 from .timers import every
 
@@ -152,7 +152,7 @@ def _esm():
 _ESM = _esm()
 
 
-class StarsBridge(JSComponent):
+class StarsBridge(Bridge):
     """Reads and writes earned stars in the page's localStorage.
 
     `stars` ({mission id: [bool]}) is filled once the page has answered (`loaded`);
@@ -177,10 +177,6 @@ class StarsBridge(JSComponent):
                "has_access": None, "asked": None, "carried": None}
 
     def __init__(self, **params):
-        params.setdefault("width", 0)
-        params.setdefault("height", 0)
-        params.setdefault("margin", 0)
-        params.setdefault("sizing_mode", "fixed")
         super().__init__(**params)
         self._retry = None
         self._tries = 0
