@@ -33,6 +33,11 @@ __all__ = ["GZIPPED", "write_gzipped", "write_gzipped_files", "gzip_site_wheels"
 GZIPPED = ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib.zip")
 
 
+def _write_gz(path, data):
+    """`path`.gz holding `data` (no timestamp in the header: the same bytes on every build)."""
+    path.with_name(path.name + ".gz").write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+
+
 def _stored(zip_bytes):
     """The same zip with every member stored (no compression), entries and times kept."""
     out = io.BytesIO()
@@ -58,7 +63,7 @@ def write_gzipped(site, *, pyodide_base, pyodide_self_hosted):
         if name.endswith(".zip"):
             data = _stored(data)
             path.write_bytes(data)  # the fallback, and what the .gz holds
-        (folder / (name + ".gz")).write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+        _write_gz(path, data)
         done.append(name)
     return done
 
@@ -66,8 +71,7 @@ def write_gzipped(site, *, pyodide_base, pyodide_self_hosted):
 def write_gzipped_files(site, rel_paths):
     """`<file>.gz` beside each of `rel_paths` (relative to the site); the plain files stay, as the fallback."""
     for rel in rel_paths:
-        path = site / rel
-        (site / (rel + ".gz")).write_bytes(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+        _write_gz(site / rel, (site / rel).read_bytes())
 
 
 def gzip_site_wheels(site, wheel_urls):
@@ -80,6 +84,6 @@ def gzip_site_wheels(site, wheel_urls):
         path = site / rel
         data = _stored(path.read_bytes())
         path.write_bytes(data)
-        path.with_name(path.name + ".gz").write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+        _write_gz(path, data)
         wheel["gz"] = True
     return wheel_urls

@@ -56,6 +56,7 @@ async function fetchGzipped(url, init) {
   if (!GZIPPED.has(url) || typeof DecompressionStream !== "function") return null;
   let response;
   try {
+    // (a .gz cannot match the plain file's integrity hash; none of these is fetched with one today)
     response = await realFetch(url + ".gz", init && init.integrity ? {} : init);
   } catch (e) {
     return null;  // the plain file may still come
