@@ -16,12 +16,9 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
+
+from static_server import Server
 
 __all__ = ["LabRun", "run_lab", "serve", "main"]
 
@@ -124,26 +121,13 @@ def run_lab(browser, url, *, timeout_s=600, screenshot=None, viewport=(1280, 900
 
 @contextlib.contextmanager
 def serve(root, port, log=None):
-    """`tests/static_server.py` (http.server that logs the bytes it sends to `log`) on
-    127.0.0.1:PORT serving `root`, until the block ends. (test_site_browser.Server picks a
-    free port itself; a person timing a run wants a known one.)"""
-    log = log or os.devnull
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("static_server.py")), str(root), str(port),
-                             str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """tests/static_server.py on 127.0.0.1:PORT serving `root` (what it sends logged to `log`),
+    until the block ends; yields the site's URL."""
+    server = Server(root, port=port, log=log)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"python -m http.server {port} did not start (port in use?)")
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/"
+        yield server.url()
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
 def main(argv=None):

@@ -7,13 +7,21 @@ and a classroom's laptop serve it) and appends one line per response to LOG:
 `<status> <body bytes> <path>`. The bytes are those written to the socket for the body,
 so a browser's cache hits (which never reach the server) are not counted: what the log
 sums to is what crossed the network. `sent_bytes(LOG)` reads it.
+
+`Server(root)` runs it in a subprocess, on a free port unless given one, for tests and
+benchmarks; `url(path)`, `sent_bytes()`, `stop()`.
 """
 
 import functools
 import http.server
+import socket
+import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
-__all__ = ["sent_bytes", "responses", "main"]
+__all__ = ["Server", "sent_bytes", "responses", "main"]
 
 
 def responses(log_path):
@@ -31,6 +39,52 @@ def responses(log_path):
 
 def sent_bytes(log_path):
     return sum(size for _, size, _ in responses(log_path))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """This server in a subprocess on 127.0.0.1, serving `root`, until stop().
+
+    `port`: a free one unless given (a person timing a run wants a known one); `host`: the
+    name the URLs use (another name for 127.0.0.1 makes another site); `log`: where the
+    record of what was sent goes (a temporary file unless given)."""
+
+    def __init__(self, root, port=None, host="127.0.0.1", log=None):
+        self.port = port or _free_port()
+        self.host = host
+        self.log = Path(log) if log else Path(tempfile.mkdtemp(prefix="stf-served-")) / "sent.log"
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(root), str(self.port),
+                                      str(self.log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"tests/static_server.py on port {self.port} did not start (port in use?)")
+                time.sleep(0.05)
+
+    def url(self, path=""):
+        return f"http://{self.host}:{self.port}/{path}"
+
+    def sent_bytes(self):
+        return sent_bytes(self.log)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 class CountingHandler(http.server.SimpleHTTPRequestHandler):

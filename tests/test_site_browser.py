@@ -18,16 +18,12 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from mission_text_payloads import FILL_TO_QUOTA
+from static_server import Server
 from test_build import build_site
 
 pytestmark = pytest.mark.browser
@@ -58,52 +54,6 @@ def _need_chromium():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"browser tests cannot run in CI: {reason}")
         pytest.skip(reason)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """tests/static_server.py (`python -m http.server` that logs what it sends) on a free port,
-    serving `root`; stopped by stop(). `sent_bytes()`: body bytes sent so far."""
-
-    def __init__(self, root, host="127.0.0.1"):
-        self.port = _free_port()
-        self.host = host
-        self.log = Path(tempfile.mkdtemp(prefix="stf-served-")) / "sent.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("static_server.py")), str(root), str(self.port), str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("python -m http.server did not start")
-                time.sleep(0.05)
-
-    def url(self, path=""):
-        return f"http://{self.host}:{self.port}/{path}"
-
-    def sent_bytes(self):
-        from static_server import sent_bytes
-
-        return sent_bytes(self.log)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture(scope="module")
