@@ -14,8 +14,8 @@ import re
 import pytest
 
 from axe_check import axe_missing, axe_violations, describe
-from test_build import build_site
-from test_site_browser import ARGS, BLOCK_CDN, CHROMIUM, KEY, Server, _missing
+from test_site_browser import KEY, _missing
+from test_site_browser import browser, dist, page, pw, server  # noqa: F401 (the static site's fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -36,31 +36,6 @@ def _need_tools():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"accessibility tests cannot run in CI: {reason}")
         pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = Server(build_site(tmp_path_factory)[0])
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS + [BLOCK_CDN])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 820})
-    pg = context.new_page()
-    yield pg
-    context.close()
 
 
 def open_hub(page, server):
