@@ -1,4 +1,6 @@
-"""Fixtures for the browser tests: a `lab serve` subprocess and Debian's Chromium.
+"""Fixtures for the UI tests: the test missions' catalog, a `lab serve` subprocess and Debian's Chromium.
+
+`catalog`: tests/ui/missions (ui-mixing-hurts, ui-decode-drowns, ...), checked to load.
 
 The server is started once per session on a free port and stopped at the end; the
 browser is Debian's /usr/bin/chromium driven by Playwright (never a downloaded one).
@@ -25,6 +27,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync",
 ]
 SERVER_START_TIMEOUT_S = 90
+UI_MISSIONS = Path(__file__).resolve().parent / "missions"
 LOCAL_PREFIXES = ("http://127.0.0.1", "http://localhost", "ws://127.0.0.1", "ws://localhost", "data:", "blob:", "about:")
 
 
@@ -120,6 +123,15 @@ class PageWatch:
         assert self.errors == [], f"console errors: {self.errors}"
         assert self.external == [], f"requests that left the machine: {self.external}"
         assert self.dialogs == [], f"dialogs opened (script injection?): {self.dialogs}"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    from lab.ui.catalog import Catalog
+
+    cat = Catalog(UI_MISSIONS)
+    assert not cat.error, cat.error
+    return cat
 
 
 @pytest.fixture

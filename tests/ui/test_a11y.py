@@ -3,7 +3,6 @@ run summary the live region announces, and the Table view (built only while open
 
 import csv
 import io
-from pathlib import Path
 
 import pytest
 
@@ -13,17 +12,10 @@ import lab.core as core  # noqa: E402
 import lab.ui.table_view as table_view  # noqa: E402
 from lab.core.report import REQUESTS_CSV_COLUMNS  # noqa: E402
 from lab.ui.a11y import decimals_for, run_summary, slider_spec  # noqa: E402
-from lab.ui.catalog import Catalog  # noqa: E402
 from lab.ui.controls import Controls  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent / "missions"
 M1 = "ui-mixing-hurts"
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog(FIXTURES)
 
 
 def test_whole_steps_read_as_whole_numbers():

@@ -2,23 +2,14 @@
 keeping the list, a hidden control keeping its value; and in a browser, a hidden control and
 hidden panels are absent from the page."""
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("panel")
 
 from lab.core.missions import CONTROL_SPECS  # noqa: E402
-from lab.ui.catalog import Catalog  # noqa: E402
 from lab.ui.state import HIDE_PANELS, LabState, parse_hide, parse_search  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent / "missions"
 M1 = "ui-mixing-hurts"
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog(FIXTURES)
 
 
 def test_hide_takes_controls_and_panels_in_the_labs_order_once_each():

@@ -29,13 +29,6 @@ M2 = "ui-decode-drowns"
 HUGE = "9" * 10_000
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    cat = Catalog(FIXTURES)
-    assert not cat.error, cat.error
-    return cat
-
-
 def trace_folder(tmp_path):
     """A missions folder with a mission that replays a trace file beside it."""
     mission, trace = write_trace_mission(tmp_path)

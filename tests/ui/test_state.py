@@ -5,7 +5,6 @@ are tuned by their authors) plus the sandbox.
 """
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,16 +17,8 @@ from lab.core.errors import LabError  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
 from lab.ui.state import LabState, format_value, parse_search, parse_settings, sweep_rates  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent / "missions"
 M1 = "ui-mixing-hurts"
 M2 = "ui-decode-drowns"
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    cat = Catalog(FIXTURES)
-    assert not cat.error, cat.error
-    return cat
 
 
 @pytest.fixture(scope="module")
