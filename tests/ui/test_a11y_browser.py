@@ -65,6 +65,15 @@ def open_lab(page, server, query):
     return settle(page)
 
 
+def open_path(page, server, path):
+    """The hub ("/") once its list is in, or a lab page once it has run."""
+    page.goto(server + path)
+    if path == "/":
+        page.locator('ul.stf-missions[data-loaded="true"]').wait_for()
+    else:
+        settle(page)
+
+
 def announced(page):
     return page.locator(f"#{ANNOUNCE_ID}")
 
@@ -83,11 +92,7 @@ def open_table(page):
     "/", "/lab?mission=mixing-hurts", "/lab?mission=decode-drowns", "/lab?mission=chunk-it&embed=1",
 ])
 def test_axe_finds_nothing_serious(page, server, path):
-    page.goto(server + path)
-    if path == "/":
-        page.locator('ul.stf-missions[data-loaded="true"]').wait_for()
-    else:
-        settle(page)
+    open_path(page, server, path)
     found = axe_violations(page)
     assert found == [], describe(found)
 
@@ -171,11 +176,7 @@ def test_the_live_region_announces_each_run(page, server):
 
 @pytest.mark.parametrize("path", ["/lab?mission=mixing-hurts", "/"])
 def test_every_tab_stop_shows_its_focus_and_none_is_a_bare_canvas(page, server, path):
-    page.goto(server + path)
-    if path == "/":
-        page.locator('ul.stf-missions[data-loaded="true"]').wait_for()
-    else:
-        settle(page)
+    open_path(page, server, path)
     seen = []
     for _ in range(60):
         page.keyboard.press("Tab")
