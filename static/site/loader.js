@@ -25,14 +25,14 @@
   // The page's scripts (BokehJS, Panel's JS) when the build took them out of <head>
   // (site_build/pages.py defer_page_scripts): all fetched at once as .gz, unpacked with the
   // browser's DecompressionStream and run in order from blob URLs; the plain file where a
-  // .gz cannot be had. The worker starts meanwhile: only drawing needs them.
+  // .gz cannot be had. The worker starts meanwhile: only drawing needs them. (The service
+  // worker keeps the .gz like everything the page fetched: keepFetched reads resource timing.)
   var scriptsReady = loadScripts(config.scripts || []);
 
   function scriptSource(url) {
     if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(url);
     return fetch(url + ".gz").then(function (response) {
       if (!response.ok || !response.body) return url;
-      state.fetched.push(new URL(url + ".gz", window.location.href).href);
       return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).blob().then(function (blob) {
         return URL.createObjectURL(new Blob([blob], { type: "text/javascript" }));
       });
