@@ -20,6 +20,7 @@ from lab.core import (
     request_metrics, simulate, step_time_fn,
 )
 from lab.core.blame import _prompt_pieces
+from lab.core.result import GpuLog, RequestRecord, Result, Transfer
 
 from reference_sim import reference_blame, reference_simulate
 from test_properties import PROPERTY_SETTINGS, scenarios
@@ -286,6 +287,95 @@ def test_a_cut_run_names_the_open_part_and_the_unfinished():
     assert [b.dominant_cause for b in blames[:2]] == ["unfinished", "unfinished"]
     assert (blames[2].open_part, blames[2].dominant_cause) == ("queue", "queue")  # no slot ever freed
     assert blames[2].parts["queue"] == result.end_time - 0.1
+
+
+# ---------------------------------------------------------------- hand-built Results: ties and edges
+#
+# Built from the Result dataclasses directly, with times chosen to tie exactly (binary
+# fractions), so the tie-breaking rules of the module docstring are pinned, not left to
+# whatever a random scenario happens to produce.
+
+HALF_S_PER_1000 = {"cost": "linear", "prefill_ms_per_token": 0.5}  # 1,000 prompt tokens: 0.5 s
+
+
+def hand_result(fleet, slo, requests, gpus, transfers=(), end_time=4.0):
+    sc = make(fleet, slo, model=HALF_S_PER_1000)
+    result = Result(sc, list(requests), list(gpus), list(transfers), end_time=end_time, arrivals_end=end_time)
+    rows = request_metrics(result)
+    return result, request_blame(result, rows)
+
+
+def log(index, role, steps):
+    """A GpuLog from (start, end, decode_seqs, prefill_tokens) tuples."""
+    g = GpuLog(index, role)
+    for start, end, seqs, prompt in steps:
+        g.start.append(start)
+        g.end.append(end)
+        g.decode_seqs.append(seqs)
+        g.prefill_tokens.append(prompt)
+        g.context_tokens.append(0)
+    return g
+
+
+def test_equal_ttft_parts_blame_the_earliest_in_ttft_parts():
+    # Waited 0.5 s for the GPU, then its own 0.5 s prefill: queue and prefill tie.
+    rec = RequestRecord(0, 0.0, 1000, 1, prefill_gpu=0, decode_gpu=0, prefill_start=0.5, prefill_end=1.0,
+                        first_token=1.0, finish=1.0)
+    _, [b] = hand_result({"layout": "colocated", "gpus": 1}, {"ttft_s": 0.5}, [rec],
+                         [log(0, "colocated", [(0.5, 1.0, 0, 1000)])])
+    assert (b.parts["queue"], b.parts["prefill"]) == (0.5, 0.5)
+    assert (b.missed, b.dominant_cause) == (True, "queue")
+
+
+def test_equal_gaps_make_the_earliest_the_worst_gap():
+    # Gaps of 0.25 s and 0.25 s: the first (a step that also prefilled 100 tokens) is the worst.
+    recs = [
+        RequestRecord(0, 0.0, 1000, 3, prefill_gpu=0, decode_gpu=0, prefill_start=0.0, prefill_end=0.5,
+                      first_token=0.5, finish=1.0, decode_first_step=1, decode_last_step=2),
+        RequestRecord(1, 0.5, 100, 1, prefill_gpu=0, decode_gpu=0, prefill_start=0.5, prefill_end=0.75,
+                      first_token=0.75, finish=0.75),
+    ]
+    steps = [(0.0, 0.5, 0, 1000), (0.5, 0.75, 1, 100), (0.75, 1.0, 1, 0)]
+    _, blames = hand_result({"layout": "colocated", "gpus": 1}, {"ttft_s": 10, "max_gap_ms": 100}, recs,
+                           [log(0, "colocated", steps)])
+    b = blames[0]
+    assert b.worst_gap_s == 0.25
+    assert (b.worst_gap_cause, b.worst_gap_prompt_tokens, b.dominant_cause) == ("prefill_interference", 100,
+                                                                               "prefill_interference")
+
+
+SPLIT = {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1}
+
+
+def cut_transfer(reserved, start, end_time):
+    """One request whose prompt (0 -> 0.5 s on GPU 0) is moving to GPU 1 when the run ends."""
+    rec = RequestRecord(0, 0.0, 1000, 10, prefill_gpu=0, decode_gpu=1, prefill_start=0.0, prefill_end=0.5,
+                        transfer=0)
+    tr = Transfer(0, 0, 1, ready=0.5, reserved=reserved, start=start, end=3.0, bytes=1)
+    gpus = [log(0, "prefill", [(0.0, 0.5, 0, 1000)]), log(1, "decode", [])]
+    _, [b] = hand_result(SPLIT, {"ttft_s": 10}, [rec], gpus, [tr], end_time=end_time)
+    return b
+
+
+def test_a_run_cut_while_the_bytes_move_is_open_on_the_wire():
+    b = cut_transfer(reserved=0.5, start=0.5, end_time=1.5)
+    assert (b.open_part, b.parts["wire"], b.parts["kv_wait"]) == ("wire", 1.0, 0.0)
+
+
+def test_a_run_cut_while_the_link_is_busy_with_others_is_open_in_link_wait():
+    b = cut_transfer(reserved=0.5, start=2.0, end_time=1.5)
+    assert (b.open_part, b.parts["link_wait"], b.parts["wire"]) == ("link_wait", 1.0, 0.0)
+
+
+def test_an_event_at_the_very_end_of_the_run_has_not_happened():
+    # Room reserved (and bytes starting) exactly when the run ends: still waiting for KV room,
+    # as a prefill starting exactly at the end still counts as queued.
+    b = cut_transfer(reserved=1.5, start=1.5, end_time=1.5)
+    assert (b.open_part, b.parts["kv_wait"], b.parts["wire"]) == ("kv_wait", 1.0, 0.0)
+    rec = RequestRecord(0, 0.0, 1000, 1, prefill_gpu=0, decode_gpu=0, prefill_start=2.0)
+    _, [q] = hand_result({"layout": "colocated", "gpus": 1}, {"ttft_s": 10}, [rec],
+                         [log(0, "colocated", [])], end_time=2.0)
+    assert (q.open_part, q.parts["queue"], q.parts["prefill"]) == ("queue", 2.0, 0.0)
 
 
 # ---------------------------------------------------------------- reference, fixed cases
