@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from itertools import compress
 
 from .cost import step_time_fn
-from .metrics import _step_gaps, request_metrics
+from .metrics import step_gaps_of, request_metrics
 
 __all__ = [
     "TTFT_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
@@ -213,7 +213,7 @@ def request_blame(result, rows=None):
         parts, open_part = _ttft_parts(result, rec, pieces, step_s, result.end_time)
         blame = Blame(rec.id, parts, open_part)
         if rec.decode_gpu >= 0 and gaps[rec.decode_gpu] is None and rec.decode_first_step >= 0:
-            gaps[rec.decode_gpu] = _step_gaps(result.gpus[rec.decode_gpu])
+            gaps[rec.decode_gpu] = step_gaps_of(result.gpus[rec.decode_gpu])
         worst = _worst_gap(result, rec, gaps)
         if worst is not None:
             gap, j = worst

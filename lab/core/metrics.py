@@ -29,6 +29,7 @@ __all__ = [
     "request_metrics",
     "summarize",
     "request_gaps",
+    "step_gaps_of",
 ]
 
 METRIC_NAMES = (
@@ -93,7 +94,7 @@ def weighted_percentile(values, counts, qs):
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
 
 
-def _step_gaps(log):
+def step_gaps_of(log):
     """gaps[j] = end[j] - end[j-1]: what a sequence decoding in step j waited (j >= 1)."""
     end = log.end
     if not end:
@@ -120,7 +121,7 @@ def request_metrics(result, step_gaps=None):
     """One dict per request: ttft_s, tpot_ms, worst_gap_ms, met_slo and where it ran."""
     slo = result.scenario.slo
     if step_gaps is None:
-        step_gaps = [_step_gaps(g) for g in result.gpus]
+        step_gaps = [step_gaps_of(g) for g in result.gpus]
     transfers = result.transfers
     rows = []
     for rec in result.requests:
@@ -192,7 +193,7 @@ def _pooled_gaps(result, step_gaps):
 
 def summarize(result, rows=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
-    step_gaps = [_step_gaps(g) for g in result.gpus]
+    step_gaps = [step_gaps_of(g) for g in result.gpus]
     if rows is None:
         rows = request_metrics(result, step_gaps)
     fleet = result.scenario.fleet
