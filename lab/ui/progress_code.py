@@ -22,8 +22,9 @@ __all__ = ["PREFIX", "MAX_CODE_CHARS", "PATH", "encode", "decode", "merge", "cou
 PREFIX = "STF1-"
 PATH = "progress code"
 MAX_CODE_CHARS = 20_000  # 500 missions with long ids fit; anything longer is not a code
-MAX_MISSIONS = 500  # as stars_bridge.MAX_MISSIONS
-MAX_STARS = 16  # as stars_bridge.MAX_STARS_PER_MISSION: a mask is below 2**16
+# What a code and the browser's stored stars hold at most (stars_bridge uses these too).
+MAX_MISSIONS = 500
+MAX_STARS = 16  # a mask is below 2**16
 _ID = ID_PATTERN  # the missions' own id rule (use fullmatch)
 _VERSION = re.compile(r"STF([0-9]{1,4})-")
 _B64 = re.compile(r"[A-Za-z0-9_-]*")

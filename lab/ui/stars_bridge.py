@@ -50,8 +50,9 @@ BACKUP_KEY = STORAGE_KEY + ":backup"  # the newest backup; older ones are BACKUP
 BACKUP_PREFIX = BACKUP_KEY
 _ID = ID_PATTERN  # the missions' own id rule (use fullmatch)
 _BACKUP = re.compile(r"split-the-fleet:stars:v1:backup(?::[1-9][0-9]{0,8})?")
-MAX_STARS_PER_MISSION = 16
-MAX_MISSIONS = 500
+# The stored stars and a progress code hold the same amount: one rule, in progress_code.
+MAX_STARS_PER_MISSION = progress_code.MAX_STARS
+MAX_MISSIONS = progress_code.MAX_MISSIONS
 RETRY_MS = 1000  # resend stars the page has not confirmed this often ...
 RETRY_LIMIT = 60  # ... for at most this many tries (a page that never answers is gone)
 STORE_JS = Path(__file__).with_name("stars_store.js")
