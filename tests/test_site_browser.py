@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from mission_text_payloads import FILL_TO_QUOTA
+from screenshots import shot
 from static_server import Server
 from test_build import build_site
 
@@ -36,7 +37,6 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 BLOCK_CDN = "--host-resolver-rules=MAP cdn.jsdelivr.net ~NOTFOUND"
 KEY = "split-the-fleet:stars:v1"
 BACKUP = KEY + ":backup"
-SCREENSHOTS = Path(os.environ.get("STF_SCREENSHOTS", "")) if os.environ.get("STF_SCREENSHOTS") else None
 
 
 def _missing():
@@ -93,12 +93,6 @@ def page(browser):
     context.close()
 
 
-def _shot(page, name):
-    if SCREENSHOTS:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / name))
-
-
 def _missions():
     from lab.core.missions import list_missions
 
@@ -133,7 +127,7 @@ def test_hub_lists_every_mission_in_order_with_the_sandbox(page, server):
     assert page.inner_text("#stf-total").strip() == f"★ 0 of {total} stars earned in this browser"
     assert page.is_hidden("#stf-note") and page.is_hidden("#stf-file-note")
     assert page.title() == "Split the Fleet"
-    _shot(page, "hub.png")
+    shot(page, "hub.png")
     assert page.errors == []
 
 
@@ -169,7 +163,7 @@ def test_stars_written_by_the_lab_page_appear_on_the_hub(page, server):
     assert cards["mixing-hurts"]["stars"] == "2" and cards["decode-drowns"]["stars"] == "1"
     assert "★☆★" in cards["mixing-hurts"]["text"]
     assert page.get_attribute("#stf-total .stf-total", "data-earned") == "3"
-    _shot(page, "hub-with-stars.png")
+    shot(page, "hub-with-stars.png")
     assert page.errors == []
 
 
@@ -200,7 +194,7 @@ def test_corrupt_storage_never_breaks_the_hub_nor_loses_readable_stars(page, ser
     assert page.evaluate(f"localStorage.getItem({json.dumps(BACKUP)})") == raw  # the raw text is kept aside
     assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")) == {"version": 1, "stars": kept}
     if case == "partly-bad":
-        _shot(page, "hub-recovered.png")
+        shot(page, "hub-recovered.png")
     assert page.errors == []
 
 
@@ -269,7 +263,7 @@ def test_lab_shows_the_loading_screen_then_a_clear_error_with_retry(page, server
     assert page.evaluate("document.activeElement.id") == "stf-retry"
     box = page.locator(".stf-loader-card").bounding_box()
     assert box["width"] > 300 and box["height"] > 200  # not a blank page
-    _shot(page, "lab-error.png")
+    shot(page, "lab-error.png")
     # Retry loads everything again (a fresh start), and fails the same clear way.
     with page.expect_navigation():
         page.click("#stf-retry")
@@ -285,7 +279,7 @@ def test_lab_opened_from_a_file_says_to_serve_it_over_http(page, dist):
     hint = page.inner_text("#stf-error-hint")
     assert "python -m http.server 8000" in hint and "HTTP" in hint
     assert page.is_hidden("#stf-retry")
-    _shot(page, "lab-file-url.png")
+    shot(page, "lab-file-url.png")
     # The hub itself works from a file, and says the same.
     page.goto((dist / "index.html").as_uri())
     page.wait_for_selector('#stf-missions[data-loaded="true"]')
@@ -301,7 +295,7 @@ def test_lab_in_an_iframe_shows_its_compact_loading_screen(page, server):
     assert frame.locator("html.stf-embed").count() == 1
     assert "Could not download the Python runtime" in frame.locator("#stf-error-message").inner_text()
     assert frame.locator("a.stf-back").get_attribute("target") == "_blank"  # leaves the blog's iframe
-    _shot(page, "lab-embed-error.png")
+    shot(page, "lab-embed-error.png")
 
 
 def test_self_hosted_pyodide_folder_is_used(browser, tmp_path_factory):
@@ -325,7 +319,7 @@ def test_self_hosted_pyodide_folder_is_used(browser, tmp_path_factory):
         assert pg.get_attribute('li[data-step="packages"]', "data-status") == "failed"
         assert "Could not download Python packages" in pg.inner_text("#stf-error-message")
         assert "./pyodide/" in pg.inner_text("#stf-error-hint")
-        _shot(pg, "lab-self-hosted-packages-missing.png")
+        shot(pg, "lab-self-hosted-packages-missing.png")
     finally:
         context.close()
         srv.stop()
@@ -387,7 +381,7 @@ def test_lab_runs_python_in_the_browser_worker_up_to_the_packages_it_lacks(brows
         trail = pg.evaluate("window.__stf")
         assert any(t.startswith("loading|packages|Downloading packages") for t in trail), trail
         assert any(t.startswith("loading|app|") for t in trail), trail
-        _shot(pg, "lab-stand-in-packages-app-error.png")
+        shot(pg, "lab-stand-in-packages-app-error.png")
     finally:
         context.close()
         srv.stop()

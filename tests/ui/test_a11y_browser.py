@@ -22,6 +22,7 @@ from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (test
 from lab.core.report import REQUESTS_CSV_COLUMNS  # noqa: E402
 from lab.ui.a11y import ANNOUNCE_ID  # noqa: E402
 from siblings import sibling  # noqa: E402
+from screenshots import shot  # noqa: E402
 
 _browser = sibling("test_browser")
 settle, painted = _browser.settle, _browser.painted
@@ -51,13 +52,6 @@ def _need_axe():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(reason)
         pytest.skip(reason)
-
-
-def shot(page, name):
-    folder = os.environ.get("STF_SCREENSHOTS")
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-        page.screenshot(path=os.path.join(folder, name), full_page=True)
 
 
 def open_lab(page, server, query):

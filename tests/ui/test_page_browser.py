@@ -17,6 +17,7 @@ pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
 from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
+from screenshots import shot  # noqa: E402  (tests/ is on sys.path)
 
 
 
@@ -81,14 +82,6 @@ CARD_OVERFLOW = """() => {
     }
     return out;
 }"""
-
-
-def shot(target, name):
-    """Keep a screenshot when STF_SCREENSHOTS names a folder."""
-    folder = os.environ.get("STF_SCREENSHOTS")
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-        target.screenshot(path=os.path.join(folder, name))
 
 
 def html_data(page, key):

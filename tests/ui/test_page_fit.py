@@ -11,7 +11,6 @@ Waits are on DOM conditions, never sleeps. Set STF_SCREENSHOTS=DIR to keep scree
 """
 
 import math
-import os
 
 import pytest
 
@@ -21,6 +20,7 @@ from bokeh.models import BasicTicker, FixedTicker, HoverTool, NoOverlap  # noqa:
 
 from lab.core.missions import list_missions  # noqa: E402
 from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
+from screenshots import shot  # noqa: E402  (tests/ is on sys.path)
 from lab.ui.catalog import Catalog  # noqa: E402
 from lab.ui.plots import MAX_X_TICKS, MIN_PLOT_PX, Plots, log_ticks, strip_view, thin_ticks  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
@@ -63,13 +63,6 @@ OFF_RIGHT = """() => {
     }
     return {scroll: document.scrollingElement.scrollWidth, width: W, off: out.slice(0, 12)};
 }"""
-
-
-def shot(target, name):
-    folder = os.environ.get("STF_SCREENSHOTS")
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-        target.screenshot(path=os.path.join(folder, name), full_page=True)
 
 
 def open_lab(page, server, query):
