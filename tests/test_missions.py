@@ -430,6 +430,40 @@ def test_brief_as_lines_or_text():
         load_mission(bad)
 
 
+def test_debrief_and_outro_are_read_checked_and_round_trip():
+    base = json.loads((MISSIONS / "07-book-store.json").read_text(encoding="utf-8"))
+    base.pop("outro", None)
+    for s in base["stars"]:
+        s.pop("debrief", None)
+    plain = load_mission(base)  # both are optional for the loader (lab check requires them)
+    assert plain.outro == "" and all(s.debrief == "" for s in plain.stars)
+    assert "outro" not in plain.to_dict() and all("debrief" not in s for s in plain.to_dict()["stars"])
+    told = copy.deepcopy(base)
+    told["stars"][1]["debrief"] = ["Splitting moves prefill off the decode GPUs.", "No step waits for a prompt."]
+    told["outro"] = "  Next: **the surge**.  "
+    m = load_mission(told)
+    assert m.stars[1].debrief == "Splitting moves prefill off the decode GPUs.\nNo step waits for a prompt."
+    assert m.stars[0].debrief == "" and m.outro == "Next: **the surge**."
+    assert load_mission(m.to_dict()).to_dict() == m.to_dict()
+    cases = [
+        (("stars", 0, "debrief"), 5, r"^stars\[0\]\.debrief: expected Markdown text or a list of lines, got 5$"),
+        (("stars", 0, "debrief"), ["ok", None], r"^stars\[0\]\.debrief\[1\]: expected a line of text, got null$"),
+        (("stars", 2, "debrief"), "  ", r"^stars\[2\]\.debrief: must not be empty$"),
+        (("stars", 1, "debrief"), "x" * 501, r"^stars\[1\]\.debrief: is 501 characters \('xxx.*\.\.\.'\); keep it to 500$"),
+        (("outro",), {"text": "hi"}, r"^outro: expected Markdown text or a list of lines, got an object$"),
+        (("outro",), ["y" * 500, "y" * 400], r"^outro: is 901 characters .*; keep it to 800$"),
+        (("stars", 0, "debreif"), "typo", r"^stars\[0\]\.debreif: unknown field; did you mean 'debrief'\?"),
+    ]
+    for where, value, message in cases:
+        bad = copy.deepcopy(base)
+        node = bad
+        for key in where[:-1]:
+            node = node[key]
+        node[where[-1]] = value
+        with pytest.raises(LabError, match=message):
+            load_mission(bad)
+
+
 # ---------------------------------------------------------------- schema.json
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra (pip install -e .[test])")
@@ -461,6 +495,18 @@ SCHEMA_CATCHES = [
 def test_schema_rejects_broken_missions(validator, name):
     data = json.loads((CORPUS / name).read_text(encoding="utf-8"))
     assert list(validator.iter_errors(data)), f"schema.json accepted {name}"
+
+
+def test_schema_knows_debrief_and_outro(validator):
+    data = json.loads((MISSIONS / "07-book-store.json").read_text(encoding="utf-8"))
+    data["outro"] = ["Next: mission 8."]
+    data["stars"][0]["debrief"] = "Why it works."
+    assert not list(validator.iter_errors(data))
+    for mutate in (lambda d: d.update(outro=3), lambda d: d["stars"][0].update(debrief="x" * 501),
+                   lambda d: d["stars"][0].update(debrief=[1])):
+        bad = copy.deepcopy(data)
+        mutate(bad)
+        assert list(validator.iter_errors(bad)), bad
 
 
 def test_schema_enums_match_the_core():
