@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.core import Scenario, simulate, summarize
+from lab.core import Scenario, blame_summary, request_blame, simulate, summarize
 from lab.core.errors import LabError
 from lab.core.metrics import METRIC_NAMES
 from lab.core.missions import (
@@ -218,13 +218,59 @@ def test_blog_mission_4_surge():
     assert run(m.apply({"layout": "disaggregated", "prefill_gpus": 5, "decode_gpus": 3}))["slo_attainment"] >= 0.95
 
 
+def split(mission, prefill, decode):
+    """The mission's start with another split (outside the mission's control ranges too)."""
+    return mission.scenario.with_changes({"fleet.prefill_gpus": prefill, "fleet.decode_gpus": decode})
+
+
 def test_chat_and_code_missions_want_different_splits():
     conv, code = by_id("conversation-trace"), by_id("code-trace")
     assert conv.scenario.fleet == code.scenario.fleet
-    assert run(conv.apply({"prefill_gpus": 2, "decode_gpus": 4}))["slo_attainment"] >= 0.95
-    assert run(code.apply({"prefill_gpus": 2, "decode_gpus": 4}))["slo_attainment"] < 0.95
-    assert run(code.apply({"prefill_gpus": 5, "decode_gpus": 1}))["slo_attainment"] >= 0.95
-    assert run(conv.apply({"prefill_gpus": 5, "decode_gpus": 1}))["slo_attainment"] < 0.95
+    assert run(split(conv, 2, 4))["slo_attainment"] >= 0.95
+    assert run(split(code, 2, 4))["slo_attainment"] < 0.95
+    assert run(split(code, 5, 1))["slo_attainment"] >= 0.95
+    assert run(split(conv, 5, 1))["slo_attainment"] < 0.95
+
+
+def test_mission_10_the_decode_pool_runs_out_of_kv_memory():
+    m = by_id("memory-full")
+    result = simulate(m.scenario)
+    start = summarize(result)
+    causes = blame_summary(request_blame(result))["missed_by_cause"]
+    # Every miss waits for decode KV room while the prefill pool idles: memory binds, not compute.
+    assert start["slo_attainment"] < 0.5 and causes["kv_wait"] >= 0.9
+    assert start["util_prefill"] < 0.1
+    kv_per_gpu = m.scenario.model.kv_tokens_per_gpu
+    mean_need = 2 * 1500  # prompt + answer, both reserved on the decode GPU
+    assert kv_per_gpu // mean_need < 50  # about 40 answers per decode GPU
+    # Same four GPUs: as a split (1 + 3) the prefill GPU's memory holds no answers; colocated all four do.
+    assert run(m.apply({"prefill_gpus": 1, "decode_gpus": 3}))["slo_attainment"] < 0.95
+    assert run(m.apply({"layout": "colocated", "gpus": 4}))["slo_attainment"] >= 0.95
+
+
+def test_mission_11_the_prefill_clock_moves_the_transfer_into_the_first_gap():
+    m = by_id("first-token-clock")
+    assert m.scenario.fleet.first_token == "decode" and "max_gap_ms" in m.scenario.slo.to_dict()
+    honest, flipped = simulate(m.scenario), simulate(m.apply({"first_token": "prefill"}))
+    a, b = summarize(honest), summarize(flipped)
+    # The "improvement": TTFT drops by about a transfer...
+    assert b["ttft_p90_s"] < a["ttft_p90_s"] - 0.05
+    # ...but nothing the reader sees moved: same steps, every answer ends at the same time.
+    assert [(g.start, g.end, g.decode_seqs) for g in honest.gpus] == [(g.start, g.end, g.decode_seqs) for g in flipped.gpus]
+    assert [r.finish for r in honest.requests] == [r.finish for r in flipped.requests]
+    # The transfer now sits in the first gap, so the SLO's gap term misses it and Blame names it.
+    assert b["slo_attainment"] < a["slo_attainment"] - 0.2
+    assert blame_summary(request_blame(flipped))["missed_by_cause"]["transfer"] >= 0.9
+    # So no star can be earned by flipping the clock alone.
+    assert not any(m.evaluate(b))
+
+
+def test_outros_of_missions_6_on_point_to_the_next_and_the_last_says_so():
+    later = [mm for mm in list_missions() if mm.order >= 6]
+    assert [mm.order for mm in later] == list(range(6, 6 + len(later)))
+    for here, nxt in zip(later, later[1:]):
+        assert nxt.title in here.outro, (here.id, here.outro)
+    assert "last mission" in later[-1].outro
 
 
 # ---------------------------------------------------------------- controls and apply()
@@ -243,7 +289,7 @@ def test_controls_metadata(book):
     layout = book.controls["layout"]
     assert (layout.kind, layout.choices, layout.min) == ("choice", ("colocated", "disaggregated"), None)
     assert gpus.value(book.scenario) == 4
-    assert book.settings() == {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2}
+    assert book.settings() == {"layout": "colocated", "gpus": 4, "prefill_gpus": 3, "decode_gpus": 1}
     assert [c.name for c in book.active_controls()] == ["layout", "gpus"]
     split = book.apply({"layout": "disaggregated"})
     assert [c.name for c in book.active_controls(split)] == ["layout", "prefill_gpus", "decode_gpus"]
