@@ -266,7 +266,7 @@ def build_parser():
     chk = sub.add_parser("check", help="validate and solve mission files")
     chk.add_argument("files", nargs="+", help="mission files or folders (schema.json is skipped)")
     chk.add_argument("--json", action="store_true", help="print the reports as JSON")
-    chk.add_argument("--time-budget", type=float, default=30.0, help="seconds allowed per mission (default 30)")
+    chk.add_argument("--time-budget", type=float, default=60.0, help="seconds allowed per mission (default 60)")
     chk.add_argument("--seeds", default="5",
                      help="seeds each star's cheapest setting (and the start) is run on (default 5)")
     chk.set_defaults(func=cmd_check)

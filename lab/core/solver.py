@@ -1,9 +1,20 @@
 """The mission checker: run the start, then find the cheapest setting that earns each star.
 
-    report = check_mission(load_mission("missions/02-decode-drowns.json"))
+    report = check_mission(load_mission("missions/02-decode-drowns.json"), seeds=5)
     print(report.format())
     report.ok            # False when the start already earns every star, a star cannot be
-                         # earned by any allowed setting, or the time budget ran out
+                         # earned by any allowed setting, or the time budget ran out; and when
+                         # a star can be won without understanding (below)
+
+Stars that need understanding (each a problem in the report):
+- a later star's cheapest setting is an earlier star's (compared on the controls that
+  matter in its layout): the later star teaches nothing new;
+- the last star is earned by one control change from the start (every value of every
+  control, the rate only for traffic stars);
+- a star is earned in fewer than SEED_SHARE of `seeds` seeds (the scenario's seed and the
+  next ones) at its cheapest setting, or the start earns it in any of them;
+- a star has no debrief, or the mission no outro.
+Each star's margin (per predicate, at its cheapest setting, on the worst seed) is reported.
 
 How the search works (also in missions/README.md):
 - "Cheapest" means the fewest GPUs in total; among settings with that many GPUs, the
