@@ -194,6 +194,10 @@ def cmd_check(args):
     from lab.core.missions import load_each
     from lab.core.solver import check_mission
 
+    seeds = args.seeds.strip()
+    if not (seeds.isascii() and seeds.isdigit() and len(seeds) <= 3 and 1 <= int(seeds) <= 100):
+        raise LabError("--seeds", f"expected a whole number from 1 to 100, got {seeds[:20]!r}")
+    seeds = int(seeds)
     files = mission_files(args.files)
     if not files:
         raise LabError("check", f"no mission files in {' '.join(args.files)}")
@@ -213,7 +217,7 @@ def cmd_check(args):
             fail(path, str(error))
             continue
         try:
-            report = check_mission(mission, time_budget_s=args.time_budget)
+            report = check_mission(mission, time_budget_s=args.time_budget, seeds=seeds)
         except LabError as exc:
             fail(path, str(exc))
             continue
@@ -262,7 +266,9 @@ def build_parser():
     chk = sub.add_parser("check", help="validate and solve mission files")
     chk.add_argument("files", nargs="+", help="mission files or folders (schema.json is skipped)")
     chk.add_argument("--json", action="store_true", help="print the reports as JSON")
-    chk.add_argument("--time-budget", type=float, default=10.0, help="seconds allowed per mission (default 10)")
+    chk.add_argument("--time-budget", type=float, default=60.0, help="seconds allowed per mission (default 60)")
+    chk.add_argument("--seeds", default="5",
+                     help="seeds each star's cheapest setting (and the start) is run on (default 5)")
     chk.set_defaults(func=cmd_check)
 
     srv = sub.add_parser("serve", help="serve the lab locally (offline)", add_help=False)

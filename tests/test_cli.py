@@ -12,6 +12,7 @@ from lab import core
 from lab.cli import main
 from lab.core import engine
 from lab.core.metrics import METRIC_NAMES, RUN_NAMES
+from mini_missions import good_mini, mini
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -186,8 +187,8 @@ def test_run_header_describes_this_scenario(tmp_path, capsys):
 
 
 def write_mission(folder, name, mutate=None):
-    data = json.loads((REPO / "missions" / "07-book-store.json").read_text(encoding="utf-8"))
-    data["scenario"]["workload"]["duration_s"] = 10  # a quick solve
+    data = good_mini()  # passes every rule of `lab check` and solves in about a second
+    data["id"] = "book-store"
     if mutate:
         mutate(data)
     (folder / name).write_text(json.dumps(data), encoding="utf-8")
@@ -211,6 +212,36 @@ def test_check_reports_every_file_and_duplicate_ids(tmp_path, capsys):
     assert main(["check", str(tmp_path / "b-broken.json"), str(tmp_path / "c-same-id.json"), "--json"]) == 1
     reports = json.loads(capsys.readouterr().out)
     assert [r["ok"] for r in reports] == [False, True]  # alone, the copy is fine
+
+
+def test_check_seeds_rules_and_margins_in_text_and_json(tmp_path, capsys):
+    write_mission(tmp_path, "good.json")
+    # Both stars share one fix, and the last one is a single move away (a 2 + 1 split is two: split, add).
+    (tmp_path / "bad.json").write_text(json.dumps(dict(mini(), id="bad")), encoding="utf-8")
+    assert main(["check", str(tmp_path / "good.json"), "--seeds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("seeds: earned in 3 of 3 seeds (seeds 3-5); the start fails it in all 3") == 3
+    assert "margin (worst seed): slo_attainment " in out and "worst_gap_p99_ms " in out and "vs <= 20: +" in out
+    assert main(["check", str(tmp_path / "bad.json")]) == 1
+    out = capsys.readouterr().out
+    assert "problem: star 2's cheapest fix is star 1's (layout=disaggregated, prefill_gpus=2, decode_gpus=1)" in out
+    assert "seeds: earned in 5 of 5 seeds (seeds 3-7)" in out and out.rstrip().splitlines()[-1].startswith("  problem: ")
+    assert main(["check", str(tmp_path / "good.json"), "--seeds", "2", "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["seeds"] == [3, 4]
+    assert [s["seeds_earned"] for s in report["stars"]] == [2, 2, 2]
+    margins = report["stars"][0]["margins"]
+    assert margins[0]["predicate"] == "slo_attainment >= 0.95" and margins[0]["margin"] == margins[0]["value"] - 0.95
+    assert report["stars"][0]["debrief"] == "Why this fix works."
+
+
+@pytest.mark.parametrize("bad", ["0", "101", "abc", "2.5", "-1", "", "9" * 40])
+def test_check_rejects_a_bad_seed_count(tmp_path, bad, capsys):
+    write_mission(tmp_path, "good.json")
+    assert main(["check", str(tmp_path / "good.json"), "--seeds", bad]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --seeds: expected a whole number from 1 to 100, got ") and "Traceback" not in err
+    assert len(err) < 120
 
 
 def test_serve_on_a_busy_port_is_an_error_not_a_traceback(capsys):

@@ -3,44 +3,13 @@
 import itertools
 import json
 
+import pytest
+
 from lab.core import simulate, summarize
+from lab.core.errors import LabError
 from lab.core.missions import Control, load_mission
 from lab.core.solver import CheckReport, _coarse, check_mission
-
-
-def star(label, *preds):
-    return {"label": label, "when": [{"metric": m, "op": op, "value": v} for m, op, v in preds]}
-
-
-def mini(controls=None, stars=None, **scenario_changes):
-    """A small mission (15 s of traffic) that checks in well under a second."""
-    scenario = {
-        "workload": {"rate": 12, "duration_s": 15, "prompt_tokens": 2500, "output_tokens": 120},
-        "fleet": {"layout": "colocated", "gpus": 2, "prefill_gpus": 1, "decode_gpus": 1},
-        "slo": {"ttft_s": 1.5, "tpot_ms": 25},
-        "seed": 3,
-        "drain_s": 30,
-    }
-    for key, value in scenario_changes.items():
-        scenario[key] = value
-    return {
-        "id": "mini",
-        "title": "Mini",
-        "order": 0,
-        "summary": "A tiny mission for tests.",
-        "brief": "Small.\n\n**Try:** anything.",
-        "scenario": scenario,
-        "controls": controls if controls is not None else {
-            "layout": {"choices": ["colocated", "disaggregated"]},
-            "gpus": {"min": 1, "max": 5},
-            "prefill_gpus": {"min": 1, "max": 3},
-            "decode_gpus": {"min": 1, "max": 3},
-        },
-        "stars": stars if stars is not None else [
-            star("SLO", ("slo_attainment", ">=", 0.95)),
-            star("SLO, smooth", ("slo_attainment", ">=", 0.95), ("worst_gap_p99_ms", "<=", 60)),
-        ],
-    }
+from mini_missions import GOOD_STARS, SEEDS, good_mini, mini, star
 
 
 def all_settings(m):
@@ -65,7 +34,7 @@ def brute_force(m):
 
 
 def test_cheapest_matches_brute_force():
-    m = load_mission(mini())
+    m = load_mission(good_mini())
     report = check_mission(m, time_budget_s=120)
     assert isinstance(report, CheckReport)
     assert report.ok, report.format()
@@ -81,25 +50,56 @@ def test_cheapest_matches_brute_force():
 
 
 def test_report_contents_and_format():
-    report = check_mission(mini(), time_budget_s=120)
+    report = check_mission(good_mini(), time_budget_s=120)
+    assert report.ok, report.format()
     assert report.start_settings == {"layout": "colocated", "gpus": 2, "prefill_gpus": 1, "decode_gpus": 1}
     assert report.cheapest[0] == {"layout": "disaggregated", "gpus": 2, "prefill_gpus": 2, "decode_gpus": 1}
+    assert report.cheapest[1] == {"layout": "colocated", "gpus": 4, "prefill_gpus": 1, "decode_gpus": 1}
+    assert report.cheapest[2] == {"layout": "disaggregated", "gpus": 2, "prefill_gpus": 2, "decode_gpus": 2}
+    assert [s.changes for s in report.solutions] == [2, 1, 3]
     assert report.start_metrics["gpus"] == 2
-    assert report.start_stars == [False, False]
+    assert report.start_stars == [False, False, False]
     assert report.cheapest == [s.settings for s in report.solutions]
     assert report.runs >= 2 and report.elapsed_s > 0 and report.start_run_s > 0
+    assert report.seeds == list(SEEDS)
     text = report.format()
     lines = text.splitlines()
     assert lines[0] == "mini — Mini"
     assert lines[1].startswith("  start: layout=colocated, gpus=2")
     assert "slo_attainment" in lines[2]
-    assert "stars at start: ☆☆ (0 of 2)" in text
-    assert "1. SLO [slo_attainment >= 0.95]" in text
-    assert "cheapest: " in text
+    assert "stars at start: ☆☆☆ (0 of 3)" in text
+    assert "1. 95% [slo_attainment >= 0.95]" in text
+    assert "cheapest: layout=disaggregated, prefill_gpus=2, decode_gpus=1 (2 changes from the start)" in text
+    assert "cheapest: layout=colocated, gpus=4 (1 change from the start)" in text
+    assert text.count("seeds: earned in 5 of 5 seeds (seeds 3-7); the start fails it in all 5") == 3
+    # One change from the start (4 colocated GPUs) earns star 2, and no change earns more.
+    assert report.one_change == {"control": "gpus", "value": 4, "stars": 2}
+    assert "one change from the start earns at most 2 of 3 stars (gpus=4)" in text
     assert text.rstrip().endswith(": ok")
     data = json.loads(json.dumps(report.to_dict()))
     assert data["ok"] is True and data["mission"] == "mini"
-    assert [s["earned_at_start"] for s in data["stars"]] == [False, False]
+    assert [s["earned_at_start"] for s in data["stars"]] == [False, False, False]
+    assert [s["seeds_earned"] for s in data["stars"]] == [5, 5, 5]
+    assert [s["start_seeds_earned"] for s in data["stars"]] == [0, 0, 0]
+    assert data["stars"][2]["margins"][1]["predicate"] == "worst_gap_p99_ms <= 20"
+    assert data["seeds"] == list(SEEDS) and data["one_change"]["stars"] == 2
+
+
+def test_margins_are_the_worst_seed_at_the_winning_setting():
+    m = load_mission(good_mini())
+    report = check_mission(m, time_budget_s=120)
+    sol = report.solutions[1]  # 95% colocated: 4 GPUs, close to the threshold on some seeds
+    runs = [summarize(simulate(m.apply(sol.settings).with_changes({"seed": sd}))) for sd in SEEDS]
+    worst = min(r["slo_attainment"] for r in runs)
+    pred, value, margin = sol.margins[0]
+    assert pred.metric == "slo_attainment" and value == worst
+    assert margin == worst - 0.95
+    assert min(r["slo_attainment"] for r in runs) < max(r["slo_attainment"] for r in runs)  # the seeds differ here
+    gap_pred, gap_value, gap_margin = report.solutions[2].margins[1]
+    gap_runs = [summarize(simulate(m.apply(report.cheapest[2]).with_changes({"seed": sd}))) for sd in SEEDS]
+    assert gap_value == max(r["worst_gap_p99_ms"] for r in gap_runs) and gap_margin == 20 - gap_value
+    text = report.format()
+    assert f"margin (worst seed): slo_attainment {worst:.3f} vs >= 0.95: +{worst - 0.95:.3f}; prefill_gpus 0 vs == 0: +0" in text
 
 
 def test_start_that_earns_every_star_is_not_ok():
@@ -108,6 +108,91 @@ def test_start_that_earns_every_star_is_not_ok():
     assert not report.ok
     assert any("already earns every star" in p for p in report.problems)
     assert "NOT OK" in report.format()
+
+
+def test_a_later_star_with_an_earlier_stars_fix_is_not_ok():
+    report = check_mission(mini(), time_budget_s=120)  # "SLO" and "SLO, smooth": the same 2 + 1 split
+    assert report.cheapest[0] == report.cheapest[1]
+    assert not report.ok
+    assert ("star 2's cheapest fix is star 1's (layout=disaggregated, prefill_gpus=2, decode_gpus=1): "
+            "star 2 ('SLO, smooth') should need a different change, not the same setting") in report.problems
+    assert "(as star 1; 2 changes from the start)" in report.format()
+
+
+def test_a_fix_equal_but_for_controls_that_do_nothing_counts_as_the_same():
+    # Star 2 is star 1 plus a fleet bound: the cheapest splits differ only in `gpus`, which a split ignores.
+    report = check_mission(mini(stars=[
+        star("95%", ("slo_attainment", ">=", 0.95)),
+        star("95% on three", ("slo_attainment", ">=", 0.95), ("gpus", "<=", 3)),
+    ]), time_budget_s=120)
+    assert any(p.startswith("star 2's cheapest fix is star 1's") for p in report.problems), report.format()
+
+
+def test_a_last_star_one_control_change_away_is_not_ok():
+    report = check_mission(mini(stars=[
+        star("95% on three", ("slo_attainment", ">=", 0.95), ("gpus", "<=", 3)),
+        star("95% colocated", ("slo_attainment", ">=", 0.95), ("prefill_gpus", "==", 0)),
+    ]), time_budget_s=120)
+    assert report.cheapest[1] == {"layout": "colocated", "gpus": 4, "prefill_gpus": 1, "decode_gpus": 1}
+    assert not report.ok
+    assert ("star 2 ('95% colocated'), the last, is earned by one control change from the start (gpus=4): "
+            "the last star should need more than one move") in report.problems
+    # Star 1 is two moves away (split, then a second prefill GPU): that is fine.
+    assert not any(p.startswith("star 1") for p in report.problems), report.format()
+
+
+def test_a_star_that_holds_in_too_few_seeds_is_not_ok():
+    # 99% on four colocated GPUs: met on the mission's own seed, missed on two of the next four.
+    report = check_mission(mini(stars=[
+        star("95% on three", ("slo_attainment", ">=", 0.95), ("gpus", "<=", 3)),
+        star("99% colocated", ("slo_attainment", ">=", 0.99), ("prefill_gpus", "==", 0), ("gpus", "<=", 4)),
+    ]), time_budget_s=120)
+    sol = report.solutions[1]
+    assert sol.settings["gpus"] == 4 and sol.earned_at_start is False
+    assert sol.seeds_earned < 4
+    assert (f"star 2 ('99% colocated') is earned in only {sol.seeds_earned} of 5 seeds at its cheapest setting "
+            "(layout=colocated, gpus=4); it needs 4: the fix sits on the edge of the threshold") in report.problems
+    assert f"seeds: earned in {sol.seeds_earned} of 5 seeds (seeds 3-7)" in report.format()
+    # One seed is not enough to see it; the rule scales: 4 of 5, 8 of 10, 1 of 1.
+    one = check_mission(mini(stars=[
+        star("95% on three", ("slo_attainment", ">=", 0.95), ("gpus", "<=", 3)),
+        star("99% colocated", ("slo_attainment", ">=", 0.99), ("prefill_gpus", "==", 0), ("gpus", "<=", 4)),
+    ]), time_budget_s=120, seeds=1)
+    assert not any("seeds at its cheapest" in p for p in one.problems), one.format()
+
+
+def test_a_star_the_start_earns_in_another_seed_is_not_ok():
+    # 2 colocated GPUs meet the SLO for 6% of requests on seed 3 but 13% on seed 5.
+    report = check_mission(mini(stars=[
+        star("10% on two", ("slo_attainment", ">=", 0.1), ("gpus", "<=", 2)),
+        *GOOD_STARS[1:],
+    ]), time_budget_s=120)
+    sol = report.solutions[0]
+    assert sol.earned_at_start is False and sol.start_seeds_earned >= 1
+    assert (f"star 1 ('10% on two'): the start already earns it in {sol.start_seeds_earned} of 5 seeds; "
+            "a star must need a change from the start in every seed") in report.problems
+    assert f"the START earns it in {sol.start_seeds_earned} of 5" in report.format()
+
+
+def test_seeds_needed_and_bad_seed_counts():
+    from lab.core.solver import seeds_needed
+
+    assert [seeds_needed(n) for n in (1, 2, 3, 4, 5, 10)] == [1, 2, 3, 4, 4, 8]
+    for bad in (0, -1, 101, 2.5, True, "5"):
+        with pytest.raises(LabError, match=r"^--seeds: expected a whole number from 1 to 100, got "):
+            check_mission(good_mini(), seeds=bad)
+
+
+def test_missing_debrief_and_outro_fail_the_check_but_load():
+    data = mini(stars=[GOOD_STARS[0], {k: v for k, v in GOOD_STARS[1].items() if k != "debrief"}, GOOD_STARS[2]], outro=None)
+    m = load_mission(data)
+    assert m.outro == "" and m.stars[1].debrief == "" and m.stars[0].debrief == "Why this fix works."
+    report = check_mission(m, time_budget_s=120)
+    assert not report.ok
+    assert report.problems == [
+        "star 2 ('95% colocated') has no debrief: say in 1 to 3 sentences why its fix works (the page shows it when the star is earned)",
+        "the mission has no outro: say what it taught and point to the next mission (the page shows it when every star is earned)",
+    ]
 
 
 def test_star_no_setting_can_earn_is_not_ok():
@@ -154,10 +239,13 @@ def test_time_budget():
 def test_rate_is_searched_only_for_traffic_stars():
     controls = {"gpus": {"min": 1, "max": 5}, "rate": {"min": 2, "max": 16, "step": 2}}
     slo_only = check_mission(mini(controls=controls, stars=[star("SLO", ("slo_attainment", ">=", 0.95))]), time_budget_s=120)
-    assert slo_only.ok, slo_only.format()
     # At the start's 12 req/s one or two GPUs miss; the solver does not turn the traffic down.
     assert slo_only.solutions[0].settings == {"gpus": 4, "rate": 12}
     assert any("lower the request rate" in n for n in slo_only.notes)
+    # Nor does the one-change rule: the move it names is 4 GPUs, not a lower rate.
+    assert slo_only.one_change == {"control": "gpus", "value": 4, "stars": 1}
+    assert [p for p in slo_only.problems if "one control change" in p] == [
+        "star 1 ('SLO'), the last, is earned by one control change from the start (gpus=4): the last star should need more than one move"]
     traffic = check_mission(mini(controls=controls, stars=[
         star("Serve 3 req/s on one GPU", ("goodput_rps", ">=", 3), ("gpus", "<=", 1)),
     ]), time_budget_s=120)

@@ -25,6 +25,7 @@ __all__ = [
     "read_str",
     "read_dict",
     "read_list",
+    "read_lines",
     "describe",
     "number",
 ]
@@ -241,6 +242,28 @@ def read_str(data, key, path, default=MISSING, allow_empty=False):
     if not allow_empty and not value.strip():
         raise LabError(join(path, key), "must not be empty")
     return value
+
+
+def read_lines(data, key, path, default=MISSING, max_chars=None):
+    """Markdown text, or a list of lines (easier to write in JSON) joined with newlines."""
+    where = join(path, key)
+    raw = data.get(key)
+    if raw is None:
+        if default is MISSING:
+            raise LabError(where, "required field is missing")
+        return default
+    if isinstance(raw, list):
+        for i, line in enumerate(raw):
+            if not isinstance(line, str):
+                raise LabError(join(where, i), f"expected a line of text, got {describe(line)}")
+        raw = "\n".join(raw)
+    elif not isinstance(raw, str):
+        raise LabError(where, f"expected Markdown text or a list of lines, got {describe(raw)}")
+    if not raw.strip():
+        raise LabError(where, "must not be empty")
+    if max_chars is not None and len(raw) > max_chars:
+        raise LabError(where, f"is {len(raw):,} characters ({describe(raw)}); keep it to {max_chars:,}")
+    return raw
 
 
 def read_dict(data, key, path, default=MISSING):

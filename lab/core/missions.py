@@ -6,7 +6,8 @@
     evaluate_stars(m, summarize(simulate(s)))            # [True, False, False]
 
 A mission file is JSON (see missions/schema.json and missions/README.md):
-`id`, `title`, `order`, `summary`, `brief`, `scenario`, `controls`, `stars`.
+`id`, `title`, `order`, `summary`, `brief`, `scenario`, `controls`, `stars`, `outro`
+(and per star a `debrief`).
 Every mistake is reported as `LabError(path, message)` naming the field, the bad
 value and what is allowed; malformed JSON names the file, line and column.
 Nothing here runs a simulation (that is `solver.py`).
@@ -72,11 +73,13 @@ CONTROL_SPECS = {
     "prefill_batch_tokens": ("int", "Prefill batch (tokens)", ("colocated", "disaggregated"), None),
 }
 
-MISSION_KEYS = ("id", "title", "order", "summary", "brief", "scenario", "controls", "stars")
+MISSION_KEYS = ("id", "title", "order", "summary", "brief", "scenario", "controls", "stars", "outro")
 # "$schema" may point an editor at missions/schema.json; the loader ignores it.
 EDITOR_KEYS = ("$schema",)
 ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # the whole id: use fullmatch
 MAX_SUMMARY = 200
+# The outro (shown once every star is earned): what the mission taught, and where to go next.
+MAX_OUTRO = 800
 # How many values a numeric control may offer (a slider's notches).
 MAX_NOTCHES = 100_000
 
@@ -242,6 +245,7 @@ class Mission:
     controls: dict = field(hash=False)  # name -> Control, in the file's order
     stars: tuple
     path: str = None
+    outro: str = ""  # Markdown shown when every star is earned ("" = none written; `lab check` requires one)
 
     # ------------------------------------------------------------ settings
 
@@ -294,6 +298,7 @@ class Mission:
             "scenario": self.scenario.to_dict(),
             "controls": {name: c.to_dict() for name, c in self.controls.items()},
             "stars": [s.to_dict() for s in self.stars],
+            **({"outro": self.outro} if self.outro else {}),
         }
 
     @classmethod
@@ -320,23 +325,13 @@ class Mission:
         stars = parse_stars(F.read_list(data, "stars", ""), "stars")
         _check_stars_against(stars, scenario, controls)
         _check_trace_file(scenario)
-        return cls(mid, title, order, summary, brief, scenario, controls, stars, path)
+        outro = F.read_lines(data, "outro", "", default="", max_chars=MAX_OUTRO).strip()
+        return cls(mid, title, order, summary, brief, scenario, controls, stars, path, outro)
 
 
 def _read_brief(data):
     """Markdown text, or a list of lines (easier to write in JSON) joined with newlines."""
-    raw = data.get("brief")
-    if isinstance(raw, list):
-        for i, line in enumerate(raw):
-            if not isinstance(line, str):
-                raise LabError(f"brief[{i}]", f"expected a line of text, got {F.describe(line)}")
-        raw = "\n".join(raw)
-        if not raw.strip():
-            raise LabError("brief", "must not be empty")
-        return raw
-    if raw is not None and not isinstance(raw, str):
-        raise LabError("brief", f"expected Markdown text or a list of lines, got {F.describe(raw)}")
-    return F.read_str(data, "brief", "")
+    return F.read_lines(data, "brief", "")
 
 
 def _read_controls(data, scenario):

@@ -1,9 +1,20 @@
 """The mission checker: run the start, then find the cheapest setting that earns each star.
 
-    report = check_mission(load_mission("missions/02-decode-drowns.json"))
+    report = check_mission(load_mission("missions/02-decode-drowns.json"), seeds=5)
     print(report.format())
     report.ok            # False when the start already earns every star, a star cannot be
-                         # earned by any allowed setting, or the time budget ran out
+                         # earned by any allowed setting, or the time budget ran out; and when
+                         # a star can be won without understanding (below)
+
+Stars that need understanding (each a problem in the report):
+- a later star's cheapest setting is an earlier star's (compared on the controls that
+  matter in its layout): the later star teaches nothing new;
+- the last star is earned by one control change from the start (every value of every
+  control, the rate only for traffic stars);
+- a star is earned in fewer than SEED_SHARE of `seeds` seeds (the scenario's seed and the
+  next ones) at its cheapest setting, or the start earns it in any of them;
+- a star has no debrief, or the mission no outro.
+Each star's margin (per predicate, at its cheapest setting, on the worst seed) is reported.
 
 How the search works (also in missions/README.md):
 - "Cheapest" means the fewest GPUs in total; among settings with that many GPUs, the
@@ -28,6 +39,7 @@ How the search works (also in missions/README.md):
 """
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -36,9 +48,13 @@ from .errors import LabError
 from .metrics import summarize
 from .missions import CONTROL_SPECS, RATE_METRICS, load_mission
 
-__all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "REPORT_METRICS"]
+__all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "DEFAULT_SEEDS", "REPORT_METRICS",
+           "SEED_SHARE", "seeds_needed", "predicate_margin"]
 
 DEFAULT_TIME_BUDGET_S = 5.0
+DEFAULT_SEEDS = 5
+# A star's cheapest setting must earn it in at least this share of the seeds checked.
+SEED_SHARE = 0.8
 FLEET_CONTROLS = ("gpus", "prefill_gpus", "decode_gpus")
 # Metrics every report shows for the start (plus any metric a star tests).
 REPORT_METRICS = (
@@ -58,6 +74,11 @@ class StarSolution:
     metrics: dict = None  # that setting's metrics
     runs: int = 0  # settings tested for this star (simulated or pruned by fleet predicates)
     note: str = ""
+    changes: int = None  # controls the cheapest setting moves away from the start (the layout counts as one)
+    seeds: list = field(default_factory=list)  # the seeds checked at the cheapest setting
+    seeds_earned: int = None  # how many of them earn the star there
+    start_seeds_earned: int = None  # how many of them the start earns it in (must be 0)
+    margins: list = field(default_factory=list)  # [(predicate, worst value, worst margin)] over the seeds
 
     @property
     def gpus(self):
@@ -67,10 +88,16 @@ class StarSolution:
         return {
             "label": self.star.label,
             "when": self.star.describe(),
+            "debrief": self.star.debrief,
             "earned_at_start": self.earned_at_start,
             "cheapest": self.settings,
             "metrics": self.metrics,
+            "changes": self.changes,
             "runs": self.runs,
+            "seeds": list(self.seeds),
+            "seeds_earned": self.seeds_earned,
+            "start_seeds_earned": self.start_seeds_earned,
+            "margins": [{"predicate": p.describe(), "value": v, "margin": mg} for p, v, mg in self.margins],
             "note": self.note,
         }
 
@@ -89,6 +116,8 @@ class CheckReport:
     timed_out: bool = False
     problems: list = field(default_factory=list)  # why the mission is not ok
     notes: list = field(default_factory=list)  # worth knowing, not failures
+    seeds: list = field(default_factory=list)  # the seeds each star is checked on (the scenario's first)
+    one_change: dict = None  # the single control change from the start that earns the most stars
 
     @property
     def ok(self):
@@ -112,6 +141,8 @@ class CheckReport:
             "start_run_s": round(self.start_run_s, 4),
             "time_budget_s": self.time_budget_s,
             "timed_out": self.timed_out,
+            "seeds": list(self.seeds),
+            "one_change": self.one_change,
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
@@ -131,14 +162,29 @@ class CheckReport:
             head = f"  {'★' if sol.earned_at_start else '☆'} {sol.index + 1}. {sol.star.label} [{sol.star.describe()}]"
             lines.append(head)
             same = next((s for s in shown if s.settings == sol.settings), None) if sol.settings is not None else None
+            moves = "" if sol.changes is None else f"; {sol.changes} change{'' if sol.changes == 1 else 's'} from the start"
             if same is not None:
-                lines.append(f"      cheapest: {_settings_text(m, sol.settings)} (as star {same.index + 1})")
+                lines.append(f"      cheapest: {_settings_text(m, sol.settings)} (as star {same.index + 1}{moves})")
             elif sol.settings is not None:
-                lines.append(f"      cheapest: {_settings_text(m, sol.settings)}")
+                lines.append(f"      cheapest: {_settings_text(m, sol.settings)} ({moves[2:]})" if moves else f"      cheapest: {_settings_text(m, sol.settings)}")
                 lines.append(f"        {_metrics_text(sol.metrics, [p.metric for p in sol.star.when])}")
                 shown.append(sol)
             else:
                 lines.append(f"      {sol.note or 'no allowed setting earns it'}")
+            if sol.seeds_earned is not None:
+                n = len(sol.seeds)
+                start = "" if sol.start_seeds_earned is None else (
+                    f"; the start fails it in all {n}" if sol.start_seeds_earned == 0
+                    else f"; the START earns it in {sol.start_seeds_earned} of {n}")
+                lines.append(f"      seeds: earned in {sol.seeds_earned} of {n} seeds ({_seed_range(sol.seeds)}){start}")
+            if sol.margins:
+                worst = "worst seed" if len(sol.seeds) > 1 else "seed"
+                parts = [f"{p.metric} {_fmt_value(v)} vs {p.op} {p.value:g}: {_fmt_margin(mg)}" for p, v, mg in sol.margins]
+                lines.append(f"      margin ({worst}): " + "; ".join(parts))
+        if self.one_change is not None:
+            oc = self.one_change
+            lines.append(f"  one change from the start earns at most {oc['stars']} of {len(self.solutions)} stars"
+                         + (f" ({oc['control']}={_fmt_value(oc['value'])})" if oc["stars"] else ""))
         status = "ok" if self.ok else "NOT OK"
         timing = f"{self.runs} runs in {self.elapsed_s:.1f} s (budget {self.time_budget_s:g} s; one run of the start {self.start_run_s * 1000:.0f} ms)"
         lines.append(f"  {timing}: {status}")
@@ -167,6 +213,18 @@ def _fmt_value(value):
             return f"{value:.2f}"
         return f"{value:.3f}"
     return str(value)
+
+
+def _fmt_margin(value):
+    if value is None:
+        return "undefined"
+    return ("+" if value >= 0 else "-") + _fmt_value(abs(value))
+
+
+def _seed_range(seeds):
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seed" + ("s " if len(seeds) > 1 else " ") + ", ".join(str(x) for x in seeds)
 
 
 def _settings_text(mission, settings):
@@ -279,13 +337,21 @@ class _Search:
             self.timed_out = True
         return self.timed_out
 
-    def metrics(self, settings):
-        """The metrics of `settings` (cached); None when the settings make no valid scenario."""
-        key = tuple(sorted((k, repr(v)) for k, v in settings.items()))
+    def metrics(self, settings, seed=None):
+        """The metrics of `settings` (cached), on `seed` if given; None when they make no valid scenario.
+
+        Controls that do nothing in the settings' layout are left out of the cache key:
+        they give the same run.
+        """
+        if seed == self.mission.scenario.seed:
+            seed = None
+        key = (tuple(sorted((k, repr(v)) for k, v in _effective(self.mission, settings).items())), seed)
         if key in self.cache:
             return self.cache[key]
         try:
             scenario = self.mission.apply(settings)
+            if seed is not None:
+                scenario = scenario.with_changes({"seed": seed})
         except LabError:
             self.cache[key] = None
             return None
@@ -314,6 +380,67 @@ class _Search:
         return by_total
 
 
+def _effective(mission, settings):
+    """`settings` without the controls that do nothing in their layout."""
+    layout = settings.get("layout", mission.scenario.fleet.layout)
+    return {k: v for k, v in settings.items() if layout in CONTROL_SPECS[k][2]}
+
+
+def _changes(mission, settings, start):
+    """How many controls a student moves to go from `start` to `settings` (those that matter there)."""
+    return sum(1 for k, v in _effective(mission, settings).items() if start.get(k) != v)
+
+
+def _fleet_metrics(mission, settings):
+    """{gpus, prefill_gpus, decode_gpus} of `settings`, without a run (None: not a valid fleet)."""
+    try:
+        fleet = mission.apply(settings).fleet
+    except LabError:
+        return None
+    if fleet.layout == "colocated":
+        return {"gpus": fleet.total_gpus, "prefill_gpus": 0, "decode_gpus": 0}
+    return {"gpus": fleet.total_gpus, "prefill_gpus": fleet.prefill_gpus, "decode_gpus": fleet.decode_gpus}
+
+
+def _fleet_allows(star, fleet_metrics):
+    """Whether the star's fleet predicates hold for this fleet (if not, no run can earn it)."""
+    return fleet_metrics is not None and all(p.holds(fleet_metrics) for p in star.when if p.about_fleet)
+
+
+def seeds_needed(n):
+    """Of `n` seeds, how many a star's cheapest setting must earn it in."""
+    return math.ceil(SEED_SHARE * n - 1e-9)
+
+
+def predicate_margin(pred, metrics):
+    """How far `metrics` is on the right side of `pred` (negative: the wrong side; None: undefined)."""
+    actual = metrics.get(pred.metric) if metrics else None
+    if actual is None or isinstance(actual, bool) or (isinstance(actual, float) and math.isnan(actual)):
+        return None
+    if pred.op in (">", ">="):
+        return actual - pred.value
+    if pred.op in ("<", "<="):
+        return pred.value - actual
+    return -abs(actual - pred.value)
+
+
+def _one_change_settings(mission, start, vary_rate):
+    """[(control, value, settings)]: every setting that moves one control away from the start."""
+    layout = start.get("layout", mission.scenario.fleet.layout)
+    out = []
+    for name, control in mission.controls.items():
+        if name == "rate" and not vary_rate:
+            continue
+        if layout not in control.layouts:
+            continue  # changes nothing until the layout changes too (that is two moves)
+        grid = control.grid()
+        values = grid if grid is not None else _coarse(control, start[name], 17)
+        for value in values:
+            if value != start[name]:
+                out.append((name, value, {**start, name: value}))
+    return out
+
+
 def _rank(settings, metrics, start):
     slo = metrics.get("slo_attainment")
     goodput = metrics.get("goodput_rps")
@@ -325,8 +452,10 @@ def _vary_rate(mission, star):
     return "rate" in mission.controls and any(p.metric in RATE_METRICS for p in star.when)
 
 
-def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_counter):
-    """Validate (when given a path or dict), run the start, and solve every star."""
+def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_counter, seeds=DEFAULT_SEEDS):
+    """Validate (when given a path or dict), run the start, solve every star, and test each fix on `seeds` seeds."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 100:
+        raise LabError("--seeds", f"expected a whole number from 1 to 100, got {seeds!r}")
     mission = load_mission(mission)
     search = _Search(mission, time_budget_s, clock)
     t = clock()
@@ -367,6 +496,11 @@ def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_
             if best is not None:
                 sol.settings, sol.metrics = best[1], best[2]
                 open_stars.remove(sol)
+    for sol in solutions:
+        if sol.settings is not None:
+            sol.changes = _changes(mission, sol.settings, search.start)
+    last_by_one = _scan_one_change(mission, search, report)
+    _check_seeds(mission, search, report, seeds)
     report.runs = search.runs
     report.elapsed_s = clock() - search.t0
     report.timed_out = search.timed_out
@@ -374,6 +508,7 @@ def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_
     # Verdict.
     if all(start_stars):
         report.problems.append("the start already earns every star: there is nothing for the student to do")
+    _verdict_new_rules(mission, report, last_by_one)
     for sol in solutions:
         if sol.settings is None:
             if search.timed_out:
@@ -389,3 +524,106 @@ def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_
     if "rate" in mission.controls and not any(_vary_rate(mission, s) for s in mission.stars):
         report.notes.append("students may lower the request rate, and no star rewards traffic served (goodput_rps, ...): the SLO stars get easier that way")
     return report
+
+
+# ------------------------------------------------------------------ stars that need understanding
+
+def _scan_one_change(mission, search, report):
+    """Run every one-control change from the start; record the best one; return (control, value) earning the last star."""
+    vary = [_vary_rate(mission, star) for star in mission.stars]
+    best, last_by_one = None, None
+    for name, value, settings in _one_change_settings(mission, search.start, any(vary)):
+        if search.out_of_time():
+            break
+        fleet = _fleet_metrics(mission, settings)
+        if not any(_fleet_allows(star, fleet) for star in mission.stars):
+            metrics = fleet or {}  # no star allows this fleet: nothing to run
+        else:
+            metrics = search.metrics(settings)
+        if metrics is None:
+            continue
+        # A change of the rate only counts for the stars that reward traffic (the solver's rule too).
+        earned = [star.earned(metrics) and (name != "rate" or vary[i]) for i, star in enumerate(mission.stars)]
+        count = sum(earned)
+        if best is None or count > best["stars"]:
+            best = {"control": name, "value": value, "stars": count}
+        if earned[-1] and last_by_one is None:
+            last_by_one = (name, value)
+    report.one_change = best if best is not None else {"control": None, "value": None, "stars": 0}
+    return last_by_one
+
+
+def _check_seeds(mission, search, report, n):
+    """Each star at its cheapest setting, and the start, on the scenario's seed and the next n - 1."""
+    base = mission.scenario.seed
+    seeds = [(base + k) % 2**63 for k in range(n)]
+    report.seeds = seeds
+    if mission.scenario.workload.trace is not None and n > 1:
+        report.notes.append("the workload replays a trace: every seed gives the same requests")
+    start_fleet = _fleet_metrics(mission, search.start)
+    for sol in report.solutions:
+        sol.seeds = seeds
+        start_runs = []
+        for sd in (seeds if _fleet_allows(sol.star, start_fleet) else ()):
+            if search.out_of_time():
+                return
+            start_runs.append(search.metrics(search.start, sd))
+        sol.start_seeds_earned = sum(1 for r in start_runs if r is not None and sol.star.earned(r))
+        if sol.settings is None:
+            continue
+        runs = []
+        for sd in seeds:
+            if search.out_of_time():
+                return
+            runs.append(search.metrics(sol.settings, sd))
+        sol.seeds_earned = sum(1 for r in runs if r is not None and sol.star.earned(r))
+        margins = []
+        for pred in sol.star.when:
+            worst = None
+            for r in runs:
+                mg = predicate_margin(pred, r)
+                if mg is None:
+                    worst = (None, None)
+                    break
+                if worst is None or mg < worst[1]:
+                    worst = (r.get(pred.metric), mg)
+            margins.append((pred, worst[0], worst[1]))
+        sol.margins = margins
+
+
+def _verdict_new_rules(mission, report, last_by_one):
+    """The rules that make a star need understanding: a new idea per star, more than one move, not luck."""
+    m = mission
+    sols = report.solutions
+    need = seeds_needed(len(report.seeds))
+    for sol in sols:
+        i, label = sol.index + 1, sol.star.label
+        if sol.start_seeds_earned:
+            report.problems.append(
+                f"star {i} ({label!r}): the start already earns it in {sol.start_seeds_earned} of {len(report.seeds)} seeds; "
+                "a star must need a change from the start in every seed")
+        if sol.seeds_earned is not None and sol.seeds_earned < need:
+            report.problems.append(
+                f"star {i} ({label!r}) is earned in only {sol.seeds_earned} of {len(report.seeds)} seeds at its cheapest setting "
+                f"({_settings_text(m, sol.settings)}); it needs {need}: the fix sits on the edge of the threshold")
+        if sol.settings is None:
+            continue
+        earlier = next((e for e in sols[:sol.index] if e.settings is not None
+                        and _effective(m, e.settings) == _effective(m, sol.settings)), None)
+        if earlier is not None:
+            report.problems.append(
+                f"star {i}'s cheapest fix is star {earlier.index + 1}'s ({_settings_text(m, sol.settings)}): "
+                f"star {i} ({label!r}) should need a different change, not the same setting")
+    if last_by_one is not None:
+        name, value = last_by_one
+        report.problems.append(
+            f"star {len(sols)} ({sols[-1].star.label!r}), the last, is earned by one control change from the start "
+            f"({name}={_fmt_value(value)}): the last star should need more than one move")
+    for sol in sols:
+        if not sol.star.debrief:
+            report.problems.append(
+                f"star {sol.index + 1} ({sol.star.label!r}) has no debrief: say in 1 to 3 sentences why its fix works "
+                "(the page shows it when the star is earned)")
+    if not m.outro:
+        report.problems.append("the mission has no outro: say what it taught and point to the next mission "
+                               "(the page shows it when every star is earned)")

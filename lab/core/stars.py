@@ -20,9 +20,11 @@ from . import fields as F
 from .errors import LabError
 from .metrics import METRIC_NAMES
 
-__all__ = ["OPS", "MAX_STARS", "Predicate", "Star", "parse_stars", "evaluate_stars"]
+__all__ = ["OPS", "MAX_STARS", "MAX_DEBRIEF", "Predicate", "Star", "parse_stars", "evaluate_stars"]
 
 MAX_STARS = 3
+# A debrief is 1 to 3 sentences (why the star's fix works); longer belongs in the brief.
+MAX_DEBRIEF = 500
 
 # The comparison operators a predicate may use, in the order the docs list them.
 OPS = {
@@ -112,11 +114,13 @@ class Star:
 
     label: str
     when: tuple
+    debrief: str = ""  # Markdown: why the fix works, shown once the star is earned ("" = none written)
 
     @classmethod
     def from_dict(cls, data, path):
-        F.check_keys(data, path, ("label", "when"))
+        F.check_keys(data, path, ("label", "when", "debrief"))
         label = F.read_str(data, "label", path).strip()
+        debrief = F.read_lines(data, "debrief", path, default="", max_chars=MAX_DEBRIEF).strip()
         items = F.read_list(data, "when", path)
         if not items:
             raise LabError(F.join(path, "when"), "a star needs at least one predicate, e.g. {\"metric\": \"slo_attainment\", \"op\": \">=\", \"value\": 0.95}")
@@ -128,14 +132,17 @@ class Star:
                 if other.metric == pred.metric and other.op == pred.op:
                     raise LabError(where, f"repeats the test {pred.metric} {pred.op} of when[{j}]; keep one")
             preds.append(pred)
-        star = cls(label, tuple(preds))
+        star = cls(label, tuple(preds), debrief)
         empty = star.contradiction()
         if empty:
             raise LabError(F.join(path, "when"), empty)
         return star
 
     def to_dict(self):
-        return {"label": self.label, "when": [p.to_dict() for p in self.when]}
+        out = {"label": self.label, "when": [p.to_dict() for p in self.when]}
+        if self.debrief:
+            out["debrief"] = self.debrief
+        return out
 
     def describe(self):
         """'slo_attainment >= 0.95 and gpus <= 8'."""

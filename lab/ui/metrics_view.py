@@ -8,6 +8,7 @@ import html
 
 import panel as pn
 
+from .mission_text import brief_html
 from .theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
@@ -146,8 +147,24 @@ def run_error_html(message):
             '<br><small>Change a control (or go back to the start) to run again.</small></div>')
 
 
+# The debrief under an earned star, and the outro once all are earned (only the stars pane uses them).
+STARS_CSS = """
+.stf-star .debrief { grid-column: 2; font-size: 12.5px; color: #2f3a48; border-left: 3px solid #E69F00;
+                     padding: 1px 0 1px 8px; margin-top: 2px; }
+.stf-star .debrief p, .stf-outro p { margin: 0 0 4px; }
+.stf-star .debrief p:last-child, .stf-outro p:last-child { margin-bottom: 0; }
+.stf-outro { margin-top: 8px; padding: 8px 10px; background: #fff8e6; border: 1px solid #e8c66a; border-radius: 6px;
+             font-size: 13px; color: #2f3a48; }
+.stf-outro .head { font-weight: 650; margin-bottom: 3px; }
+"""
+
+
 def stars_html(mission, metrics, now, saved):
-    """One row per star: saved (★/☆), live tick for the latest run, and each test's value."""
+    """One row per star: saved (★/☆), live tick for the latest run, and each test's value.
+
+    An earned star also shows its debrief (why its fix works); once every star is earned,
+    the mission's outro follows the list. Both are the mission's Markdown, rendered safely.
+    """
     if not mission.stars:
         return '<p class="stf-lock">The sandbox has no stars: play freely.</p>'
     items = []
@@ -170,9 +187,20 @@ def stars_html(mission, metrics, now, saved):
             f'<span class="glyph" role="img" aria-label="star {i + 1} {status}">{"★" if earned else "☆"}</span>'
             f'<span class="label">{html.escape(star.label)}</span>'
             f'<span class="now {"ok" if live else "no"}">{now_text}</span>'
-            f'<span class="tests">{"".join(tests)}</span></li>'
+            f'<span class="tests">{"".join(tests)}</span>{_debrief_html(i, star) if earned else ""}</li>'
         )
-    return f'<ul class="stf-stars">{"".join(items)}</ul>'
+    all_earned = len(saved) >= len(mission.stars) and all(saved[:len(mission.stars)])
+    outro = getattr(mission, "outro", "") if all_earned else ""
+    outro_html = (f'<div class="stf-outro" role="status" data-outro="true"><div class="head">★ Every star earned</div>'
+                  f'{brief_html(outro)}</div>') if outro else ""
+    return f'<ul class="stf-stars">{"".join(items)}</ul>{outro_html}'
+
+
+def _debrief_html(i, star):
+    text = getattr(star, "debrief", "")
+    if not text:
+        return ""
+    return f'<div class="debrief" data-debrief="{i}">{brief_html(text)}</div>'
 
 
 class MetricsView:
@@ -198,7 +226,7 @@ class StarsView:
 
     def __init__(self, state, tools=None):
         self.state = state
-        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=0,
+        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS, STARS_CSS], margin=0,
                                  css_classes=["stf-stars-pane"])
         self.tools = tools
         self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",

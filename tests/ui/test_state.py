@@ -379,6 +379,40 @@ def test_metric_cards_and_stars_escape_and_mark_pass_fail(ran):
     assert 'data-live="true"' in html_text and 'data-earned="false"' in html_text
 
 
+def test_an_earned_star_shows_its_debrief_and_all_earned_show_the_outro():
+    from lab.core.missions import load_mission
+    from lab.ui.metrics_view import stars_html
+
+    def star(label, debrief):
+        return {"label": label, "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.9}], "debrief": debrief}
+
+    m = load_mission({
+        "id": "t", "title": "T", "order": 0, "summary": "s", "brief": "b\n\n**Try:** x",
+        "scenario": {"workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 100, "output_tokens": 10},
+                     "fleet": {"layout": "colocated", "gpus": 2}, "slo": {"tpot_ms": 25}},
+        "controls": {"gpus": {"min": 1, "max": 4}},
+        "stars": [star("one", "Prefill **leaves** the decode GPUs."), star("two", "A <script>x</script> two-step."),
+                  star("three", "Third [why](javascript:alert(1)).")],
+        "outro": ["You split the fleet.", "", "Next: [the surge](lab?mission=long-document-surge)."],
+    })
+    page = stars_html(m, {"slo_attainment": 0.95}, [True, True, True], [True, False, False])
+    assert 'data-debrief="0"' in page and "Prefill <strong>leaves</strong> the decode GPUs." in page
+    assert 'data-debrief="1"' not in page and "two-step" not in page  # not earned yet: no debrief
+    assert "three" in page and "Third" not in page
+    assert 'data-outro' not in page and "You split the fleet" not in page  # not all earned
+    page = stars_html(m, {"slo_attainment": 0.95}, [True, True, True], [True, True, True])
+    assert [f'data-debrief="{i}"' in page for i in range(3)] == [True, True, True]
+    assert "<script>" not in page and "&lt;script&gt;" in page  # the mission's text never becomes markup
+    assert 'href="javascript' not in page and "Third [why](javascript:alert(1))." in page  # left as text
+    assert page.index('data-outro="true"') > page.index("</ul>")
+    assert "<p>You split the fleet.</p>" in page and 'href="lab?mission=long-document-surge"' in page
+    # A mission without an outro shows none even when every star is earned.
+    bare = load_mission({**m.to_dict(), "outro": None, "stars": [{"label": "one", "when": [
+        {"metric": "slo_attainment", "op": ">=", "value": 0.9}]}]})
+    page = stars_html(bare, {"slo_attainment": 0.95}, [True], [True])
+    assert "data-outro" not in page and "data-debrief" not in page
+
+
 def test_clean_stars_keeps_readable_entries_only():
     from lab.ui.stars_bridge import clean_stars
 
