@@ -195,12 +195,12 @@ class TwinView:
         self.state = state
         self.measure = "TTFT"
         btn = {"button_type": "light", "margin": (2, 4)}
-        self.pin_button = pn.widgets.Button(name="Pin this fleet", css_classes=["stf-pin-current"],
+        self.pin_button = pn.widgets.Button(label="Pin this fleet", css_classes=["stf-pin-current"],
                                             description="Keep this fleet to compare: later runs also run it on the "
                                                         "same requests", **btn)
-        self.start_button = pn.widgets.Button(name="Pin the mission start", css_classes=["stf-pin-start"],
+        self.start_button = pn.widgets.Button(label="Pin the mission start", css_classes=["stf-pin-start"],
                                               description="Compare with the fleet the mission starts with", **btn)
-        self.unpin_button = pn.widgets.Button(name="Unpin", css_classes=["stf-unpin"], visible=state.pin is not None,
+        self.unpin_button = pn.widgets.Button(label="Unpin", css_classes=["stf-unpin"], visible=state.pin is not None,
                                               description="Stop comparing", **btn)
         self.pin_button.on_click(lambda _e: on_pin("current"))
         self.start_button.on_click(lambda _e: on_pin("start"))
