@@ -176,7 +176,7 @@ def compare_html(state):
     blames = (f'<div class="stf-twin-blames">'
               f'{blame_bar_html(twin["blame_summary"], total=len(twin["rows"]), title="Pinned: why requests missed", key="pinned")}'
               f'{blame_bar_html(state.blame_summary, total=n, title="Now: why requests missed", key="now")}</div>')
-    return f'<div class="stf-twin" data-twin="{state.twin_id}">{fleets}{table}{blames}</div>'
+    return f'<div class="stf-twin" data-twin="{state.twin_id}" data-run="{state.run_id}">{fleets}{table}{blames}</div>'
 
 
 def counts_html(pairs, measure):
@@ -194,7 +194,7 @@ class TwinView:
     def __init__(self, state, on_pin, on_unpin, follow_runs=True):
         self.state = state
         self.measure = "TTFT"
-        btn = {"button_type": "light", "margin": (2, 4)}
+        btn = {"button_type": "primary", "button_style": "outline", "margin": (2, 4)}
         self.pin_button = pn.widgets.Button(label="Pin this fleet", css_classes=["stf-pin-current"],
                                             description="Keep this fleet to compare: later runs also run it on the "
                                                         "same requests", **btn)
@@ -262,6 +262,7 @@ class TwinView:
         fig.yaxis.ticker = FixedTicker(ticks=log_ticks(0.1, 10))
         fig.xaxis.formatter = CustomJSTickFormatter(code=label)
         fig.yaxis.formatter = _padded(label)
+        fig.css_classes = ["stf-twin-plot"]  # on the figure itself: the pane's class does not always reach the page
         return _style(fig)
 
     def _on_measure(self, event):
