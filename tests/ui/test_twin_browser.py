@@ -3,7 +3,7 @@
 Mission 1 (mixing-hurts): the bar counts the missed requests the core blames; "Pin this
 fleet", then a control change, shows both runs: the metrics pinned and now with their
 change in words, both blame bars and the per-request scatter; the address carries the
-pin, a reload keeps it, and "Unpin" ends it. Waits are on DOM conditions, never sleeps.
+pin, a reload keeps it, and "Unpin" ends it; axe finds nothing serious in the comparison. Waits are on DOM conditions, never sleeps.
 Set STF_SCREENSHOTS=DIR to keep screenshots (desktop and 390 px).
 """
 
@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
+from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from lab.core.missions import list_missions  # noqa: E402
 from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 from lab.ui.metrics_view import fmt_share  # noqa: E402
@@ -97,6 +98,9 @@ def test_pin_change_a_control_and_see_both_runs(page, server):
         return null;
     }""")
     assert points == total + 3  # every request, plus the legend's three one-point swatches
+    if not axe_missing():  # the comparison, its table and both bars: nothing serious for axe either
+        found = axe_violations(page)
+        assert found == [], describe(found)
     shot(page, "twin-desktop.png")
     shot(page, "twin-390.png", width=390)
     page.set_viewport_size({"width": 1366, "height": 800})
