@@ -239,3 +239,44 @@ def test_every_core_cause_has_a_label_and_the_view_follows_runs(catalog):
     assert missed > 0 and f'data-missed="{missed}"' in view.pane.object
     top = max(state.blame_summary["missed_by_cause"].items(), key=lambda kv: kv[1])[0]
     assert f'data-cause="{top}"' in view.pane.object
+
+
+# ---------------------------------------------------------------- through the app (no browser)
+
+def test_the_app_pins_writes_the_address_and_back_restores_the_pin(catalog, monkeypatch):
+    import lab.ui.app as app
+
+    timers = []
+
+    class Timer:
+        def __init__(self, callback):
+            self.callback, self.stopped = callback, False
+            timers.append(self)
+
+        def stop(self):
+            self.stopped = True
+
+    def fire(callback):
+        for t in [t for t in timers if not t.stopped and t.callback == callback]:
+            t.stopped = True
+            t.callback()
+
+    monkeypatch.setattr(app, "later", lambda callback, delay_ms: Timer(callback))
+    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    lab.state.run()
+    lab.on_pin("current")
+    assert lab.url.address["search"] == f"?mission={M1}&pin=start"
+    assert lab.state.twin is None and "Running the pinned fleet" in lab.twin.compare.object
+    fire(lab._twin_now)  # the pinned run follows in its own callback
+    assert lab.state.twin is not None and lab.twin.body.visible
+    lab.on_change("gpus", 6)
+    assert lab.url.address["search"] == f"?mission={M1}&gpus=6&pin=start"
+    lab.url._handle_msg({"type": "popstate", "search": f"?mission={M1}&gpus=6"})  # an entry without the pin
+    assert lab.state.pin is None and not lab.twin.body.visible
+    lab.url._handle_msg({"type": "popstate", "search": f"?mission={M1}&gpus=6&pin=gpus:5"})
+    assert lab.state.pin["gpus"] == 5
+    fire(lab._twin_now)
+    assert lab.state.twin["scenario"].fleet.total_gpus == 5
+    lab.on_unpin()
+    assert "pin=" not in lab.url.address["search"] and lab.state.twin is None
