@@ -4,7 +4,8 @@ Mission 1 (mixing-hurts): the bar counts the missed requests the core blames; "P
 fleet", then a control change, shows both runs: the metrics pinned and now with their
 change in words, both blame bars and the per-request scatter; the address carries the
 pin, a reload keeps it, and "Unpin" ends it; axe finds nothing serious in the comparison. Waits are on DOM conditions, never sleeps.
-Set STF_SCREENSHOTS=DIR to keep screenshots (desktop and 390 px).
+At 390 px (a phone) the comparison wraps and nothing scrolls sideways. Set
+STF_SCREENSHOTS=DIR to keep screenshots (desktop and 390 px).
 """
 
 import os
@@ -102,7 +103,12 @@ def test_pin_change_a_control_and_see_both_runs(page, server):
         found = axe_violations(page)
         assert found == [], describe(found)
     shot(page, "twin-desktop.png")
-    shot(page, "twin-390.png", width=390)
+    page.set_viewport_size({"width": 390, "height": 900})  # a phone: the comparison wraps, nothing goes sideways
+    page.wait_for_function("window.innerWidth === 390")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # laid out again
+    fit = page.evaluate(sibling("test_page_fit").OFF_RIGHT)
+    assert fit["scroll"] == 390 and fit["off"] == [], fit
+    shot(page, "twin-390.png")
     page.set_viewport_size({"width": 1366, "height": 800})
 
     # The address carries the pin: a reload shows the same comparison.
