@@ -318,8 +318,8 @@ class LabState(param.Parameterized):
                 notes.append(f"There is no mission <code>{_shown(wanted)}</code>; opened {label} instead.")
             if catalog.error:
                 notes.append(html.escape(catalog.error))
-            if any(k not in RESERVED_PARAMS for k in params) and wanted:
-                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS}
+            if any(k not in RESERVED_PARAMS or k == "pin" for k in params) and wanted:  # a pin is settings too
+                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS and k != "pin"}
                 notes.append("The settings in the link were for that mission, so they were not applied.")
         state = cls(mission, position=catalog.position(mission))
         settings, bad = parse_settings(mission, params)

@@ -152,6 +152,8 @@ def compare_html(state):
     if state.twin_error:
         return ('<div class="stf-notes stf-error" role="alert" data-twin-error="true"><b>The pinned fleet could not '
                 f'run.</b> {html.escape(state.twin_error)}</div>')
+    if state.run_error:
+        return '<div class="stf-twin-fleets">This fleet\'s run failed (see above), so there is nothing to compare yet.</div>'
     if twin is None or not state.metrics:
         return '<div class="stf-twin-fleets" aria-busy="true">Running the pinned fleet…</div>'
     changed = _changed(state)

@@ -235,6 +235,12 @@ def test_a_bad_pin_is_ignored_whole_with_a_note_naming_it(catalog, raw, needle):
     assert "pin" not in state.query()
 
 
+def test_a_pin_for_a_mission_that_is_not_there_is_not_applied_to_another(catalog):
+    state = LabState.from_query(catalog, "?mission=gone&pin=gpus:5")
+    assert state.mission.id == M1 and state.pin is None
+    assert any("were for that mission" in n for n in state.notes)
+
+
 def test_a_pin_of_the_workload_is_refused_in_the_sandbox(catalog):
     state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&pin=rate:5")
     assert state.pin is None and "belongs to the workload" in state.notes[0]
