@@ -33,6 +33,11 @@ replaces (its entries would be the host page's: Back would step through the lab)
 address is rewritten (replaced) to the values the lab accepted, so a rejected value
 does not linger after its "Ignored…" note.
 
+Twin runs ("Compare with…", twin_view.py): pinning runs the pinned fleet in a one-shot
+callback of its own (the page first says it is running); after that each run includes
+the pinned run (cached by the state until the pin or the workload changes), and the
+comparison follows in the plots' patch.
+
 A run never leaves the page on "Simulating…": a failure shows its reason where the
 metrics would be (LabState.run), and anything else that goes wrong in `_run_now` ends
 the busy spell too.
