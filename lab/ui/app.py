@@ -66,7 +66,7 @@ from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_pin, parse_search, parse_settings
 from .table_view import TableView
-from .twin_view import TwinView
+from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
@@ -385,8 +385,8 @@ class LabApp:
         s = self.state
         before, saved_before = self._announced
         self._announced = (list(s.stars_now), list(s.saved_stars))
-        self.a11y.say(run_summary(s.metrics, s.scenario, before, s.stars_now, saved_before, s.saved_stars,
-                                  s.run_error))
+        text = run_summary(s.metrics, s.scenario, before, s.stars_now, saved_before, s.saved_stars, s.run_error)
+        self.a11y.say(" ".join(t for t in (text, twin_sentence(s)) if t))
 
     def _a11y_specs(self):
         """Names and value formats of the page's widgets and figures, by css class (a11y.A11yBridge)."""

@@ -25,7 +25,7 @@ from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _sw
 from .state import fleet_settings, format_value
 from .theme import CSS, PALETTE
 
-__all__ = ["TwinView", "metric_deltas", "request_pairs", "fleet_phrase", "compare_html", "TWIN_METRICS",
+__all__ = ["TwinView", "metric_deltas", "request_pairs", "fleet_phrase", "compare_html", "twin_sentence", "TWIN_METRICS",
            "MEASURES", "TWIN_CSS"]
 
 TWIN_PLOT_HEIGHT = 280
@@ -179,6 +179,15 @@ def compare_html(state):
               f'{blame_bar_html(twin["blame_summary"], total=len(twin["rows"]), title="Pinned: why requests missed", key="pinned")}'
               f'{blame_bar_html(state.blame_summary, total=n, title="Now: why requests missed", key="now")}</div>')
     return f'<div class="stf-twin" data-twin="{state.twin_id}" data-run="{state.run_id}">{fleets}{table}{blames}</div>'
+
+
+def twin_sentence(state):
+    """For the live region after a run while pinned: the SLO share pinned and now, in words ('' otherwise)."""
+    if state.pin is None or state.twin is None or not state.metrics or state.run_error:
+        return ""
+    row = metric_deltas(state.metrics, state.twin["metrics"])[0]  # slo_attainment
+    verdict = {"better": "better", "worse": "worse", "same": "the same"}.get(row["verdict"], "")
+    return f"Against the pinned fleet: SLO met by {row['now']} now, {row['pinned']} pinned ({verdict})."
 
 
 def counts_html(pairs, measure):

@@ -16,7 +16,9 @@ from lab.core.blame import CAUSES  # noqa: E402
 from lab.ui.blame_view import CAUSE_LABELS, BlameView, blame_bar_html  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
-from lab.ui.twin_view import TWIN_METRICS, TwinView, compare_html, metric_deltas, request_pairs  # noqa: E402
+from lab.ui.twin_view import (  # noqa: E402
+    TWIN_METRICS, TwinView, compare_html, metric_deltas, request_pairs, twin_sentence,
+)
 
 M1 = "ui-mixing-hurts"
 SPLIT = {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2}
@@ -137,6 +139,16 @@ def test_deltas_of_real_runs_agree_with_their_numbers(twinned):
             a = twinned.twin["blame_summary"]["missed"] if r["name"] == "missed" else pinned[r["name"]]
             b = twinned.blame_summary["missed"] if r["name"] == "missed" else now[r["name"]]
             assert ((b - a) * spec[2] > 0) == (r["verdict"] == "better")
+
+
+def test_the_live_region_hears_the_comparison_in_words(twinned, catalog):
+    from lab.ui.metrics_view import fmt_share
+
+    text = twin_sentence(twinned)
+    now, pinned = twinned.metrics["slo_attainment"], twinned.twin["metrics"]["slo_attainment"]
+    assert fmt_share(now) in text and fmt_share(pinned) in text
+    assert ("(better)" in text) == (fmt_share(now) != fmt_share(pinned) and now > pinned)
+    assert twin_sentence(LabState.from_query(catalog, f"?mission={M1}")) == ""  # nothing pinned: nothing said
 
 
 def test_request_pairs_split_by_the_diagonal(twinned):
