@@ -247,7 +247,7 @@ class TwinView:
         self.update()
 
     def _figure(self):
-        fig = figure(title="Each request: pinned against now", height=TWIN_PLOT_HEIGHT, x_axis_type="log",
+        fig = figure(title="Per request: pinned vs now", height=TWIN_PLOT_HEIGHT, x_axis_type="log",
                      y_axis_type="log", sizing_mode="stretch_width", min_width=MIN_PLOT_PX, tools="hover",
                      x_axis_label="pinned: TTFT (s)", y_axis_label="now: TTFT (s)", name="twin_plot",
                      x_range=Range1d(0.1, 10), y_range=Range1d(0.1, 10))
