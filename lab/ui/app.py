@@ -33,6 +33,11 @@ replaces (its entries would be the host page's: Back would step through the lab)
 address is rewritten (replaced) to the values the lab accepted, so a rejected value
 does not linger after its "Ignored…" note.
 
+Twin runs ("Compare with…", twin_view.py): pinning runs the pinned fleet in a one-shot
+callback of its own (the page first says it is running); after that each run includes
+the pinned run (cached by the state until the pin or the workload changes), and the
+comparison follows in the plots' patch.
+
 A run never leaves the page on "Simulating…": a failure shows its reason where the
 metrics would be (LabState.run), and anything else that goes wrong in `_run_now` ends
 the busy spell too.
@@ -46,7 +51,10 @@ import time
 
 import panel as pn
 
+from lab.core.errors import LabError
+
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
+from .blame_view import BlameView
 from .canvas import Canvas
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
@@ -56,8 +64,9 @@ from .page_bridge import PageBridge, guard_location
 from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
-from .state import LabState, format_value, parse_search, parse_settings
+from .state import LabState, format_value, parse_pin, parse_search, parse_settings
 from .table_view import TableView
+from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
@@ -165,6 +174,8 @@ class LabApp:
         self.controls = Controls(self.state, self.on_change, on_reset=self.on_reset, embed=self.embed,
                                  on_upload=self.on_upload, on_clear_replay=self.on_clear_replay)
         self.metrics = MetricsView(self.state)
+        self.blame = BlameView(self.state)
+        self.twin = TwinView(self.state, self.on_pin, self.on_unpin, follow_runs=False)
         # The full-lab link (shown in an iframe) opens this mission at top level, stars carried in #progress=.
         self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
@@ -180,7 +191,7 @@ class LabApp:
         s = self.state
         s.param.watch(self._on_busy, ["busy", "run_id"])
         s.param.watch(self._on_notes, ["notes"])
-        s.param.watch(self._on_settings, ["settings"])
+        s.param.watch(self._on_settings, ["settings", "pin"])
         s.param.watch(self._on_layout, ["scenario"])
         self._on_layout()
         s.param.watch(self._on_stars, ["run_id", "saved_stars"])
@@ -264,6 +275,26 @@ class LabApp:
         self._plots_pending = None
         with pn.io.hold():
             self.plots.update()
+            self.twin.update()
+
+    def on_pin(self, which):
+        """"Compare with…": pin this fleet or the mission's start; its run follows in a moment."""
+        with pn.io.hold():
+            if self.state.pin_fleet(which):
+                self.twin.update()  # "Running the pinned fleet…"
+                later(self._twin_now, FIRST_MS)
+            else:
+                self.twin.update()
+
+    def _twin_now(self):
+        with pn.io.hold():
+            self.state.run_twin()
+            self.twin.update()
+
+    def on_unpin(self):
+        with pn.io.hold():
+            if self.state.unpin():
+                self.twin.update()
 
     def on_change(self, name, value):
         _debug("change", name, value)
@@ -354,8 +385,8 @@ class LabApp:
         s = self.state
         before, saved_before = self._announced
         self._announced = (list(s.stars_now), list(s.saved_stars))
-        self.a11y.say(run_summary(s.metrics, s.scenario, before, s.stars_now, saved_before, s.saved_stars,
-                                  s.run_error))
+        text = run_summary(s.metrics, s.scenario, before, s.stars_now, saved_before, s.saved_stars, s.run_error)
+        self.a11y.say(" ".join(t for t in (text, twin_sentence(s)) if t))
 
     def _a11y_specs(self):
         """Names and value formats of the page's widgets and figures, by css class (a11y.A11yBridge)."""
@@ -366,6 +397,9 @@ class LabApp:
             "stf-speed": choice_spec("Playback speed"),
             "stf-canvas": figure_spec("GPU timelines of the 2.5 s window (the Table view lists the same run)"),
             "stf-overview": figure_spec("Whole run: share of GPU time in slow steps (the Table view counts them per GPU)"),
+            "stf-twin-plot": figure_spec("Each request's value with the pinned fleet (across) and now (up): points "
+                                         "above the diagonal got worse (the counts are written beside it)"),
+            "stf-twin-measure": choice_spec("Compare each request by"),
         }
 
     def _on_notes(self, *_):
@@ -418,6 +452,7 @@ class LabApp:
             return  # not one of this page's entries
         settings, _notes = parse_settings(state.mission, params)
         wanted = {**state.start_settings, **settings}
+        pin = parse_pin(state.mission, params["pin"], state.start_settings)[0] if "pin" in params else None
         if self._settle_pending is not None:
             self._settle_pending.stop()
             self._settle_pending = None
@@ -426,6 +461,16 @@ class LabApp:
             with pn.io.hold():
                 if wanted != state.settings and state.change_many(wanted):
                     self.schedule_run(self._change_delay())
+                if pin != state.pin:
+                    if pin is None:
+                        state.unpin()
+                    else:
+                        try:
+                            state.set_pin(pin)
+                        except LabError:  # refused with these settings: keep what is pinned
+                            pass
+                        later(self._twin_now, FIRST_MS)
+                    self.twin.update()
                 raw = params.get("t")
                 if raw is not None and _SECONDS_RE.fullmatch(raw.strip()) and float(raw) <= 1e6:
                     self.canvas.set_window(float(raw))
@@ -464,7 +509,8 @@ class LabApp:
         if not hidden:
             return
         panes = {
-            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane", "stf-table-card"],
+            "brief": ["stf-brief-pane"], "legend": ["stf-legend-pane"], "metrics": ["stf-metrics-pane", "stf-table-card", "stf-blame-pane",
+                                                                                     "stf-twin-card"],
             "stars": ["stf-stars-panel", "stf-stars-pane", "stf-header-stars"], "progress": ["stf-progress-tools"],
             "controls": ["stf-controls"], "canvas-overview": ["stf-overview"], "plots": [],
         }
@@ -552,7 +598,8 @@ class LabApp:
             css_classes=["stf-sidebar"],
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.table.view, pn.Spacer(height=10), self.plots.view,
+            canvas_card, self.metrics.view, self.blame.view, self.twin.view, self.table.view, pn.Spacer(height=10),
+            self.plots.view,
             sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": f"min(300px, {FULL_WIDTH})"},
             css_classes=["stf-main"],
         )
@@ -585,7 +632,7 @@ class LabApp:
             styles={"flex": "1 1 200px", "min-width": f"min(190px, {FULL_WIDTH})", "max-width": "100%"},
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.table.view, sizing_mode="stretch_width", margin=0,
+            canvas_card, self.metrics.view, self.blame.view, self.table.view, sizing_mode="stretch_width", margin=0,
             css_classes=["stf-embed-main"],
             styles={"flex": "3 1 340px", "min-width": f"min(300px, {FULL_WIDTH})"},
         )
@@ -595,7 +642,7 @@ class LabApp:
                          sizing_mode="stretch_width", margin=0)
         return pn.Column(
             pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
-            self.notes, row, section("Plots"), self.plots.view,
+            self.notes, row, section("Plots"), self.plots.view, self.twin.view,
             self.bridge, self.url, self.a11y, sizing_mode="stretch_width", margin=(0, 6),
             css_classes=["stf-lab", "stf-embed"],
         )

@@ -16,6 +16,13 @@ A run never leaves the page busy: whatever it raises (a LabError, an unreadable 
 a bug) ends up in `run_error` with the state idle, and the next change runs again.
 The sandbox can replay an uploaded trace CSV (`load_trace_text`): its requests replace
 the generated workload until `clear_replay`.
+
+Each run also blames its misses once (`blames`, `blame_summary`: lab.core.blame). Twin
+runs: `pin_fleet` pins a fleet (the fleet controls' values, `pin`); while pinned, a run
+also runs the pinned fleet on the same requests (the current workload, seed and any
+replayed trace) into `twin`, cached until the pin or the workload changes (`run_twin`).
+The address carries the pin (`pin=start` or `pin=layout:colocated,gpus:4`, values off
+the mission's start).
 """
 
 import dataclasses
@@ -43,6 +50,9 @@ __all__ = [
     "parse_search",
     "parse_settings",
     "parse_hide",
+    "parse_pin",
+    "format_pin",
+    "fleet_settings",
     "HIDE_PANELS",
     "format_value",
     "sweep_rates",
@@ -51,7 +61,7 @@ __all__ = [
 ]
 
 WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
-RESERVED_PARAMS = ("mission", "embed", "t", "hide")  # query keys that are not control settings
+RESERVED_PARAMS = ("mission", "embed", "t", "hide", "pin")  # query keys that are not control settings
 # Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.
 HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "stars", "progress", "plots")
 MAX_HIDE = 40  # names in one `hide` list; the rest are ignored with a note
@@ -183,6 +193,54 @@ def parse_hide(raw):
     return tuple(n for n in order if n in wanted), notes
 
 
+def fleet_settings(settings):
+    """The fleet part of control settings: all but the workload's (the rate), which a twin shares."""
+    return {k: v for k, v in settings.items() if not CONTROL_PATHS.get(k, "").startswith("workload.")}
+
+
+def format_pin(pin, start):
+    """A pinned fleet as the `pin` URL value: its values off the mission's start, or "start"."""
+    parts = [f"{k}:{format_value(v)}" for k, v in pin.items() if v is not None and v != start.get(k)]
+    return ",".join(parts) or "start"
+
+
+def parse_pin(mission, raw, start):
+    """`pin=...` -> (pinned fleet settings or None, [notes]). All or nothing: one bad entry
+    ignores the whole pin (a fleet with one setting dropped is not the fleet that was pinned).
+    `start`: the settings a pin's unnamed controls take (the mission's start)."""
+    base = fleet_settings(start)
+    text = raw.strip() if isinstance(raw, str) else ""
+    if text == "start":
+        return dict(base), []
+
+    def refuse(why):
+        return None, [f"Ignored <code>pin={_shown(raw)}</code>: {html.escape(why)}; nothing is pinned."]
+
+    if not text:
+        return refuse("expected start or name:value pairs separated by commas (like layout:colocated,gpus:4)")
+    pin = dict(base)
+    named = set()
+    for entry in text.split(","):
+        name, sep, value = entry.strip().partition(":")
+        if not sep or not name:
+            return refuse(f"{entry.strip()[:MAX_SHOWN]!r} is not name:value")
+        if name in named:
+            return refuse(f"{name[:MAX_SHOWN]} is named twice")
+        named.add(name)
+        if name not in CONTROL_PATHS:
+            return refuse(f"{name[:MAX_SHOWN]} is not a setting of the lab")
+        control = mission.controls.get(name)
+        if control is None:
+            return refuse(f"this mission keeps {name} locked")
+        if name not in base:
+            return refuse(f"{name} belongs to the workload, which a pinned fleet shares with the current one")
+        parsed, why = _parse_one(control, value)
+        if why:
+            return refuse(f"{name}: {why}")
+        pin[name] = parsed
+    return pin, []
+
+
 def sweep_rates(rate, points=8):
     """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
     if not rate or rate <= 0:
@@ -219,6 +277,15 @@ class LabState(param.Parameterized):
     sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
     sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
     hidden = param.Parameter(default=(), doc="Controls and panels a classroom link hides (`hide`); kept in the address.")
+    blames = param.List(default=[], doc="core.request_blame of the latest result: one Blame per request, in the "
+                        "order of `rows`.")
+    blame_summary = param.Dict(default={}, doc="core.blame_summary of `blames` ({} before a run or after a failed one).")
+    pin = param.Dict(default=None, allow_None=True, doc="{fleet control: value} of the pinned fleet (twin runs), "
+                     "else None.")
+    twin = param.Dict(default=None, allow_None=True, doc="The pinned fleet's run on the same requests: {scenario, "
+                      "result, metrics, rows, blames, blame_summary, key}, else None.")
+    twin_error = param.String(default="", doc="Why the pinned fleet's run failed (plain text); '' otherwise.")
+    twin_id = param.Integer(default=0, doc="Increments after every change of `twin` or `twin_error`.")
 
     def __init__(self, mission, position=0, **params):
         super().__init__(mission=mission, position=position, **params)
@@ -251,8 +318,8 @@ class LabState(param.Parameterized):
                 notes.append(f"There is no mission <code>{_shown(wanted)}</code>; opened {label} instead.")
             if catalog.error:
                 notes.append(html.escape(catalog.error))
-            if any(k not in RESERVED_PARAMS for k in params) and wanted:
-                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS}
+            if any(k not in RESERVED_PARAMS or k == "pin" for k in params) and wanted:  # a pin is settings too
+                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS and k != "pin"}
                 notes.append("The settings in the link were for that mission, so they were not applied.")
         state = cls(mission, position=catalog.position(mission))
         settings, bad = parse_settings(mission, params)
@@ -270,6 +337,15 @@ class LabState(param.Parameterized):
         if "hide" in params:
             state.hidden, bad = parse_hide(params["hide"])
             notes.extend(bad)
+        if "pin" in params:
+            pin, bad = parse_pin(mission, params["pin"], state._start)
+            notes.extend(bad)
+            if pin is not None:
+                try:
+                    state.set_pin(pin)
+                except LabError as exc:
+                    notes.append(f"Ignored <code>pin={_shown(params['pin'])}</code>: {html.escape(str(exc))}; "
+                                 "nothing is pinned.")
         if "t" in params:
             raw = params["t"].strip()
             if _FLOAT_RE.fullmatch(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
@@ -354,6 +430,8 @@ class LabState(param.Parameterized):
             out[name] = format_value(value)
         if self.hidden:
             out["hide"] = ",".join(self.hidden)
+        if self.pin is not None:
+            out["pin"] = format_pin(self.pin, self._start)
         if self.share_window:
             out["t"] = format_value(round(float(self.window_start), 2))
         return out
@@ -362,7 +440,7 @@ class LabState(param.Parameterized):
         params = self.query()
         if embed:
             params["embed"] = "1"
-        return "?" + urllib.parse.urlencode(params, safe=",")  # hide=plots,brief stays readable
+        return "?" + urllib.parse.urlencode(params, safe=",:")  # hide=plots,brief and pin=gpus:4 stay readable
 
     def dismiss_notes(self):
         self.notes = []
@@ -381,6 +459,7 @@ class LabState(param.Parameterized):
             result = core.simulate(scenario, requests)
             rows = core.request_metrics(result)
             metrics = core.summarize(result, rows)
+            blames = core.request_blame(result, rows)
             now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
         except LabError as exc:
             return self._failed(str(exc), began)
@@ -394,12 +473,15 @@ class LabState(param.Parameterized):
             self.result = result
             self.rows = rows
             self.metrics = metrics
+            self.blames = blames
+            self.blame_summary = core.blame_summary(blames)
             self.stars_now = now
             self.saved_stars = saved
             self.run_ms = elapsed
             self.run_error = ""
             if self.window_start > end:
                 self.window_start = end
+            self.run_twin()  # the pinned fleet, when the workload changed (cached otherwise)
             self.busy = False
             self.run_id += 1
         return metrics
@@ -409,6 +491,8 @@ class LabState(param.Parameterized):
             self.result = None
             self.rows = []
             self.metrics = {}
+            self.blames = []
+            self.blame_summary = {}
             self.stars_now = [False] * len(self.mission.stars)
             self.run_ms = (time.perf_counter() - began) * 1000.0
             self.run_error = message
@@ -416,17 +500,87 @@ class LabState(param.Parameterized):
             self.run_id += 1
         return None
 
+    # ------------------------------------------------------------ twin runs (a pinned fleet)
+
+    def set_pin(self, pin):
+        """Pin a fleet ({fleet control: value}); it runs at the next `run_twin`. Raises LabError
+        when the mission refuses it with the current settings. True if the pin changed."""
+        pin = fleet_settings(dict(pin))
+        self.mission.apply(self._clean({**self.settings, **pin}))
+        if pin == self.pin:
+            return False
+        self.pin = pin
+        return True
+
+    def pin_fleet(self, which="current"):
+        """Pin the current fleet (`which="current"`) or the mission's start (`"start"`). True if it changed."""
+        try:
+            return self.set_pin(self._reset_target() if which == "start" else self.settings)
+        except LabError as exc:
+            self.twin_error = str(exc)
+            self.twin_id += 1
+            return False
+
+    def unpin(self):
+        """Nothing pinned any more (drops the pinned run). True if something was pinned."""
+        if self.pin is None:
+            return False
+        self.pin = None
+        self.run_twin()
+        return True
+
+    @property
+    def pinned_start(self):
+        """Whether the pinned fleet is the mission's start."""
+        return self.pin is not None and self.pin == fleet_settings(self._reset_target())
+
+    def run_twin(self):
+        """Run the pinned fleet on the current requests (the current workload, seed and replayed
+        trace), unless the cached run already is that. True if `twin` changed."""
+        if self.pin is None:
+            if self.twin is None and not self.twin_error:
+                return False
+            with param.parameterized.batch_call_watchers(self):
+                self.twin, self.twin_error = None, ""
+                self.twin_id += 1
+            return True
+        try:
+            scenario, requests = self._input_for(self.mission.apply(self._clean({**self.settings, **self.pin})))
+            key = repr(scenario.to_dict())
+            cached = self.twin
+            if cached is not None and cached["key"] == key and cached["requests"] is requests:
+                return False
+            result = core.simulate(scenario, requests)
+            rows = core.request_metrics(result)
+            metrics = core.summarize(result, rows)
+            blames = core.request_blame(result, rows)
+        except LabError as exc:
+            twin, error = None, str(exc)
+        except Exception as exc:  # like run(): a bug must not leave the page busy
+            traceback.print_exc(file=sys.stderr)
+            twin, error = None, f"the pinned fleet's run failed unexpectedly ({type(exc).__name__}: {_short(exc)})"
+        else:
+            twin, error = {"scenario": scenario, "result": result, "metrics": metrics, "rows": rows, "blames": blames,
+                           "blame_summary": core.blame_summary(blames), "key": key, "requests": requests}, ""
+        with param.parameterized.batch_call_watchers(self):
+            self.twin, self.twin_error = twin, error
+            self.twin_id += 1
+        return True
+
     # ------------------------------------------------------------ replaying a trace (sandbox)
 
     def run_input(self):
         """(scenario, requests or None) for the next run: the uploaded trace's requests, if any,
         with the workload's duration stretched over them (arrivals end at the last one)."""
+        return self._input_for(self.scenario)
+
+    def _input_for(self, scenario):
         requests = self._replay_requests
         if not requests:
-            return self.scenario, None
+            return scenario, None
         span = max(requests[-1][0], 1e-3)
-        workload = dataclasses.replace(self.scenario.workload, duration_s=min(span, MAX_REPLAY_S), phases=())
-        return dataclasses.replace(self.scenario, workload=workload), requests
+        workload = dataclasses.replace(scenario.workload, duration_s=min(span, MAX_REPLAY_S), phases=())
+        return dataclasses.replace(scenario, workload=workload), requests
 
     def load_trace_text(self, text, name):
         """Replay a trace CSV (text) in the sandbox. True if accepted (needs a `run()` like a change);

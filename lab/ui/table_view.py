@@ -7,8 +7,9 @@ TPOT, worst gap and whether it met the SLO. "Download CSV" gives every request w
 columns of `lab run --requests-csv` (lab.core.report writes both).
 
 Nothing is built while the card is closed: a run only marks the table stale, and the
-table (and the blame it needs) is built when the card opens or, while it is open, after
-each run. The CSV is written when the button is pressed.
+table is built when the card opens or, while it is open, after each run. The blame it
+shows is the state's (LabState.blames, computed once per run). The CSV is written when
+the button is pressed.
 """
 
 import html
@@ -83,7 +84,6 @@ class TableView:
     def __init__(self, state):
         self.state = state
         self._built = -1  # the run_id the tables show
-        self._blames = (-1, None)  # (run_id, request_blame of that run)
         self.pane = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4),
                                  css_classes=["stf-table-pane"])
         self.download = pn.widgets.FileDownload(
@@ -113,10 +113,7 @@ class TableView:
             self._build()
 
     def _blame(self):
-        s = self.state
-        if self._blames[0] != s.run_id:
-            self._blames = (s.run_id, core.request_blame(s.result, s.rows) if s.result is not None else [])
-        return self._blames[1]
+        return self.state.blames if self.state.result is not None else []
 
     def _build(self):
         s = self.state

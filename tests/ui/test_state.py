@@ -193,6 +193,92 @@ def test_query_string_parsing_is_bounded():
     assert len(parse_search(long_value)["mission"]) < 5000
 
 
+@pytest.mark.parametrize("pin_changes", [None, {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 3},
+                                         {"chunk_tokens": 512, "gpus": 5}])
+def test_a_pinned_fleet_round_trips_through_the_url(catalog, pin_changes):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    if pin_changes:
+        assert state.change_many(pin_changes)
+    assert state.pin_fleet("current")
+    assert state.change("gpus", 7)  # the fleet moves on; the pin stays
+    search = state.search()
+    assert ("pin=start" in search) == (pin_changes is None)  # readable: no %3A or %2C
+    again = LabState.from_query(catalog, search)
+    assert again.notes == []
+    assert again.pin == state.pin and again.settings == state.settings
+    assert again.search() == search
+    assert again.pinned_start == (pin_changes is None)
+
+
+@pytest.mark.parametrize("raw, needle", [
+    ("", "expected start or name:value"),
+    ("gpus", "is not name:value"),
+    ("gpus:99", "out of range"),
+    ("gpus:abc", "expected a whole number"),
+    ("gpus:4,gpus:5", "named twice"),
+    ("rate:3", "keeps rate locked"),
+    ("frobnicate:1", "not a setting of the lab"),
+    ("layout:<script>alert(1)</script>", "expected one of colocated, disaggregated"),
+    ("<b>x</b>:1", "not a setting of the lab"),
+    ("x" * 5000, "is not name:value"),
+])
+def test_a_bad_pin_is_ignored_whole_with_a_note_naming_it(catalog, raw, needle):
+    from urllib.parse import quote
+
+    state = LabState.from_query(catalog, f"?mission={M1}&gpus=5&pin={quote(raw)}")
+    assert state.pin is None and state.settings["gpus"] == 5  # the rest of the link still applies
+    assert len(state.notes) == 1
+    note = state.notes[0]
+    assert needle in note and "nothing is pinned" in note and "Ignored <code>pin=" in note
+    assert "<script>" not in note and "<b>" not in note
+    assert len(note) < 400
+    assert "pin" not in state.query()
+
+
+def test_a_pin_for_a_mission_that_is_not_there_is_not_applied_to_another(catalog):
+    state = LabState.from_query(catalog, "?mission=gone&pin=gpus:5")
+    assert state.mission.id == M1 and state.pin is None
+    assert any("were for that mission" in n for n in state.notes)
+
+
+def test_a_pin_of_the_workload_is_refused_in_the_sandbox(catalog):
+    state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&pin=rate:5")
+    assert state.pin is None and "belongs to the workload" in state.notes[0]
+
+
+def test_a_pin_the_mission_refuses_is_a_note_not_a_crash(catalog):
+    class Refusing:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def apply(self, settings, base=None):
+            if settings.get("gpus") == 6:
+                raise LabError("controls.gpus", "six GPUs do not fit this rack")
+            return self._inner.apply(settings)
+
+    class OneMission:
+        missions, error = [], ""
+
+        def __init__(self, m):
+            self.m = m
+
+        def get(self, mid):
+            return self.m
+
+        def first(self):
+            return self.m
+
+        def position(self, m):
+            return 1
+
+    state = LabState.from_query(OneMission(Refusing(catalog.get(M1))), f"?mission={M1}&pin=gpus:6")
+    assert state.pin is None
+    assert any("six GPUs" in n and "nothing is pinned" in n for n in state.notes)
+
+
 def test_window_start_from_the_url(catalog):
     assert LabState.from_query(catalog, f"?mission={M1}&t=12.5").window_start == 12.5
     state = LabState.from_query(catalog, f"?mission={M1}&t=-1")
@@ -247,6 +333,23 @@ def test_run_publishes_metrics_rows_and_live_stars(ran):
     assert ran.stars_now == ran.mission.evaluate(ran.metrics)
     assert ran.run_ms > 0
     assert ran.window_start <= max(ran.result.end_time - 2.5, 0)
+
+
+def test_each_run_blames_its_misses_once(ran):
+    assert [b.id for b in ran.blames] == [r["id"] for r in ran.rows]  # index = request id order of rows
+    missed = [r for r in ran.rows if not r["met_slo"]]
+    assert ran.blame_summary["missed"] == len(missed) > 0
+    assert [b.missed for b in ran.blames] == [not r["met_slo"] for r in ran.rows]
+    assert ran.blame_summary == core.blame_summary(core.request_blame(ran.result, ran.rows))
+
+
+def test_a_failed_run_clears_the_blames(catalog, monkeypatch):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    state.run()
+    assert state.blames
+    monkeypatch.setattr(core, "simulate", lambda *a, **k: (_ for _ in ()).throw(LabError("x", "boom")))
+    assert state.run() is None
+    assert state.blames == [] and state.blame_summary == {}
 
 
 def test_stars_are_only_ever_added(catalog):
