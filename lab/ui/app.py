@@ -47,7 +47,7 @@ import time
 import panel as pn
 
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
-from .canvas import Canvas
+from .canvas import Canvas, legend_html
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
@@ -505,18 +505,8 @@ class LabApp:
         # Mission text never reaches the page as markup: see mission_text.py.
         brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
-        # The embed's legend says the same in fewer words, so it takes one or two lines, not three.
-        names = (("decode", "over TPOT", "prefill", "step that also prefills", "KV on the link", "KV waiting")
-                 if self.embed else ("decode step", "decode step over the TPOT target", "prefill work",
-                                     "step that also prefills (strip = its share)", "KV on the link", "KV waiting"))
-        swatches = ('<span class="sw" style="background:%(decode)s"></span>' % PALETTE, '<span class="sw slow"></span>',
-                    '<span class="sw" style="background:%(prefill)s"></span>' % PALETTE, '<span class="sw mixed"></span>',
-                    '<span class="sw" style="background:%(link)s"></span>' % PALETTE, '<span class="sw wait"></span>')
-        legend = pn.pane.HTML(
-            '<div class="stf-legend" aria-label="legend">'
-            + "".join(f"<span>{sw}{name}</span>" for sw, name in zip(swatches, names)) + "</div>",
-            stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4), css_classes=["stf-legend-pane"],
-        )
+        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed), stylesheets=[CSS], sizing_mode="stretch_width",
+                              margin=(0, 4), css_classes=["stf-legend-pane"])
         section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")
         next_m = self.catalog.next_after(m)
