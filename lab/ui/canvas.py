@@ -450,8 +450,8 @@ class Canvas(param.Parameterized):
         self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
-        for name in QUEUE_LAYERS:
-            self.sources[name] = ColumnDataSource(_empty(_QUAD_COLS))
+        for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
+            self.sources[name] = ColumnDataSource(_empty(_QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
         self._geometry = None
