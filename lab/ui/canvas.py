@@ -77,6 +77,7 @@ FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
 LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait") + QUEUE_LAYERS
+WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
 WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a link box
@@ -726,7 +727,11 @@ class Canvas(param.Parameterized):
             return
         data = timeline_data(result, state.scenario.slo.per_token_target_ms, self._frame_px)
         meta = data["meta"]
-        self._full = {name: data[name] for name in LAYERS}
+        self._full = {name: data[name] for name in LAYERS if name not in WHOLE_RUN_LAYERS}
+        for name in WHOLE_RUN_LAYERS:  # a few boxes spanning the run: sent once per run, not per slice
+            source, cols = self.sources[name], data[name]
+            if len(cols["left"]) or len(source.data["left"]):
+                source.data = cols
         self._buffer = None  # forces a fresh slice in _on_window
         # Small columns go as JSON lists: every array column would be its own websocket frame.
         self.overview_source.data = {k: np.asarray(v).tolist() for k, v in data["overview"].items()}
@@ -799,8 +804,7 @@ class Canvas(param.Parameterized):
             return
         lo, hi = t0 - BUFFER_S, t0 + WINDOW_S + BUFFER_S
         self._buffer = (lo, hi)
-        for name in LAYERS:
-            cols = self._full[name]
+        for name, cols in self._full.items():
             source = self.sources[name]
             if not len(cols["left"]):
                 if len(source.data["left"]):  # an empty layer stays empty: nothing to send
