@@ -364,7 +364,8 @@ class LabApp:
             **self.controls.a11y_specs(),
             "stf-scrub": slider_spec("Window start", "s", self.canvas.slider.step),
             "stf-speed": choice_spec("Playback speed"),
-            "stf-canvas": figure_spec("GPU timelines of the 2.5 s window (the Table view lists the same run)"),
+            "stf-canvas": figure_spec("GPU timelines of the 2.5 s window, with the prefill queue, the link queue and each "
+                                      "GPU's KV memory (the Table view lists the same run)"),
             "stf-overview": figure_spec("Whole run: share of GPU time in slow steps (the Table view counts them per GPU)"),
         }
 
