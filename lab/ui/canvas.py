@@ -93,6 +93,7 @@ _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives th
 _STRIP_COLS = ("left", "right", "y")
 _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms", "edge")
 _QUAD_COLS = ("left", "right", "top", "bottom", "n")
+_KV_COLS = _QUAD_COLS + ("hit",)  # hit: the band's top, so a hover anywhere on the band finds its level
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
@@ -386,16 +387,17 @@ def _queue_layers(result, out, rows, link_queue_row, half):
         r = row_of[gpu]
         tracks.append((r, len(tokens)))
         share = np.clip(tokens / capacity, 0.0, 1.0)
-        fills.append((lo, hi, r + geo["band_bottom"] - band * share, np.full(len(lo), r + geo["band_bottom"]), share))
+        fills.append((lo, hi, r + geo["band_bottom"] - band * share, np.full(len(lo), r + geo["band_bottom"]), share,
+                      np.full(len(lo), r + geo["band_top"])))
     if tracks:
         ys = np.array([r for r, _ in tracks], dtype=float)
         out["kv_track"] = _quads(np.zeros(len(ys)), np.full(len(ys), span), ys + geo["band_top"], ys + geo["band_bottom"],
                                  np.ones(len(ys)))
         out["kv"] = {c: _narrow(np.concatenate([np.asarray(f[i], dtype=float) for f in fills]))
-                     for i, c in enumerate(_QUAD_COLS)}
+                     for i, c in enumerate(_KV_COLS)}
     else:
         out["kv_track"] = _empty(_QUAD_COLS)
-        out["kv"] = _empty(_QUAD_COLS)
+        out["kv"] = _empty(_KV_COLS)
     return peaks
 
 
@@ -452,7 +454,7 @@ class Canvas(param.Parameterized):
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
         for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
-            self.sources[name] = ColumnDataSource(_empty(_QUAD_COLS), name=f"canvas-{name}")
+            self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
         self._geometry = None
@@ -602,6 +604,8 @@ class Canvas(param.Parameterized):
         r_track = fig.quad(source=src["kv_track"], **quad, fill_color=PALETTE["kv_track"],
                            line_color=PALETTE["kv_edge"], line_width=0.8)
         r_kv = fig.quad(source=src["kv"], **quad, fill_color=PALETTE["kv"], line_color=None)
+        r_kv_hit = fig.quad(source=src["kv"], left="left", right="right", top="hit", bottom="bottom",
+                            fill_alpha=0, line_alpha=0)  # the whole band's height: a hover needs no pixel-exact aim
         r_queue = fig.quad(source=src["queue"], **quad, fill_color=PALETTE["link_wait"], line_color=None)
         r_link = fig.quad(source=src["link_q"], **quad, fill_color=PALETTE["link_wait"], line_color=None)
         r_room = fig.quad(source=src["room_q"], **quad, fill_color=PALETTE["kv"], line_color=None)
@@ -609,7 +613,7 @@ class Canvas(param.Parameterized):
         for renderer, text in ((r_queue, "<b>@n{0,0}</b> requests waiting for their prefill"),
                                (r_link, "<b>@n{0,0}</b> KV caches waiting for the link"),
                                (r_room, "<b>@n{0,0}</b> KV caches waiting for room on a decode GPU"),
-                               (r_kv, "KV memory reserved: <b>@n{0%}</b> of this GPU's")):
+                               (r_kv_hit, "KV memory: <b>@n{0%}</b> reserved")):
             fig.add_tools(HoverTool(renderers=[renderer], tooltips=tip % (FONT_STACK, text),
                                     point_policy="follow_mouse", attachment="above"))
         self.peak_labels = {}
