@@ -726,6 +726,9 @@ class Canvas(param.Parameterized):
                 if len(source.data["left"]):
                     source.data = _empty(tuple(source.data))
             self.overview_source.data = {"x": [], "slow": [], "busy": []}
+            for label in self.peak_labels.values():  # no peak of a run that is not shown
+                if label.text:
+                    label.text = ""
             self.next_button.styles = INERT_STYLE
             self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
