@@ -95,13 +95,13 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         page.get_by_role("button", name="Split (prefill | decode)").first.click()
         # Panel renders in shadow DOM: a locator sees the status line, document.querySelector does not.
         expect(page.locator(RAN).first).not_to_have_attribute("data-run", before, timeout=120_000)
-        # The split's start: 3 prefill + 1 decode GPUs, and the link's row.
+        # The split's start: 3 prefill + 1 decode GPUs, the link's row and the two queue rows.
         # One patch per Python turn (lab.ui.panel_shims.one_patch_per_update): the click's
         # ("Simulating…") and the run's, the new status among its events (with Panel's own
         # one patch per event, the run alone sent over 30).
         patches = page.evaluate("() => STFLoader.state.messages.patch || 0") - patches
         assert 1 <= patches <= 3, patches
-        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "5", timeout=60_000)
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=60_000)
         # Playback ticks on a timer too: the window moves.
         start = page.evaluate("() => document.documentElement.dataset.canvasWindow")
         assert start is not None and float(start) >= 0, start  # the canvas reports its window start

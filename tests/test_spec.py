@@ -545,3 +545,16 @@ def test_generation_raises_lab_error_if_the_cap_is_ever_crossed():
 def test_trace_start_is_bounded():
     rejected({"workload": {"trace": {"path": "t.csv", "start_s": 1e300}}, "fleet": {"layout": "colocated", "gpus": 1}},
              "workload.trace.start_s", "at most")
+
+
+def test_the_per_token_target_is_the_max_gap_if_the_slo_sets_one_else_tpot():
+    """The one rule for "over the target" (a step, a gap): the canvas, tables and plots all use it."""
+    from lab.core.spec import Slo
+
+    assert Slo.from_dict({"tpot_ms": 25}).per_token_target_ms == 25
+    both = Slo.from_dict({"tpot_ms": 30, "max_gap_ms": 60})
+    assert (both.per_token_target_ms, both.per_token_target_name) == (60, "max_gap_ms")
+    assert Slo.from_dict({"max_gap_ms": 50}).per_token_target_name == "max_gap_ms"
+    none = Slo.from_dict({"ttft_s": 1})
+    assert (none.per_token_target_ms, none.per_token_target_name) == (None, None)
+    assert "per_token_target_ms" not in both.to_dict()  # derived, not a field

@@ -6,9 +6,10 @@ that long), RUN_COLUMNS (the same on every row: whether the run was cut, so a CS
 says why its unfinished requests are unfinished). `write_requests_csv(fh, ...)` writes
 them to any text file object; both the command line and the page call it.
 
-`gpu_rows(result, tpot_ms)`: per GPU its steps, busy share of the run (busy time capped at
+`gpu_rows(result, target_ms)`: per GPU its steps, busy share of the run (busy time capped at
 the run's span, over the span: the per-GPU terms of summarize's util_*) and slow steps:
-steps that decode and last longer than the TPOT target, the ones the canvas draws red.
+steps that decode and last longer than `target_ms`, which callers take from
+`Slo.per_token_target_ms` (the ones the canvas draws red, hatched).
 """
 
 import csv
@@ -46,10 +47,10 @@ def write_requests_csv(fh, rows, metrics, blames):
     writer.writerows(requests_csv_rows(rows, metrics, blames))
 
 
-def gpu_rows(result, tpot_ms):
-    """One dict per GPU (GPU_COLUMNS), in the fleet's order."""
+def gpu_rows(result, target_ms):
+    """One dict per GPU (GPU_COLUMNS), in the fleet's order; slow steps are over `target_ms`."""
     span = result.end_time if result.end_time > 0 else 1.0
-    limit = tpot_ms / 1000.0 if tpot_ms else float("inf")
+    limit = target_ms / 1000.0 if target_ms else float("inf")
     out = []
     for log in result.gpus:
         slow = sum(1 for s, e, b in zip(log.start, log.end, log.decode_seqs) if b > 0 and e - s > limit)

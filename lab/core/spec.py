@@ -478,6 +478,20 @@ class Slo:
             F.read_number(data, "max_gap_ms", path, default=None, lo=0, hi=1e7, lo_open=True),
         )
 
+    @property
+    def per_token_target_ms(self):
+        """The one per-token target a single step is judged against (the canvas's "over
+        target" steps, the slow-step counts, the gap plots' target line): `max_gap_ms` if
+        set (a step longer than it is a gap over the SLO for every sequence in it), else
+        `tpot_ms` (a step longer than it only pushes those sequences' averages up), else None.
+        """
+        return self.max_gap_ms if self.max_gap_ms is not None else self.tpot_ms
+
+    @property
+    def per_token_target_name(self):
+        """Which term `per_token_target_ms` is: "max_gap_ms", "tpot_ms" or None."""
+        return "max_gap_ms" if self.max_gap_ms is not None else ("tpot_ms" if self.tpot_ms is not None else None)
+
     def to_dict(self):
         return _frozen_dict_of(self)
 

@@ -55,7 +55,7 @@ from lab.core.errors import LabError
 
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .blame_view import BlameView
-from .canvas import Canvas
+from .canvas import Canvas, legend_html
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
@@ -395,7 +395,8 @@ class LabApp:
             **self.controls.a11y_specs(),
             "stf-scrub": slider_spec("Window start", "s", self.canvas.slider.step),
             "stf-speed": choice_spec("Playback speed"),
-            "stf-canvas": figure_spec("GPU timelines of the 2.5 s window (the Table view lists the same run)"),
+            "stf-canvas": figure_spec("GPU timelines of the 2.5 s window, with the prefill queue, the link queue and each "
+                                      "GPU's KV memory (the Table view lists the same run)"),
             "stf-overview": figure_spec("Whole run: share of GPU time in slow steps (the Table view counts them per GPU)"),
             "stf-twin-plot": figure_spec("Each request's value with the pinned fleet (across) and now (up): points "
                                          "above the diagonal got worse (the counts are written beside it)"),
@@ -551,18 +552,8 @@ class LabApp:
         # Mission text never reaches the page as markup: see mission_text.py.
         brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
-        # The embed's legend says the same in fewer words, so it takes one or two lines, not three.
-        names = (("decode", "over TPOT", "prefill", "step that also prefills", "KV on the link", "KV waiting")
-                 if self.embed else ("decode step", "decode step over the TPOT target", "prefill work",
-                                     "step that also prefills (strip = its share)", "KV on the link", "KV waiting"))
-        swatches = ('<span class="sw" style="background:%(decode)s"></span>' % PALETTE, '<span class="sw slow"></span>',
-                    '<span class="sw" style="background:%(prefill)s"></span>' % PALETTE, '<span class="sw mixed"></span>',
-                    '<span class="sw" style="background:%(link)s"></span>' % PALETTE, '<span class="sw wait"></span>')
-        legend = pn.pane.HTML(
-            '<div class="stf-legend" aria-label="legend">'
-            + "".join(f"<span>{sw}{name}</span>" for sw, name in zip(swatches, names)) + "</div>",
-            stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4), css_classes=["stf-legend-pane"],
-        )
+        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed), stylesheets=[CSS], sizing_mode="stretch_width",
+                              margin=(0, 4), css_classes=["stf-legend-pane"])
         section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")
         next_m = self.catalog.next_after(m)

@@ -1,13 +1,25 @@
-"""The GPU-timeline canvas: a row per GPU on its own clock, a row for the link.
+"""The GPU-timeline canvas: a row per GPU on its own clock, rows for the queues and the link.
 
 Each step of each GPU is a box from its start to its end. Blue: a decode step within
-the TPOT target. Vermillion, hatched and outlined: a decode step that took longer
-than the TPOT target (every sequence in it waited that long for its token). Amber:
-prefill work; a step that both decodes and prefills carries an amber strip whose
-width is the prefill's share of the step. On the link row, green boxes are KV caches
-on the wire and grey bars the time a prompt's KV waited (for decode memory or the
-link). A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview
-below shows where the slow steps are over the whole run.
+the per-token target. Red, hatched (and outlined): a decode step longer than the
+per-token term the SLO uses, `Slo.per_token_target_ms` (the max gap if set, else TPOT):
+every sequence in it waited longer than that for its next token. Amber: prefill work; a
+step that both decodes and prefills carries an amber strip whose width is the prefill's
+share of the step. On the link row, green boxes are KV caches on the wire and grey bars
+the time a prompt's KV waited (for decode memory or the link).
+
+Queues and memory (series from lab.ui.queues): the top row, "prefill queue", is a grey
+area as tall as the number of requests waiting for their prefill (full height = the
+run's peak, written in the row); on a split fleet the "link queue" row above the link
+stacks the KV caches waiting for the wire (grey) under those waiting for room on a
+decode GPU (purple). Every GPU that decodes has a purple band along the top of its row:
+the KV memory reserved on it, the band's outline being its capacity (full = no room).
+So the failure signatures read at a glance: prefill pool saturated (the prefill queue
+climbs, decode rows thin out), decode pool saturated (KV bands full, the link queue
+purple), link saturated (the link queue grey and growing).
+
+A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview below
+shows where the slow steps are over the whole run.
 
 Data is built with numpy from the columnar step logs once per run; the browser gets the
 steps around the window only (re-sliced as the window nears the slice's edge), so
@@ -43,26 +55,36 @@ from bokeh.plotting import figure
 
 from lab.core.cost import step_time_fn
 
+from .queues import kv_usage, link_queue, prefill_queue
 from .state import WINDOW_S
+from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
-__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "rows_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX"]
+__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html",
+           "legend_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
 
 MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
 EMBED_ROW_PX = 18  # in an embed: the 700 x 760 iframe shows the metrics under the canvas without scrolling
 ROW_PX = 22  # height of one row in pixels when the mission shows as many rows as it can
 ROWS_MIN = 6  # the frame is never sized for fewer rows than this
-FRAME_MAX_PX = 300  # nor taller than this (the sandbox reaches 25 rows: they get thinner)
+FRAME_MAX_PX = 300  # nor taller than this (the sandbox reaches 27 rows: they get thinner)
+EMBED_FRAME_MAX_PX = 270  # in an embed: the 700 x 760 iframe still shows the headline metrics
 BAR_MAX_PX = 30  # a step's box is never taller than this, however few rows there are
 AXIS_PX = 50  # the figure's height beyond its frame (time axis and its label)
 FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no toolbar)
 FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait")
+QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait") + QUEUE_LAYERS
+WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
-STRIP = 0.42  # share of the row height the prefill strip of a mixed step covers
-WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a step's box
+STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
+WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a link box
+KV_BAND = 0.30  # share of a GPU row's box height its KV band takes, at the top
+KV_GAP = 0.06  # ... and the gap between the band and the step boxes below it
+PREFILL_QUEUE = "prefill queue"  # the queue rows' labels
+LINK_QUEUE = "link queue"
 LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row label
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
@@ -70,7 +92,33 @@ TICK_MS = 100  # playback frame period
 _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
 _STRIP_COLS = ("left", "right", "y")
 _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms", "edge")
+_QUAD_COLS = ("left", "right", "top", "bottom", "n")
+_KV_COLS = _QUAD_COLS + ("hit",)  # hit: the band's top, so a hover anywhere on the band finds its level
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
+
+
+def legend_html(slo, embed=False):
+    """The canvas's legend: every mark's swatch and name, and a line saying what a red,
+    hatched step is against this SLO and what it means for it (the embed says less)."""
+    sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
+                                   + (f' style="background:{colour}"' if colour else "") + "></span>")
+    entries = (
+        (sw("", PALETTE["decode"]), "decode", "decode step"),
+        (sw("", PALETTE["prefill"]), "prefill", "prefill work (amber)"),
+        (sw("mixed"), "step that also prefills", "step that also prefills (strip = its share)"),
+        (sw("", PALETTE["link"]), "KV on the link", "KV on the link"),
+        (sw("wait"), "KV waiting", "KV waiting"),
+        (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
+        (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
+    )
+    items = "".join(f"<span>{swatch}{html.escape(short if embed else full)}</span>" for swatch, short, full in entries)
+    label = over_target_label(slo, short=embed)
+    meaning = None if embed else over_target_meaning(slo)
+    over = (f'<span class="stf-legend-over">{sw("slow")}{html.escape(label)}'
+            + (f": {html.escape(meaning)}" if meaning else "") + "</span>")
+    if embed:
+        over = f'<span>{sw("slow")}{html.escape(OVER_WORDS)}: {html.escape(label)}</span>'
+    return f'<div class="stf-legend" aria-label="legend">{items}{over}</div>'
 
 
 def _keys_html(note):
@@ -85,20 +133,25 @@ def _empty(cols):
 
 
 def _rows(result):
-    """(row of each GPU, link row or None, labels by row)."""
-    labels = {}
+    """(row of each GPU, link row or None, link-queue row or None, labels by row).
+
+    Top to bottom as a request travels: the prefill queue (row 0), the prefill (or
+    colocated) GPUs, then on a split fleet the link queue, the link and the decode GPUs.
+    """
+    labels = {0: PREFILL_QUEUE}
     rows = []
-    link_row = None
+    link_row = link_queue_row = None
     prefill = sum(1 for g in result.gpus if g.role == "prefill")
     split = any(g.role == "decode" for g in result.gpus)
     for log in result.gpus:
-        row = log.index + (1 if (split and log.role == "decode") else 0)
+        row = 1 + log.index + (2 if (split and log.role == "decode") else 0)
         rows.append(row)
         labels[row] = _label(log.index, log.role)
     if split:
-        link_row = prefill
+        link_queue_row, link_row = 1 + prefill, 2 + prefill
+        labels[link_queue_row] = LINK_QUEUE
         labels[link_row] = "link (KV)"
-    return rows, link_row, labels
+    return rows, link_row, link_queue_row, labels
 
 
 def _label(index, role):
@@ -123,22 +176,22 @@ def max_rows(mission):
         return int(default or 0)
 
     layouts = list(controls["layout"].choices) if "layout" in controls else [fleet.layout]
-    rows, labels = 1, ["link (KV)"]
+    rows, labels = 1, ["link (KV)", PREFILL_QUEUE, LINK_QUEUE]
     if "colocated" in layouts:
         n = most("gpus", fleet.total_gpus)
-        rows = max(rows, n)
+        rows = max(rows, n + 1)  # and the prefill queue
         labels.append(_label(max(n - 1, 0), "colocated"))
     if "disaggregated" in layouts:
         p = most("prefill_gpus", fleet.prefill_gpus or 1)
         d = most("decode_gpus", fleet.decode_gpus or 1)
-        rows = max(rows, p + d + 1)
+        rows = max(rows, p + d + 3)  # and the prefill queue, the link queue and the link
         labels += [_label(max(p - 1, 0), "prefill"), _label(max(p + d - 1, 0), "decode")]
     return rows, max(labels, key=len)
 
 
-def frame_px(rows, row_px=ROW_PX):
+def frame_px(rows, row_px=ROW_PX, max_px=FRAME_MAX_PX):
     """The timeline's plot area height (px) for a mission that can show `rows` rows."""
-    return int(min(max(rows, ROWS_MIN) * row_px, FRAME_MAX_PX))
+    return int(min(max(rows, ROWS_MIN) * row_px, max_px))
 
 
 def row_geometry(rows, frame):
@@ -147,6 +200,20 @@ def row_geometry(rows, frame):
     half = min(HALF, BAR_MAX_PX / 2.0 / pitch)
     font = "12px" if pitch >= 18 else ("10.5px" if pitch >= 13 else "9px")
     return half, font
+
+
+def box_geometry(half):
+    """Where things sit in a row (row units, offsets from its centre; y grows downwards).
+
+    A row's box spans [-half, +half]. On a GPU row the KV band takes its top
+    (`band_top`..`band_bottom`) and the step boxes the rest below a small gap
+    (`step_height`, centred at `step_offset`); the link row's boxes and the queue rows'
+    areas take the whole box.
+    """
+    band = 2 * half * KV_BAND
+    gap = 2 * half * KV_GAP
+    return {"band_top": -half, "band_bottom": -half + band, "step_height": 2 * half - band - gap,
+            "step_offset": (band + gap) / 2}
 
 
 def rows_html(labels, frame, font="12px"):
@@ -169,14 +236,19 @@ def _decode_only_s(model, batch, ctx):
     return np.fromiter((step_s(int(b), int(c), 0) for b, c in zip(batch, ctx)), dtype=float, count=len(batch))
 
 
-def timeline_data(result, tpot_ms):
-    """Column dicts for the canvas: decode, slow, prefill, strip, wire, wait, overview.
+def timeline_data(result, target_ms, frame=None):
+    """Column dicts for the canvas: decode, slow, prefill, strip, wire, wait, the queue
+    rows' and KV bands' quads (QUEUE_LAYERS), overview.
 
+    `target_ms`: the per-token target a decode step is "slow" against (pass
+    `slo.per_token_target_ms`; None: no step is). `frame`: the plot area's height in px,
+    which sets the rows' geometry (row_geometry; default frame_px of the row count).
     Pure numpy over the step logs (no Bokeh), so it is tested without a browser.
     """
-    rows, link_row, labels = _rows(result)
+    rows, link_row, link_queue_row, labels = _rows(result)
+    half = row_geometry(len(labels), frame or frame_px(len(labels)))[0]
     model = result.scenario.model
-    limit = (tpot_ms / 1000.0) if tpot_ms else math.inf
+    limit = (target_ms / 1000.0) if target_ms else math.inf
     parts = {"decode": [], "slow": [], "prefill": [], "strip": []}
     for log, row in zip(result.gpus, rows):
         n = len(log)
@@ -265,8 +337,77 @@ def timeline_data(result, tpot_ms):
         "slow": _narrow(np.clip(slow_time / (gpus * width), 0, 1)),
         "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
     }
-    out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "bin": width}
+    peaks = _queue_layers(result, out, rows, link_queue_row, half)
+    out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
+                   "bin": width, "half": half, "peaks": peaks}
     return out
+
+
+def _quads(left, right, top, bottom, n):
+    return {"left": _narrow(left), "right": _narrow(right), "top": _narrow(top), "bottom": _narrow(bottom),
+            "n": _narrow(n)}
+
+
+def _queue_layers(result, out, rows, link_queue_row, half):
+    """Fill out's QUEUE_LAYERS (see the module docstring); returns {row: peak} of the queue rows.
+
+    A queue row's area grows up from its box's bottom, full height at the run's peak (at
+    least 1); the link queue stacks its waiting-for-room part on its waiting-for-link part.
+    A KV band's fill grows up from the band's bottom, full at the GPU's capacity.
+    """
+    peaks = {}
+    left, right, n = prefill_queue(result)
+    peak = max(float(n.max()) if len(n) else 0.0, 1.0)
+    peaks[0] = int(n.max()) if len(n) else 0
+    out["queue"] = _quads(left, right, half - 2 * half * n / peak, np.full(len(n), half), n)
+    if link_queue_row is not None:
+        parts = link_queue(result)
+        times = np.unique(np.concatenate([parts["link"][0], parts["link"][1], parts["room"][0], parts["room"][1]]))
+        waits = {k: _level_at(*parts[k], times[:-1]) for k in ("link", "room")}
+        total = waits["link"] + waits["room"]
+        peak = max(float(total.max()) if len(total) else 0.0, 1.0)
+        peaks[link_queue_row] = int(total.max()) if len(total) else 0
+        y0 = link_queue_row + half
+        mid = y0 - 2 * half * waits["link"] / peak
+        for name, key, top, bottom in (("link_q", "link", mid, np.full(len(mid), y0)),
+                                       ("room_q", "room", mid - 2 * half * waits["room"] / peak, mid)):
+            keep = waits[key] > 0
+            out[name] = _quads(times[:-1][keep], times[1:][keep], top[keep], bottom[keep], waits[key][keep])
+    else:
+        out["link_q"] = _empty(_QUAD_COLS)
+        out["room_q"] = _empty(_QUAD_COLS)
+    geo = box_geometry(half)
+    capacity = float(result.scenario.model.kv_tokens_per_gpu)
+    row_of = {log.index: row for log, row in zip(result.gpus, rows)}
+    usage = kv_usage(result)
+    band = geo["band_bottom"] - geo["band_top"]
+    tracks, fills = [], []
+    span = max(result.end_time, 0.0)
+    for gpu, (lo, hi, tokens) in usage.items():
+        r = row_of[gpu]
+        tracks.append((r, len(tokens)))
+        share = np.clip(tokens / capacity, 0.0, 1.0)
+        fills.append((lo, hi, r + geo["band_bottom"] - band * share, np.full(len(lo), r + geo["band_bottom"]), share,
+                      np.full(len(lo), r + geo["band_top"])))
+    if tracks:
+        ys = np.array([r for r, _ in tracks], dtype=float)
+        out["kv_track"] = _quads(np.zeros(len(ys)), np.full(len(ys), span), ys + geo["band_top"], ys + geo["band_bottom"],
+                                 np.ones(len(ys)))
+        out["kv"] = {c: _narrow(np.concatenate([np.asarray(f[i], dtype=float) for f in fills]))
+                     for i, c in enumerate(_KV_COLS)}
+    else:
+        out["kv_track"] = _empty(_QUAD_COLS)
+        out["kv"] = _empty(_KV_COLS)
+    return peaks
+
+
+def _level_at(left, right, value, times):
+    """A step series' value at each of `times` (0 outside its spans)."""
+    if not len(left):
+        return np.zeros(len(times))
+    i = np.searchsorted(left, times, side="right") - 1
+    inside = (i >= 0) & (times < right[np.maximum(i, 0)])
+    return np.where(inside, value[np.maximum(i, 0)], 0.0)
 
 
 def _narrow(values):
@@ -312,11 +453,14 @@ class Canvas(param.Parameterized):
         self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
+        for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
+            self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
         self._geometry = None
         self._rows_max, longest = max_rows(state.mission)
-        self._frame_px = frame_px(self._rows_max, EMBED_ROW_PX if embed else ROW_PX)
+        self._frame_px = (frame_px(self._rows_max, EMBED_ROW_PX, EMBED_FRAME_MAX_PX) if embed
+                          else frame_px(self._rows_max))
         self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
@@ -368,23 +512,28 @@ class Canvas(param.Parameterized):
         # figure. (Labels inside the figure would be clipped to the plot area.)
         fig.yaxis.visible = False
         self.row_labels = ColumnDataSource({"y": [], "text": []})  # for the tooltips
-        bar = {"y": "y", "left": "left", "right": "right", "height": 2 * HALF}
-        # The prefill strip of a mixed step sits at the bottom of its box (rows grow
-        # downwards): a Dodge, so a new row height only changes its `value`.
-        self.strip_dodge = Dodge(value=HALF - HALF * STRIP, range=fig.y_range)
+        self._queue_renderers = self._add_queue_glyphs(fig)
+        # A GPU row's step boxes sit under its KV band (box_geometry): a Dodge, so a new row
+        # height only changes its `value`; the prefill strip of a mixed step sits at the
+        # bottom of its box (rows grow downwards), a Dodge too.
+        geo = box_geometry(HALF)
+        self.step_dodge = Dodge(value=geo["step_offset"], range=fig.y_range)
+        self.strip_dodge = Dodge(value=geo["step_offset"] + geo["step_height"] * (1 - STRIP) / 2, range=fig.y_range)
+        bar = {"y": {"field": "y", "transform": self.step_dodge}, "left": "left", "right": "right",
+               "height": geo["step_height"]}
         r_decode = fig.hbar(source=self.sources["decode"], **bar,
                             fill_color=PALETTE["decode"], line_color="white", line_width=0.6)
         r_slow = fig.hbar(source=self.sources["slow"], **bar,
                           fill_color=PALETTE["slow"], hatch_pattern="/", hatch_color="white", hatch_alpha=0.75,
-                          hatch_scale=7, hatch_weight=1.2, line_color="#4a1a00", line_width=1.3)
+                          hatch_scale=7, hatch_weight=1.2, line_color=PALETTE["slow_edge"], line_width=1.3)
         r_prefill = fig.hbar(source=self.sources["prefill"], **bar,
                              fill_color=PALETTE["prefill"], line_color="white", line_width=0.6)
         r_strip = fig.hbar(source=self.sources["strip"], y={"field": "y", "transform": self.strip_dodge},
-                           left="left", right="right", height=2 * HALF * STRIP,
+                           left="left", right="right", height=geo["step_height"] * STRIP,
                            fill_color=PALETTE["prefill"], line_color=None)
         r_wait = fig.hbar(source=self.sources["wait"], y="y", left="left", right="right", height=2 * HALF * WAIT,
                           fill_color=PALETTE["link_wait"], line_color=None)
-        r_wire = fig.hbar(source=self.sources["wire"], **bar,
+        r_wire = fig.hbar(source=self.sources["wire"], y="y", left="left", right="right", height=2 * HALF,
                           fill_color=PALETTE["link"], fill_alpha=0.85, line_color="white", line_width=0.6,
                           line_alpha="edge")
         step_tips = """
@@ -404,7 +553,9 @@ class Canvas(param.Parameterized):
             return "row " + value;""")
         in_ms = CustomJSHover(code="""
             return (value * 1000).toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1});""")
-        kinds = ((r_decode, "decode step"), (r_slow, "decode step over the TPOT target"), (r_prefill, "prefill step"))
+        over = target_phrase(self.state.scenario.slo)
+        kinds = ((r_decode, "decode step"), (r_slow, f"decode step over {over}" if over else "decode step"),
+                 (r_prefill, "prefill step"))
         for renderer, kind in kinds:
             duration = CustomJSHover(args={"src": renderer.data_source}, code="""
                 const d = src.data, i = special_vars.index;
@@ -420,7 +571,8 @@ class Canvas(param.Parameterized):
   <div>prefill ended at @ready_ms{0,0.0} ms</div>
 </div>""".replace("%s", FONT_STACK)
         fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
-        self._box_glyphs = [r.glyph for r in (r_decode, r_slow, r_prefill, r_wire)]
+        self._box_glyphs = [r.glyph for r in (r_decode, r_slow, r_prefill)]
+        self._wire_glyph = r_wire.glyph
         self._strip_glyph = r_strip.glyph
         self._wait_glyph = r_wait.glyph
         self.slow_line = Span(location=0, dimension="height", line_color=PALETTE["slow"], line_alpha=0, line_width=1)
@@ -443,6 +595,47 @@ class Canvas(param.Parameterized):
             document.documentElement.dataset.canvasWindow = cb_obj.start.toFixed(3);
         """))
         return fig
+
+    def _add_queue_glyphs(self, fig):
+        """The queue rows' areas and the KV bands (drawn first: under everything else),
+        their compact tooltips, and a label per queue row for its scale."""
+        quad = {"left": "left", "right": "right", "top": "top", "bottom": "bottom"}
+        src = self.sources
+        r_track = fig.quad(source=src["kv_track"], **quad, fill_color=PALETTE["kv_track"],
+                           line_color=PALETTE["kv_edge"], line_width=0.8)
+        r_kv = fig.quad(source=src["kv"], **quad, fill_color=PALETTE["kv"], line_color=None)
+        r_kv_hit = fig.quad(source=src["kv"], left="left", right="right", top="hit", bottom="bottom",
+                            fill_alpha=0, line_alpha=0)  # the whole band's height: a hover needs no pixel-exact aim
+        r_queue = fig.quad(source=src["queue"], **quad, fill_color=PALETTE["link_wait"], line_color=None)
+        r_link = fig.quad(source=src["link_q"], **quad, fill_color=PALETTE["link_wait"], line_color=None)
+        r_room = fig.quad(source=src["room_q"], **quad, fill_color=PALETTE["kv"], line_color=None)
+        tip = '<div style="font: 12px %s">%s</div>'
+        for renderer, text in ((r_queue, "<b>@n{0,0}</b> requests waiting for their prefill"),
+                               (r_link, "<b>@n{0,0}</b> KV caches waiting for the link"),
+                               (r_room, "<b>@n{0,0}</b> KV caches waiting for room on a decode GPU"),
+                               (r_kv_hit, "KV memory: <b>@n{0%}</b> reserved")):
+            fig.add_tools(HoverTool(renderers=[renderer], tooltips=tip % (FONT_STACK, text),
+                                    point_policy="follow_mouse", attachment="above"))
+        self.peak_labels = {}
+        for key in ("prefill", "link"):
+            label = Label(x=3, y=0, x_units="screen", y_units="data", text="", text_font_size="9.5px",
+                          text_color=PALETTE["muted"], text_baseline="top", y_offset=-1,
+                          background_fill_color="white", background_fill_alpha=0.75, level="overlay")
+            fig.add_layout(label)
+            self.peak_labels[key] = label
+        return [r_track, r_kv, r_queue, r_link, r_room]
+
+    def _show_peaks(self, meta):
+        """Each queue row says what its full height stands for (the run's peak)."""
+        half = meta["half"]
+        rows = {"prefill": 0, "link": meta["link_queue_row"]}
+        for key, label in self.peak_labels.items():
+            row = rows[key]
+            peak = meta["peaks"].get(row) if row is not None else None
+            text = "" if peak is None else (f"peak {peak:,}" if peak else "none waiting")
+            y = (row if row is not None else 0) - half
+            if label.text != text or label.y != y:
+                label.update(text=text, y=y)
 
     def _make_overview(self):
         fig = figure(
@@ -498,9 +691,11 @@ class Canvas(param.Parameterized):
             styles={"flex": "1 1 160px"},
         )
         self.slider.param.watch(self._on_slider, "value")
+        over = target_phrase(self.state.scenario.slo)
         self.next_button = pn.widgets.Button(
             name="Next slow step »", button_type="light", width=150, margin=(4, 0, 4, 6),
-            description="Jump to the next step that took longer than the TPOT target",
+            description=(f"Jump to the next step longer than {over} ({OVER_WORDS})" if over
+                         else "Jump to the next slow step (this mission sets no per-token target: none is marked)"),
             css_classes=["stf-next-slow"],
         )
         self.next_button.on_click(lambda _e: self.jump_to_slow())
@@ -531,12 +726,19 @@ class Canvas(param.Parameterized):
                 if len(source.data["left"]):
                     source.data = _empty(tuple(source.data))
             self.overview_source.data = {"x": [], "slow": [], "busy": []}
+            for label in self.peak_labels.values():  # no peak of a run that is not shown
+                if label.text:
+                    label.text = ""
             self.next_button.styles = INERT_STYLE
             self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
-        data = timeline_data(result, state.scenario.slo.tpot_ms)
+        data = timeline_data(result, state.scenario.slo.per_token_target_ms, self._frame_px)
         meta = data["meta"]
-        self._full = {name: data[name] for name in LAYERS}
+        self._full = {name: data[name] for name in LAYERS if name not in WHOLE_RUN_LAYERS}
+        for name in WHOLE_RUN_LAYERS:  # a few boxes spanning the run: sent once per run, not per slice
+            source, cols = self.sources[name], data[name]
+            if len(cols["left"]) or len(source.data["left"]):
+                source.data = cols
         self._buffer = None  # forces a fresh slice in _on_window
         # Small columns go as JSON lists: every array column would be its own websocket frame.
         self.overview_source.data = {k: np.asarray(v).tolist() for k, v in data["overview"].items()}
@@ -553,6 +755,7 @@ class Canvas(param.Parameterized):
             half, font = row_geometry(n, self._frame_px)
             self.labels_pane.object = rows_html([labels[i] for i in range(n)], self._frame_px, font)
             self._set_geometry(half)
+        self._show_peaks(meta)
         self._end = max(result.end_time, WINDOW_S)
         if self.overview.x_range.end != self._end:
             self.overview.x_range.update(start=0, end=self._end)
@@ -573,10 +776,13 @@ class Canvas(param.Parameterized):
         if half == self._geometry:
             return
         self._geometry = half
+        geo = box_geometry(half)
         for glyph in self._box_glyphs:
-            glyph.height = 2 * half
-        self._strip_glyph.height = 2 * half * STRIP
-        self.strip_dodge.value = half - half * STRIP
+            glyph.height = geo["step_height"]
+        self.step_dodge.value = geo["step_offset"]
+        self._wire_glyph.height = 2 * half
+        self._strip_glyph.height = geo["step_height"] * STRIP
+        self.strip_dodge.value = geo["step_offset"] + geo["step_height"] * (1 - STRIP) / 2
         self._wait_glyph.height = 2 * half * WAIT
 
     def _on_window(self, *_):
@@ -605,8 +811,7 @@ class Canvas(param.Parameterized):
             return
         lo, hi = t0 - BUFFER_S, t0 + WINDOW_S + BUFFER_S
         self._buffer = (lo, hi)
-        for name in LAYERS:
-            cols = self._full[name]
+        for name, cols in self._full.items():
             source = self.sources[name]
             if not len(cols["left"]):
                 if len(source.data["left"]):  # an empty layer stays empty: nothing to send

@@ -1,7 +1,8 @@
 """The table alternative to the canvas and the plots: the latest run as rows a screen reader reads.
 
 A collapsed "Table view" card under the metrics. Opened, it shows per GPU its steps, busy
-share and slow steps (the decode steps over the TPOT target the canvas draws red), and per
+share and slow steps (the decode steps over the per-token target, the ones the canvas draws
+red, hatched: `Slo.per_token_target_ms`), and per
 request (the first ROWS_SHOWN) its arrival, TTFT and the TTFT's parts (lab.core.blame),
 TPOT, worst gap and whether it met the SLO. "Download CSV" gives every request with the
 columns of `lab run --requests-csv` (lab.core.report writes both).
@@ -21,6 +22,7 @@ import lab.core as core
 from lab.core.report import gpu_rows, write_requests_csv
 
 from .metrics_view import fmt_share
+from .targets import target_phrase
 from .theme import CSS
 
 __all__ = ["TableView", "gpu_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
@@ -40,10 +42,11 @@ def _num(value, fmt):
     return "—" if value is None else format(value, fmt)
 
 
-def gpu_table_html(result, tpot_ms):
-    """Per GPU: steps, busy share of the run, slow steps."""
-    rows = gpu_rows(result, tpot_ms)
-    target = f"decode steps over the {tpot_ms:g} ms TPOT target" if tpot_ms else "none without a TPOT target"
+def gpu_table_html(result, slo):
+    """Per GPU: steps, busy share of the run, slow steps (over `slo`'s per-token target)."""
+    rows = gpu_rows(result, slo.per_token_target_ms)
+    phrase = target_phrase(slo)
+    target = f"decode steps longer than {phrase}" if phrase else "none without a per-token target"
     body = "".join(
         f'<tr data-gpu="{r["gpu"]}"><th scope="row">GPU {r["gpu"]}</th><td>{html.escape(r["role"])}</td>'
         f'<td>{r["steps"]:,}</td><td data-busy="{r["busy_share"]:.6f}">{fmt_share(r["busy_share"])}</td>'
@@ -123,7 +126,7 @@ class TableView:
         if s.result is None:
             self.pane.object = '<p class="stf-lock">No run to show.</p>'
             return
-        tables = (gpu_table_html(s.result, s.scenario.slo.tpot_ms)
+        tables = (gpu_table_html(s.result, s.scenario.slo)
                   + requests_table_html(s.result, s.rows, self._blame()))
         # A scrolling box is a tab stop with a name, so a keyboard can scroll it (axe: scrollable-region-focusable).
         self.pane.object = (f'<div class="stf-tables" role="region" aria-label="Tables of run {s.run_id}" tabindex="0" '

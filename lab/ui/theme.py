@@ -1,9 +1,11 @@
 """Colours and CSS shared by every view.
 
 The palette is Okabe & Ito's (2008), chosen so that the categories stay apart for the
-common forms of colour blindness. Colour is never the only cue: steps over the TPOT
-target are also hatched and outlined, pass/fail metrics carry a tick or a cross, and
-the plots use marker shapes as well as colours.
+common forms of colour blindness, with one exception: steps over the per-token target
+are a clear red (what the briefs call them: "red, hatched"), told apart from the amber
+of prefill by their white hatching and dark outline, not by hue alone. Colour is never
+the only cue: pass/fail metrics carry a tick or a cross, and the plots use marker
+shapes as well as colours.
 
 CSS lives here as a string (not in a file) so that the same wheel works under
 `lab serve` and in Pyodide, where the package's data files are not served.
@@ -20,9 +22,13 @@ LIVE_STYLE = {"opacity": "1", "pointer-events": "auto"}  # explicit: an empty di
 PALETTE = {
     "decode": "#0072B2",  # blue
     "prefill": "#E69F00",  # orange / amber
-    "slow": "#D55E00",  # vermillion (+ hatch + dark outline)
+    "slow": "#D7191C",  # red (+ white hatch + dark outline): a step over the per-token target
+    "slow_edge": "#5a0a0a",  # its outline
     "link": "#009E73",  # bluish green: KV on the wire
-    "link_wait": "#999999",  # grey: KV waiting for the link or for decode memory
+    "link_wait": "#999999",  # grey: waiting (KV for the link or decode memory; the queue rows)
+    "kv": "#CC79A7",  # reddish purple: KV memory reserved on a GPU, and KV waiting for room there
+    "kv_track": "#f7eef3",  # the KV band's empty part
+    "kv_edge": "#8a4a70",  # its outline: the top edge is the GPU's KV capacity
     "sky": "#56B4E9",
     "purple": "#CC79A7",
     "ink": "#1d2430",
@@ -124,9 +130,12 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
                margin: 4px 0 2px; }
 .stf-legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px; color: var(--ink); align-items: center; }
 .stf-legend .sw { display: inline-block; width: 16px; height: 11px; border-radius: 2px; vertical-align: -1px; margin-right: 5px; }
-.stf-legend .sw.slow { background: repeating-linear-gradient(135deg, var(--slow) 0 3px, #fff 3px 4.5px); outline: 1.5px solid #4a1a00; outline-offset: -1.5px; }
+.stf-legend .sw.slow { background: repeating-linear-gradient(135deg, var(--slow) 0 3px, #fff 3px 4.5px); outline: 1.5px solid %(slow_edge)s; outline-offset: -1.5px; }
 .stf-legend .sw.mixed { background: linear-gradient(to top, var(--prefill) 0 40%%, var(--decode) 40%% 100%%); }
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
+.stf-legend .sw.queue { background: linear-gradient(to top, %(link_wait)s 0 60%%, transparent 60%% 100%%); }
+.stf-legend .sw.kv { background: linear-gradient(to top, %(kv)s 0 55%%, %(kv_track)s 55%% 100%%); outline: 1px solid %(kv_edge)s; outline-offset: -1px; }
+.stf-legend .stf-legend-over { flex-basis: 100%%; }
 .stf-lock { color: var(--muted); font-size: 12px; }
 .stf-replay { font-size: 13px; margin: 4px 0; border-left: 4px solid var(--link); padding: 2px 8px; background: #eef8f4; }
 .stf-upload-error { margin: 4px 0; overflow-wrap: anywhere; }

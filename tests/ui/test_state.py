@@ -400,7 +400,7 @@ def test_sweep_rates_cover_a_quarter_to_twice_the_rate():
 def test_timeline_data_accounts_for_every_step(ran):
     from lab.ui.canvas import timeline_data
 
-    tpot = ran.scenario.slo.tpot_ms
+    tpot = ran.scenario.slo.per_token_target_ms
     data = timeline_data(ran.result, tpot)
     steps = sum(len(g) for g in ran.result.gpus)
     assert sum(len(data[k]["left"]) for k in ("decode", "slow", "prefill")) == steps
@@ -413,7 +413,8 @@ def test_timeline_data_accounts_for_every_step(ran):
     mixed = sum(1 for g in ran.result.gpus for b, p in zip(g.decode_seqs, g.prefill_tokens) if b and p)
     assert len(data["strip"]["left"]) == mixed
     assert np.all(data["strip"]["right"] >= data["strip"]["left"])
-    assert data["meta"]["rows"] == len(ran.result.gpus) and data["meta"]["link_row"] is None
+    assert data["meta"]["rows"] == len(ran.result.gpus) + 1 and data["meta"]["link_row"] is None  # + the prefill queue
+    assert data["meta"]["labels"][0] == "prefill queue" and data["meta"]["link_queue_row"] is None
     assert len(data["wire"]["left"]) == 0
     ov = data["overview"]
     assert np.all((ov["slow"] >= 0) & (ov["slow"] <= ov["busy"] + 1e-9)) and np.all(ov["busy"] <= 1 + 1e-9)
@@ -424,10 +425,11 @@ def test_timeline_data_of_a_split_fleet_has_a_link_row(catalog):
 
     state = LabState.from_query(catalog, f"?mission={M2}")
     state.run()
-    data = timeline_data(state.result, state.scenario.slo.tpot_ms)
+    data = timeline_data(state.result, state.scenario.slo.per_token_target_ms)
     meta = data["meta"]
-    assert meta["rows"] == len(state.result.gpus) + 1
+    assert meta["rows"] == len(state.result.gpus) + 3  # the prefill queue, the link queue, the link
     assert meta["labels"][meta["link_row"]] == "link (KV)"
+    assert meta["labels"][meta["link_queue_row"]] == "link queue" and meta["link_queue_row"] == meta["link_row"] - 1
     assert len(data["wire"]["left"]) == len(state.result.transfers)
     assert np.all(data["wire"]["right"] >= data["wire"]["left"])
     assert np.all(data["wait"]["right"] > data["wait"]["left"])
@@ -529,11 +531,12 @@ def test_clean_stars_keeps_readable_entries_only():
 def test_the_canvas_is_sized_for_the_most_rows_the_mission_can_reach(catalog):
     from lab.ui.canvas import FRAME_MAX_PX, frame_px, max_rows
 
-    rows, longest = max_rows(catalog.get(M1))  # colocated up to 8 GPUs, or 6 + 6 and the link
-    assert rows == 13 and longest.endswith("colocated")
-    rows, longest = max_rows(catalog.get(M2))  # split only: 7 + 7 and the link
-    assert rows == 15 and len(longest) == len("GPU 13 · decode")  # as long as "GPU 6 · prefill"
-    assert max_rows(sandbox_mission())[0] == 12 + 12 + 1
+    # Queue rows: the prefill queue always; a split fleet's link queue too.
+    rows, longest = max_rows(catalog.get(M1))  # colocated up to 8 GPUs, or 6 + 6, the link and 2 queues
+    assert rows == 15 and longest.endswith("colocated")
+    rows, longest = max_rows(catalog.get(M2))  # split only: 7 + 7, the link and 2 queues
+    assert rows == 17 and len(longest) == len("GPU 13 · decode")  # as long as "GPU 6 · prefill"
+    assert max_rows(sandbox_mission())[0] == 12 + 12 + 1 + 2
     assert frame_px(2) == frame_px(6) < frame_px(9) < frame_px(25) == FRAME_MAX_PX
 
 
@@ -550,12 +553,15 @@ def test_changing_the_fleet_never_changes_the_canvas_height(catalog):
         state.run()
         heights.add(canvas.figure.height)
         n = len(canvas.row_labels.data["y"])
-        assert canvas.row_labels.data["text"][0].startswith("GPU 0 · ")
+        assert canvas.row_labels.data["text"][0] == "prefill queue"
+        assert canvas.row_labels.data["text"][1].startswith("GPU 0 · ")
         rows.append(n)
         assert canvas.figure.y_range.start == n - 0.5 and canvas.figure.y_range.end == -0.5
-        halves.append(canvas._box_glyphs[0].height / 2)
+        halves.append(canvas._geometry)
+        # A GPU's step boxes share its row's box with the KV band above them.
+        assert 0 < canvas._box_glyphs[0].height < 2 * canvas._geometry == canvas._wire_glyph.height
     assert len(heights) == 1
-    assert rows == [4, 8, 2, 13]
+    assert rows == [5, 9, 3, 15]
     # Boxes are at most 30 px and fill at most 80% of a row.
     frame = canvas._frame_px
     for n, half in zip(rows, halves):

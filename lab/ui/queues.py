@@ -1,0 +1,124 @@
+"""Queues and KV memory over time, derived from a `Result` (numpy, no Panel, no Bokeh).
+
+What the canvas's queue rows and KV bands draw, as step functions: `(left, right, value)`
+segments, each a span of time over which the value holds (spans where it is 0 are left
+out, and neighbours of equal value are merged).
+
+- `prefill_queue(result)`: requests waiting for their prefill to start: arrival ->
+  `prefill_start` (colocated, that includes waiting for a GPU with KV room or a batch
+  slot). A dropped request never waits; one still waiting when the run stopped waits
+  until then.
+- `link_queue(result)`: KV caches that are ready (their prefill ended) and not yet on the
+  wire, in two parts: `room` waits for KV room on a decode GPU (prefill end -> reserved,
+  including those still unreserved when the run stopped) and `link` waits for the wire
+  (the later of prefill end and reservation -> the first byte moves).
+- `kv_usage(result)`: per GPU that holds KV for decoding (colocated, decode), the KV
+  tokens reserved on it. The engine reserves a sequence's whole prompt + output when it
+  admits it (colocated: its prefill starts; split: room is reserved for its transfer) and
+  frees it all when the last token is emitted, so this is exactly what admission checks
+  against `model.kv_tokens_per_gpu`, not the tokens written so far (which grow to it one
+  per step). A sequence not finished when the run stopped holds its room until then.
+"""
+
+import numpy as np
+
+__all__ = ["occupancy", "prefill_queue", "link_queue", "kv_usage", "run_stop"]
+
+
+def run_stop(result):
+    """When the simulation stopped (what an interval open at the end runs to)."""
+    return result.stopped_at if result.stopped_at is not None else result.end_time
+
+
+def occupancy(starts, ends, weights=None):
+    """The sum of `weights` (1 each by default) over the intervals [start, end) holding at
+    each time, as (left, right, value) arrays of the spans where it is not 0.
+
+    Empty or reversed intervals count for nothing. At a time where one interval ends and
+    another starts the value changes once (no zero-width spike).
+    """
+    starts = np.asarray(starts, dtype=float)
+    ends = np.asarray(ends, dtype=float)
+    weights = np.ones(len(starts)) if weights is None else np.asarray(weights, dtype=float)
+    keep = ends > starts
+    starts, ends, weights = starts[keep], ends[keep], weights[keep]
+    if not len(starts):
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    times = np.concatenate([starts, ends])
+    deltas = np.concatenate([weights, -weights])
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)
+    # The level after the last change at each distinct time.
+    last = np.r_[times[1:] != times[:-1], True]
+    times, level = times[last], level[last]
+    level = np.where(np.abs(level) < 1e-9, 0.0, level)  # float weights cancel to 0, not 1e-16
+    left, right, value = times[:-1], times[1:], level[:-1]
+    # Merge neighbours of equal value, then drop the zero spans.
+    new = np.r_[True, value[1:] != value[:-1]]
+    idx = np.nonzero(new)[0]
+    left, value = left[idx], value[idx]
+    right = np.r_[left[1:], right[-1]] if len(idx) else right[:0]
+    nz = value != 0
+    return left[nz], right[nz], value[nz]
+
+
+def prefill_queue(result):
+    """(left, right, requests waiting for prefill)."""
+    stop = run_stop(result)
+    arrivals, begins = [], []
+    for rec in result.requests:
+        if rec.dropped is not None:
+            continue
+        arrivals.append(rec.arrival)
+        begins.append(stop if rec.prefill_start is None else rec.prefill_start)
+    return occupancy(arrivals, begins)
+
+
+def link_queue(result):
+    """{"room": (left, right, n), "link": (left, right, n)}: KV caches waiting for room on a
+    decode GPU, and for the wire. Empty for a colocated fleet."""
+    stop = run_stop(result)
+    room_a, room_b, link_a, link_b = [], [], [], []
+    if any(g.role == "decode" for g in result.gpus):
+        transfers = result.transfers
+        for rec in result.requests:
+            if rec.prefill_end is None or rec.dropped is not None:
+                continue
+            if rec.transfer < 0:
+                if rec.output_tokens > 1:  # ready, never reserved: waits for room until the end
+                    room_a.append(rec.prefill_end)
+                    room_b.append(stop)
+                continue
+            tr = transfers[rec.transfer]
+            room_a.append(tr.ready)
+            room_b.append(tr.reserved)
+            link_a.append(max(tr.ready, tr.reserved))
+            link_b.append(stop if tr.start is None else tr.start)
+    return {"room": occupancy(room_a, room_b), "link": occupancy(link_a, link_b)}
+
+
+def kv_usage(result):
+    """{GPU index: (left, right, KV tokens reserved)} for each GPU that decodes."""
+    stop = run_stop(result)
+    held = {g.index: ([], [], []) for g in result.gpus if g.role in ("colocated", "decode")}
+    split = any(g.role == "decode" for g in result.gpus)
+    for rec in result.requests:
+        if rec.dropped is not None:
+            continue
+        if split:
+            if rec.transfer < 0:
+                continue
+            tr = result.transfers[rec.transfer]
+            gpu, since = tr.dst_gpu, tr.reserved
+        else:
+            if rec.prefill_start is None:
+                continue
+            gpu, since = rec.prefill_gpu, rec.prefill_start
+        if gpu not in held:
+            continue
+        a, b, w = held[gpu]
+        a.append(since)
+        b.append(stop if rec.finish is None else rec.finish)
+        w.append(rec.prompt_tokens + rec.output_tokens)
+    return {gpu: occupancy(*cols) for gpu, cols in held.items()}
