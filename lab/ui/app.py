@@ -424,7 +424,7 @@ class LabApp:
         self._restoring = True
         try:
             with pn.io.hold():
-                if wanted != state.settings and state.change_many(wanted):
+                if wanted != state.settings and state.change_many(wanted, by_student=False):  # no star for Back
                     self.schedule_run(self._change_delay())
                 raw = params.get("t")
                 if raw is not None and _SECONDS_RE.fullmatch(raw.strip()) and float(raw) <= 1e6:
@@ -445,11 +445,12 @@ class LabApp:
         self.header_stars.object = (f'<div class="stf-head-stars" data-earned="{got}"><span class="stars" '
                                     f'aria-label="{got} of {total} stars earned">{glyphs}</span>'
                                     f'<small>{got}/{total}</small></div>')
-        if any(s.stars_now):
+        credited = s.stars_credited  # nothing until the student changed a control (LabState.touched)
+        if any(credited):
             saved = self.bridge.stars.get(s.mission.id, [])
-            new = [bool(now) and not (i < len(saved) and saved[i]) for i, now in enumerate(s.stars_now)]
+            new = [now and not (i < len(saved) and saved[i]) for i, now in enumerate(credited)]
             if any(new) or not self.bridge.loaded:
-                self.bridge.earn(s.mission.id, s.stars_now)
+                self.bridge.earn(s.mission.id, credited)
 
     def _on_bridge(self, *_):
         self.state.merge_saved(self.bridge.stars.get(self.state.mission.id, []))

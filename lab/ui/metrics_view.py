@@ -11,7 +11,7 @@ import panel as pn
 from .theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
-           "run_error_html", "run_cut_html"]
+           "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
 NBSP = "\u00a0"  # between a number and its unit: a narrow card wraps between values, never inside one
@@ -146,8 +146,14 @@ def run_error_html(message):
             '<br><small>Change a control (or go back to the start) to run again.</small></div>')
 
 
-def stars_html(mission, metrics, now, saved):
-    """One row per star: saved (★/☆), live tick for the latest run, and each test's value."""
+STARS_WAIT_NOTE = "Stars count once you change a control"
+
+
+def stars_html(mission, metrics, now, saved, counting=True):
+    """One row per star: saved (★/☆), live tick for the latest run, and each test's value.
+
+    `counting` False (LabState.touched not yet): a note says stars count once a control
+    changes, and a star the run meets reads "met" rather than earned."""
     if not mission.stars:
         return '<p class="stf-lock">The sandbox has no stars: play freely.</p>'
     items = []
@@ -163,7 +169,8 @@ def stars_html(mission, metrics, now, saved):
                 f'<span style="color:#5b6472">(now {html.escape(shown)})</span></span>'
             )
         status = "earned" if earned else "not yet earned"
-        now_text = ("✓ this run earns it" if live else "✗ not with these settings") if metrics else "…"
+        met_text = "✓ this run earns it" if counting else "✓ met here: change a control to earn it"
+        now_text = (met_text if live else "✗ not with these settings") if metrics else "…"
         items.append(
             f'<li class="stf-star{" earned" if earned else ""}" data-star="{i}" data-earned="{str(bool(earned)).lower()}" '
             f'data-live="{str(bool(live)).lower()}">'
@@ -172,7 +179,10 @@ def stars_html(mission, metrics, now, saved):
             f'<span class="now {"ok" if live else "no"}">{now_text}</span>'
             f'<span class="tests">{"".join(tests)}</span></li>'
         )
-    return f'<ul class="stf-stars">{"".join(items)}</ul>'
+    note = "" if counting else (
+        f'<p class="stf-stars-note" role="note" data-stars-wait="true">{STARS_WAIT_NOTE}.<span class="more"> '
+        'A link opens its fleet as sent; only a change you make here earns a star.</span></p>')
+    return f'{note}<ul class="stf-stars">{"".join(items)}</ul>'
 
 
 class MetricsView:
@@ -203,9 +213,9 @@ class StarsView:
         self.tools = tools
         self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",
                                                               margin=0, css_classes=["stf-stars-panel"])
-        state.param.watch(self._update, ["run_id", "saved_stars"])
+        state.param.watch(self._update, ["run_id", "saved_stars", "touched"])
         self._update()
 
     def _update(self, *_):
         s = self.state
-        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars)
+        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars, counting=s.touched)

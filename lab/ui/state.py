@@ -16,6 +16,12 @@ A run never leaves the page busy: whatever it raises (a LabError, an unreadable 
 a bug) ends up in `run_error` with the state idle, and the next change runs again.
 The sandbox can replay an uploaded trace CSV (`load_trace_text`): its requests replace
 the generated workload until `clear_replay`.
+
+Stars count only after the student changed a control on this page (`touched`): a loaded
+link (a shared solution, say) shows its fleet and which stars it meets, but earns and saves
+nothing until then. A change counts when it alters the settings (a reset at the start does
+not); restoring a history entry (Back/Forward, `change_many(..., by_student=False)`) does
+not count either: the student did not choose it on this page.
 """
 
 import dataclasses
@@ -219,6 +225,8 @@ class LabState(param.Parameterized):
     sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
     sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
     hidden = param.Parameter(default=(), doc="Controls and panels a classroom link hides (`hide`); kept in the address.")
+    touched = param.Boolean(default=False, doc="The student changed a control on this page: only then do stars "
+                            "count (see the module docstring).")
 
     def __init__(self, mission, position=0, **params):
         super().__init__(mission=mission, position=position, **params)
@@ -229,6 +237,7 @@ class LabState(param.Parameterized):
         self.saved_stars = [False] * len(mission.stars)
         self.stars_now = [False] * len(mission.stars)
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
+        self._blames = (-1, None)  # (run_id, lab.core request_blame of that run): see blame_of
 
     # ------------------------------------------------------------ building
 
@@ -324,8 +333,9 @@ class LabState(param.Parameterized):
             return False
         return self.change_many({name: value})
 
-    def change_many(self, values):
-        """Apply several settings at once (all or nothing)."""
+    def change_many(self, values, by_student=True):
+        """Apply several settings at once (all or nothing). `by_student`: the student did it on
+        this page (False for a restored history entry), so a change makes stars count."""
         new = {**self.settings, **values}
         try:
             scenario = self.mission.apply(self._clean(new))
@@ -334,6 +344,8 @@ class LabState(param.Parameterized):
             return False
         self.error = ""
         with param.parameterized.batch_call_watchers(self):
+            if by_student and new != self.settings:
+                self.touched = True
             self.settings = new
             self.scenario = scenario
             self.busy = True
@@ -387,7 +399,7 @@ class LabState(param.Parameterized):
         except Exception as exc:  # a bug must not leave the page on "Simulating…" forever
             traceback.print_exc(file=sys.stderr)
             return self._failed(f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})", began)
-        saved = [a or b for a, b in zip(self.saved_stars, now)] if now else []
+        saved = [a or (b and self.touched) for a, b in zip(self.saved_stars, now)] if now else []
         elapsed = (time.perf_counter() - began) * 1000.0
         end = max(result.end_time - WINDOW_S, 0.0)
         with param.parameterized.batch_call_watchers(self):
@@ -461,6 +473,25 @@ class LabState(param.Parameterized):
             self.upload_error = ""
             self.busy = True
         return True
+
+    @property
+    def stars_credited(self):
+        """Per star: earned by the latest run and counted (the student changed a control)."""
+        return [bool(n) and self.touched for n in self.stars_now]
+
+    def blame_of(self, request_id):
+        """The lab.core `Blame` of one request of the latest run, or None (no run, unknown id).
+
+        Blame is computed for the whole run once, on the first call after a run (point this
+        at a per-run `blames` list if the state ever keeps one)."""
+        if self.result is None or not isinstance(request_id, int) or request_id < 0:
+            return None
+        if self._blames[0] != self.run_id:
+            self._blames = (self.run_id, core.request_blame(self.result, self.rows))
+        blames = self._blames[1]
+        if request_id < len(blames) and blames[request_id].id == request_id:
+            return blames[request_id]
+        return next((b for b in blames if b.id == request_id), None)
 
     def merge_saved(self, earned):
         """OR stars saved in the browser into `saved_stars` (a bad list is ignored)."""

@@ -154,6 +154,10 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
 :host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
 :host(.stf-stars-compact) .stf-stars { gap: 4px; }
+.stf-stars-note { margin: 0 0 6px 0; font-size: 12.5px; color: var(--ink); background: #eef5fb;
+  border-left: 4px solid var(--decode); padding: 5px 8px; border-radius: 4px; }
+:host(.stf-stars-compact) .stf-stars-note { font-size: 11.5px; padding: 3px 6px; margin-bottom: 4px; }
+:host(.stf-stars-compact) .stf-stars-note .more { display: none; }
 :host(.stf-keys-compact) .stf-kbd { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 :host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px 1fr; }
 :host(.stf-stars-compact) .stf-star .glyph { font-size: 17px; }
