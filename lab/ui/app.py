@@ -57,6 +57,7 @@ from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_search, parse_settings
+from .story import StoryView
 from .table_view import TableView
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
@@ -171,6 +172,7 @@ class LabApp:
         self._plots_pending = None
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
+        self.story = StoryView(self.state, self.canvas, say=self.a11y.say, plots=self.plots)
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
@@ -553,7 +555,7 @@ class LabApp:
             css_classes=["stf-sidebar"],
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.table.view, pn.Spacer(height=10), self.plots.view,
+            canvas_card, self.story.view, self.metrics.view, self.table.view, pn.Spacer(height=10), self.plots.view,
             sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": f"min(300px, {FULL_WIDTH})"},
             css_classes=["stf-main"],
         )
@@ -586,7 +588,7 @@ class LabApp:
             styles={"flex": "1 1 200px", "min-width": f"min(190px, {FULL_WIDTH})", "max-width": "100%"},
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.table.view, sizing_mode="stretch_width", margin=0,
+            canvas_card, self.metrics.view, self.story.view, self.table.view, sizing_mode="stretch_width", margin=0,
             css_classes=["stf-embed-main"],
             styles={"flex": "3 1 340px", "min-width": f"min(300px, {FULL_WIDTH})"},
         )

@@ -44,6 +44,7 @@ from bokeh.plotting import figure
 from lab.core.cost import step_time_fn
 
 from .state import WINDOW_S
+from .story import step_at
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
@@ -321,6 +322,8 @@ class Canvas(param.Parameterized):
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
+        self.on_step = None  # called with (gpu, step index) when the student clicks a step (story.StoryView)
+        self.focus_source = ColumnDataSource({"left": [], "right": [], "y": []})  # the outlined step (outline)
         self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
         self.figure = self._make_figure()
         self.overview = self._make_overview()
@@ -420,6 +423,11 @@ class Canvas(param.Parameterized):
   <div>prefill ended at @ready_ms{0,0.0} ms</div>
 </div>""".replace("%s", FONT_STACK)
         fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
+        # The step a request's story points at: a thick dark frame, a little taller than a box.
+        r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
+                           fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
+        self._focus_glyph = r_focus.glyph
+        fig.on_event(Tap, self._on_step_tap)
         self._box_glyphs = [r.glyph for r in (r_decode, r_slow, r_prefill, r_wire)]
         self._strip_glyph = r_strip.glyph
         self._wait_glyph = r_wait.glyph
@@ -578,6 +586,7 @@ class Canvas(param.Parameterized):
         self._strip_glyph.height = 2 * half * STRIP
         self.strip_dodge.value = half - half * STRIP
         self._wait_glyph.height = 2 * half * WAIT
+        self._focus_glyph.height = 2 * half + 0.14
 
     def _on_window(self, *_):
         t0 = self.state.window_start
@@ -622,6 +631,30 @@ class Canvas(param.Parameterized):
     def _on_tap(self, event):
         if event.x is not None:
             self.set_window(event.x - WINDOW_S / 2, user=True)
+
+    def _on_step_tap(self, event):
+        """A click on the timelines: the step under it goes to `on_step` (a GPU row only)."""
+        result = self.state.result
+        if self.on_step is None or result is None or event.x is None or event.y is None:
+            return
+        row = int(round(event.y))
+        rows, _link, _labels = _rows(result)
+        if row not in rows:
+            return
+        gpu = rows.index(row)
+        step = step_at(result.gpus[gpu], float(event.x))
+        if step is not None:
+            self.on_step(gpu, step)
+
+    def outline(self, gpu, left=None, right=None):
+        """Frame one step of GPU `gpu` (None: frame nothing)."""
+        result = self.state.result
+        if gpu is None or result is None or gpu >= len(result.gpus):
+            if len(self.focus_source.data["left"]):
+                self.focus_source.data = {"left": [], "right": [], "y": []}
+            return
+        rows, _link, _labels = _rows(result)
+        self.focus_source.data = {"left": [float(left)], "right": [float(right)], "y": [rows[gpu]]}
 
     def set_window(self, t0, user=False):
         """Move the window to start at `t0` (clamped to the run). `user`: the student did it."""
