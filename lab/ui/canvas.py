@@ -647,14 +647,15 @@ class Canvas(param.Parameterized):
             self.on_step(gpu, step)
 
     def outline(self, gpu, left=None, right=None):
-        """Frame one step of GPU `gpu` (None: frame nothing)."""
+        """Frame [left, right] on GPU `gpu`'s row, or on the link's row (`gpu="link"`); None: frame nothing."""
         result = self.state.result
-        if gpu is None or result is None or gpu >= len(result.gpus):
+        rows, link, _labels = _rows(result) if result is not None else ([], None, {})
+        row = link if gpu == "link" else (rows[gpu] if isinstance(gpu, int) and 0 <= gpu < len(rows) else None)
+        if row is None:
             if len(self.focus_source.data["left"]):
                 self.focus_source.data = {"left": [], "right": [], "y": []}
             return
-        rows, _link, _labels = _rows(result)
-        self.focus_source.data = {"left": [float(left)], "right": [float(right)], "y": [rows[gpu]]}
+        self.focus_source.data = {"left": [float(left)], "right": [float(right)], "y": [row]}
 
     def set_window(self, t0, user=False):
         """Move the window to start at `t0` (clamped to the run). `user`: the student did it."""

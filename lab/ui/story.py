@@ -32,7 +32,7 @@ from .metrics_view import fmt_ms, fmt_seconds
 from .state import WINDOW_S
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE
 
-__all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_order", "focus_of", "nearest_point",
+__all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_order", "focus_of", "focus_span", "nearest_point",
            "severity", "cause_sentence", "PART_NAMES", "CAUSE_WORDS", "STEP_TOLERANCE_S"]
 
 STEP_TOLERANCE_S = 0.004  # a tap this close to a step (about a pixel at a 2.5 s window) still picks it
@@ -125,14 +125,33 @@ def _prefill_step(result, rec):
     return j if j < len(starts) else None
 
 
-def focus_of(result, rec):
-    """(gpu, step index) to outline for a request: the step that ended its worst gap, else its
-    first prefill step (it never got a second token), else None (it never started)."""
+_LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
+
+
+def focus_of(result, rec, blame=None):
+    """Where to look for a request: ("gpu", gpu, step index) or ("link", transfer index), or None
+    (it never started). A miss whose dominant cause is a TTFT part (`blame` given) points at
+    that part: its transfer on the link row for the link's parts, else its first prefill
+    step; otherwise the step that ended its worst gap, else its first prefill step."""
+    cause = blame.dominant_cause if blame is not None else None
+    if cause in _LINK_PARTS and rec.transfer >= 0:
+        return "link", rec.transfer
     worst = _worst(result, rec)
-    if worst is not None:
-        return rec.decode_gpu, worst[0]
+    if worst is not None and cause not in TTFT_PARTS:
+        return "gpu", rec.decode_gpu, worst[0]
     j = _prefill_step(result, rec)
-    return (rec.prefill_gpu, j) if j is not None else None
+    if j is not None:
+        return "gpu", rec.prefill_gpu, j
+    return ("gpu", rec.decode_gpu, worst[0]) if worst is not None else None
+
+
+def focus_span(result, focus):
+    """(start, end) in seconds of a `focus_of` answer: the step, or the transfer from its prefill end to landing."""
+    if focus[0] == "link":
+        tr = result.transfers[focus[1]]
+        return tr.ready, tr.end
+    log = result.gpus[focus[1]]
+    return log.start[focus[2]], log.end[focus[2]]
 
 
 def request_at_step(result, rows, gpu, step):
@@ -421,18 +440,16 @@ class StoryView:
         self.pane.visible = self.close_button.visible = True
         self.hint.visible = False
         rec = s.result.requests[request_id]
-        focus = focus_of(s.result, rec)
+        focus = focus_of(s.result, rec, blame)
         if self.canvas is not None:
             if focus is None:
                 self.canvas.outline(None)
+                left = rec.arrival
             else:
-                gpu, step = focus
-                log = s.result.gpus[gpu]
-                self.canvas.outline(gpu, log.start[step], log.end[step])
-                if jump:
-                    self.canvas.set_window(log.start[step] - 0.3 * WINDOW_S, user=True)
-            if jump and focus is None:
-                self.canvas.set_window(rec.arrival - 0.3 * WINDOW_S, user=True)
+                left, right = focus_span(s.result, focus)
+                self.canvas.outline(focus[1] if focus[0] == "gpu" else "link", left, right)
+            if jump:  # its start a fifth into the window (a long transfer runs on past its end)
+                self.canvas.set_window(left - 0.2 * WINDOW_S, user=True)
         if self.plots is not None:
             self.plots.mark(request_id)
         if announce and self.say is not None:

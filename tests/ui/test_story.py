@@ -14,7 +14,7 @@ from lab.ui.canvas import Canvas  # noqa: E402
 from lab.ui.metrics_view import fmt_seconds  # noqa: E402
 from lab.ui.state import WINDOW_S, LabState  # noqa: E402
 from lab.ui.story import (  # noqa: E402
-    StoryView, focus_of, missed_order, nearest_point, request_at_step, severity, step_at, story_html,
+    StoryView, focus_of, focus_span, missed_order, nearest_point, request_at_step, severity, step_at, story_html,
 )
 
 M1 = "ui-mixing-hurts"
@@ -139,8 +139,8 @@ def test_a_request_the_run_cut_off_says_where_it_was():
 def test_a_step_picks_the_request_whose_worst_gap_it_ended_else_the_longest_wait_it_served():
     result, rows, blames = run(make({"layout": "colocated", "gpus": 1}, {"ttft_s": 1.0, "max_gap_ms": 100}),
                                [(0.0, 100, 50), (0.1, 8000, 5)])
-    gpu, step = focus_of(result, result.requests[0])
-    assert gpu == 0 and result.gpus[0].prefill_tokens[step] == 8000  # the stall
+    kind, gpu, step = focus_of(result, result.requests[0], blames[0])
+    assert kind == "gpu" and gpu == 0 and result.gpus[0].prefill_tokens[step] == 8000  # the stall
     assert request_at_step(result, rows, gpu, step) == 0
     first = result.gpus[0].prefill_tokens.index(100)  # request 0's own prefill step: no stalled stream
     assert request_at_step(result, rows, 0, first) == 0
@@ -148,6 +148,24 @@ def test_a_step_picks_the_request_whose_worst_gap_it_ended_else_the_longest_wait
     log = result.gpus[0]
     assert step_at(log, (log.start[step] + log.end[step]) / 2) == step
     assert step_at(log, log.end[-1] + 1.0) is None
+
+
+def test_a_ttft_miss_points_at_its_dominant_part_a_gap_miss_at_its_worst_gap():
+    scenario = make({"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 1, "link": {"gbytes_per_s": 0.5}},
+                    {"ttft_s": 1.0, "tpot_ms": 50})
+    result, rows, blames = run(scenario, [(0.0, 2000, 20), (0.0, 2000, 20)])
+    rec = result.requests[1]
+    assert focus_of(result, rec, blames[1]) == ("link", rec.transfer)  # it waited for the link: look there
+    tr = result.transfers[rec.transfer]
+    assert focus_span(result, ("link", rec.transfer)) == (tr.ready, tr.end)
+    kind, gpu, step = focus_of(result, rec)  # no blame (or a met request): its worst gap's step
+    assert kind == "gpu" and gpu == rec.decode_gpu and rec.decode_first_step <= step <= rec.decode_last_step
+    queued = make({"layout": "colocated", "gpus": 1}, {"ttft_s": 0.3})
+    result, rows, blames = run(queued, [(0.0, 4000, 5), (0.0, 4000, 5), (0.0, 4000, 5)])
+    late = max(range(3), key=lambda i: rows[i]["ttft_s"])
+    assert blames[late].dominant_cause in ("queue", "prefill", "chunk_wait")
+    kind, gpu, step = focus_of(result, result.requests[late], blames[late])
+    assert result.gpus[gpu].start[step] == result.requests[late].prefill_start  # its prefill
 
 
 def test_missed_requests_are_ordered_worst_first_and_points_are_picked_by_distance():
@@ -179,10 +197,11 @@ def test_next_missed_shows_the_worst_miss_outlines_its_step_and_brings_it_into_v
     assert order and view.next_button.styles["pointer-events"] == "auto"
     assert view.next_missed() == order[0]
     assert view.pane.visible and f'data-request="{order[0]}"' in view.pane.object
-    gpu, step = focus_of(state.result, state.result.requests[order[0]])
-    log = state.result.gpus[gpu]
-    assert state.window_start <= log.start[step] <= state.window_start + WINDOW_S
-    assert canvas.focus_source.data["left"] == [log.start[step]]
+    focus = focus_of(state.result, state.result.requests[order[0]], state.blame_of(order[0]))
+    left, right = focus_span(state.result, focus)
+    assert state.window_start <= left <= state.window_start + WINDOW_S
+    assert canvas.focus_source.data["left"] == [left] and canvas.focus_source.data["right"] == [right]
+    kind, gpu, step = focus
     assert said and said[-1].startswith(f"Request {order[0]} missed the SLO")
     assert view.next_missed() == order[1]  # then the next one
     canvas.on_step(gpu, step)  # a click on a step: the rule's request, the window stays

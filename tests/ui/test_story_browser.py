@@ -22,7 +22,7 @@ from lab.ui.canvas import _rows  # noqa: E402
 from lab.ui.controls import CHOICE_LABELS  # noqa: E402
 from lab.ui.state import WINDOW_S, format_value  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
-from lab.ui.story import focus_of, missed_order, request_at_step  # noqa: E402
+from lab.ui.story import focus_of, focus_span, missed_order, request_at_step  # noqa: E402
 from test_browser import open_lab, painted, settle, stored, winning_change  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -70,10 +70,10 @@ def test_next_missed_and_a_step_click_open_a_story_and_the_canvas_goes_there(pag
     story.wait_for()
     assert "Why it missed" in story.inner_text()
     assert story.locator("mark.stf-worst").count() == 1
-    gpu, step = focus_of(result, result.requests[order[0]])
-    left, right = result.gpus[gpu].start[step], result.gpus[gpu].end[step]
+    blame = core.request_blame(result, rows)[order[0]]
+    left, _right = focus_span(result, focus_of(result, result.requests[order[0]], blame))
     page.wait_for_function(f"""() => {{ const t = Number(document.documentElement.dataset.canvasWindow);
-        return t <= {left} && {right} <= t + {WINDOW_S}; }}""")
+        return t <= {left} && {left} <= t + {WINDOW_S}; }}""")
     assert window_start(page) != before
     page.wait_for_function(f"document.getElementById('stf-announce').textContent.startsWith('Request {order[0]} missed')")
 
