@@ -23,6 +23,7 @@ from lab.ui.controls import CHOICE_LABELS  # noqa: E402
 from lab.ui.state import WINDOW_S, format_value  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
 from lab.ui.story import focus_of, focus_span, missed_order, request_at_step  # noqa: E402
+from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from test_browser import open_lab, painted, settle, stored, winning_change  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -76,6 +77,9 @@ def test_next_missed_and_a_step_click_open_a_story_and_the_canvas_goes_there(pag
         return t <= {left} && {left} <= t + {WINDOW_S}; }}""")
     assert window_start(page) != before
     page.wait_for_function(f"document.getElementById('stf-announce').textContent.startsWith('Request {order[0]} missed')")
+    if axe_missing() is None:  # the open story is as readable as the rest of the page
+        found = axe_violations(page)
+        assert not found, describe(found)
 
     # A click on the widest step on screen that means another request: that request's story,
     # and the window stays where the student is looking.
