@@ -213,3 +213,34 @@ def test_next_missed_shows_the_worst_miss_outlines_its_step_and_brings_it_into_v
     assert view.pane.visible and f'data-request="{view.selected}"' in view.pane.object
     view.close()
     assert not view.pane.visible and canvas.focus_source.data["left"] == []
+
+
+class _Tap:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+def test_a_click_on_a_scatter_point_or_a_timeline_step_reaches_the_story(catalog):
+    from lab.ui.canvas import _rows
+    from lab.ui.plots import Plots
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    canvas = Canvas(state)
+    plots = Plots(state, on_sweep=lambda: None)
+    view = StoryView(state, canvas, plots=plots)
+    state.run()
+    miss = plots.gap_miss.data
+    i = len(miss["id"]) // 2
+    plots._on_gap_tap(_Tap(float(miss["x"][i]), float(miss["y"][i]) * 1.01))  # a hair off the point
+    assert view.selected == int(miss["id"][i]) and f'data-request="{view.selected}"' in view.pane.object
+    assert plots.gap_pick.data["x"] == [float(miss["x"][i])]  # ringed
+    plots._on_gap_tap(_Tap(float(plots.gap_fig.x_range.end) * 10, 1.0))  # nowhere near a point: no change
+    assert view.selected == int(miss["id"][i])
+    result = state.result
+    rows, _link, _labels = _rows(result)
+    log = result.gpus[1]
+    j = max(range(len(log)), key=lambda k: log.end[k] - log.start[k])
+    canvas._on_step_tap(_Tap((log.start[j] + log.end[j]) / 2, rows[1] + 0.2))
+    assert view.selected == request_at_step(result, state.rows, 1, j)
+    view.close()
+    assert plots.gap_pick.data["x"] == []
