@@ -7,7 +7,9 @@ prefill work; a step that both decodes and prefills carries an amber strip whose
 width is the prefill's share of the step. On the link row, green boxes are KV caches
 on the wire and grey bars the time a prompt's KV waited (for decode memory or the
 link). A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview
-below shows where the slow steps are over the whole run.
+below shows where the slow steps are over the whole run. A click on a step goes to
+`on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
+transfer a story points at.
 
 Data is built with numpy from the columnar step logs once per run; the browser gets the
 steps around the window only (re-sliced as the window nears the slice's edge), so

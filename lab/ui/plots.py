@@ -1,7 +1,8 @@
 """Plots people would rather look at than read.
 
 - Worst gap against prompt length: one mark per request (circle = met the SLO,
-  cross = missed), log scale, with the TPOT target as a line.
+  cross = missed), log scale, with the TPOT target as a line. A click on a mark goes to
+  `on_pick(request id)` (its story, story.py), which rings it (`mark`).
 - The inter-token-gap distribution: every token's gap, as a share of all tokens,
   on log-spaced bins; gaps over the TPOT target are hatched vermillion.
 - Goodput against request rate: a sweep, run on demand with progress shown.
