@@ -382,7 +382,8 @@ class StoryView:
         self.close_button.on_click(lambda _e: self.close())
         self.hint = pn.pane.HTML('<span class="stf-lock">Click a request in the worst-gap plot, or a step on the '
                                  'timelines, to see where its time went.</span>', stylesheets=[CSS], margin=(8, 6),
-                                 sizing_mode="stretch_width", css_classes=["stf-story-hint"])
+                                 sizing_mode="stretch_width", css_classes=["stf-story-hint"],
+                                 styles={"flex": "1 1 240px", "min-width": "0"})  # beside the button when it fits
         self.pane = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 8, 8, 8), sizing_mode="stretch_width",
                                  visible=False, css_classes=["stf-story-pane"])
         bar = pn.FlexBox(self.next_button, self.close_button, self.hint, flex_wrap="wrap", align_items="center",
