@@ -7,8 +7,8 @@ site: Pyodide, its packages, Panel, Bokeh and the lab. A missing or damaged fold
 these tests (it is never a reason to skip them): `bash scripts/setup.sh` assembles it.
 
 What runs here is the page a student opens: the lab simulates and redraws on a control
-change; a star the page shows is in localStorage once the page settles; mission text full
-of XSS payloads never runs.
+change; a star the page shows (earned by a change, never by the first run) is in
+localStorage once the page settles; mission text full of XSS payloads never runs.
 """
 
 import json
@@ -129,7 +129,8 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
 
 
 def test_a_star_the_static_lab_shows_is_in_storage_once_it_settles(browser, hostile_site):
-    """The bridge resends until the page's storage confirms: the first run's star is never lost (3 fresh browsers)."""
+    """The bridge resends until the page's storage confirms: a star earned is never lost (3 fresh browsers).
+    The first run earns nothing (stars count once a control changes): the split earns star 1."""
     stored = f"""() => {{ try {{ const s = JSON.parse(localStorage.getItem({json.dumps(KEY)}));
                   return s.stars[{json.dumps(EASY_ID)}][0] === true; }} catch (e) {{ return false; }} }}"""
     for _ in range(3):
@@ -137,6 +138,8 @@ def test_a_star_the_static_lab_shows_is_in_storage_once_it_settles(browser, host
         try:
             page = context.new_page()
             _open_lab(page, hostile_site.url(f"lab.html?mission={EASY_ID}"))
+            assert page.locator('.stf-head-stars[data-earned="0"]').count() == 1  # the start is not the student's
+            page.get_by_role("button", name="Split (prefill | decode)").first.click()
             page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)  # shown as earned
             page.wait_for_function(stored, timeout=30_000)
             page.goto(hostile_site.url("index.html"))

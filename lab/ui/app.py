@@ -65,6 +65,7 @@ from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_pin, parse_search, parse_settings
+from .story import StoryView
 from .table_view import TableView
 from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
@@ -182,6 +183,7 @@ class LabApp:
         self._plots_pending = None
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
+        self.story = StoryView(self.state, self.canvas, say=self.a11y.say, plots=self.plots)
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
@@ -460,7 +462,7 @@ class LabApp:
         self._restoring = True
         try:
             with pn.io.hold():
-                if wanted != state.settings and state.change_many(wanted):
+                if wanted != state.settings and state.change_many(wanted, by_student=False):  # no star for Back
                     self.schedule_run(self._change_delay())
                 if pin != state.pin:
                     if pin is None:
@@ -491,11 +493,12 @@ class LabApp:
         self.header_stars.object = (f'<div class="stf-head-stars" data-earned="{got}"><span class="stars" '
                                     f'aria-label="{got} of {total} stars earned">{glyphs}</span>'
                                     f'<small>{got}/{total}</small></div>')
-        if any(s.stars_now):
+        credited = s.stars_credited  # nothing until the student changed a control (LabState.touched)
+        if any(credited):
             saved = self.bridge.stars.get(s.mission.id, [])
-            new = [bool(now) and not (i < len(saved) and saved[i]) for i, now in enumerate(s.stars_now)]
+            new = [now and not (i < len(saved) and saved[i]) for i, now in enumerate(credited)]
             if any(new) or not self.bridge.loaded:
-                self.bridge.earn(s.mission.id, s.stars_now)
+                self.bridge.earn(s.mission.id, credited)
 
     def _on_bridge(self, *_):
         self.state.merge_saved(self.bridge.stars.get(self.state.mission.id, []))
@@ -589,8 +592,8 @@ class LabApp:
             css_classes=["stf-sidebar"],
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.blame.view, self.twin.view, self.table.view, pn.Spacer(height=10),
-            self.plots.view,
+            canvas_card, self.story.view, self.metrics.view, self.blame.view, self.twin.view, self.table.view,
+            pn.Spacer(height=10), self.plots.view,
             sizing_mode="stretch_width", margin=0, styles={"flex": "1 1 560px", "min-width": f"min(300px, {FULL_WIDTH})"},
             css_classes=["stf-main"],
         )
@@ -623,7 +626,8 @@ class LabApp:
             styles={"flex": "1 1 200px", "min-width": f"min(190px, {FULL_WIDTH})", "max-width": "100%"},
         )
         main = pn.Column(
-            canvas_card, self.metrics.view, self.blame.view, self.table.view, sizing_mode="stretch_width", margin=0,
+            canvas_card, self.metrics.view, self.blame.view, self.story.view, self.table.view, sizing_mode="stretch_width",
+            margin=0,
             css_classes=["stf-embed-main"],
             styles={"flex": "3 1 340px", "min-width": f"min(300px, {FULL_WIDTH})"},
         )

@@ -19,7 +19,9 @@ climbs, decode rows thin out), decode pool saturated (KV bands full, the link qu
 purple), link saturated (the link queue grey and growing).
 
 A 2.5 s window scrolls through the run (play/pause, scrub, jump); an overview below
-shows where the slow steps are over the whole run.
+shows where the slow steps are over the whole run. A click on a step goes to
+`on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
+transfer a story points at.
 
 Data is built with numpy from the columnar step logs once per run; the browser gets the
 steps around the window only (re-sliced as the window nears the slice's edge), so
@@ -58,6 +60,7 @@ from lab.core.cost import step_time_fn
 from .queues import kv_usage, link_queue, prefill_queue
 from .state import WINDOW_S
 from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
+from .story import step_at
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
@@ -465,6 +468,8 @@ class Canvas(param.Parameterized):
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
+        self.on_step = None  # called with (gpu, step index) when the student clicks a step (story.StoryView)
+        self.focus_source = ColumnDataSource({"left": [], "right": [], "y": []})  # the outlined step (outline)
         self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
         self.figure = self._make_figure()
         self.overview = self._make_overview()
@@ -571,6 +576,11 @@ class Canvas(param.Parameterized):
   <div>prefill ended at @ready_ms{0,0.0} ms</div>
 </div>""".replace("%s", FONT_STACK)
         fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
+        # The step a request's story points at: a thick dark frame around its whole row's height.
+        r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
+                           fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
+        self._focus_glyph = r_focus.glyph
+        fig.on_event(Tap, self._on_step_tap)
         self._box_glyphs = [r.glyph for r in (r_decode, r_slow, r_prefill)]
         self._wire_glyph = r_wire.glyph
         self._strip_glyph = r_strip.glyph
@@ -784,6 +794,7 @@ class Canvas(param.Parameterized):
         self._strip_glyph.height = geo["step_height"] * STRIP
         self.strip_dodge.value = geo["step_offset"] + geo["step_height"] * (1 - STRIP) / 2
         self._wait_glyph.height = 2 * half * WAIT
+        self._focus_glyph.height = 2 * half + 0.14
 
     def _on_window(self, *_):
         t0 = self.state.window_start
@@ -827,6 +838,31 @@ class Canvas(param.Parameterized):
     def _on_tap(self, event):
         if event.x is not None:
             self.set_window(event.x - WINDOW_S / 2, user=True)
+
+    def _on_step_tap(self, event):
+        """A click on the timelines: the step under it goes to `on_step` (a GPU row only)."""
+        result = self.state.result
+        if self.on_step is None or result is None or event.x is None or event.y is None:
+            return
+        row = int(round(event.y))
+        rows, _link, _link_queue, _labels = _rows(result)
+        if row not in rows:
+            return
+        gpu = rows.index(row)
+        step = step_at(result.gpus[gpu], float(event.x))
+        if step is not None:
+            self.on_step(gpu, step)
+
+    def outline(self, gpu, left=None, right=None):
+        """Frame [left, right] on GPU `gpu`'s row, or on the link's row (`gpu="link"`); None: frame nothing."""
+        result = self.state.result
+        rows, link, _link_queue, _labels = _rows(result) if result is not None else ([], None, None, {})
+        row = link if gpu == "link" else (rows[gpu] if isinstance(gpu, int) and 0 <= gpu < len(rows) else None)
+        if row is None:
+            if len(self.focus_source.data["left"]):
+                self.focus_source.data = {"left": [], "right": [], "y": []}
+            return
+        self.focus_source.data = {"left": [float(left)], "right": [float(right)], "y": [row]}
 
     def set_window(self, t0, user=False):
         """Move the window to start at `t0` (clamped to the run). `user`: the student did it."""

@@ -12,7 +12,7 @@ from .mission_text import brief_html
 from .theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
-           "run_error_html", "run_cut_html"]
+           "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
 NBSP = "\u00a0"  # between a number and its unit: a narrow card wraps between values, never inside one
@@ -158,13 +158,16 @@ STARS_CSS = """
 .stf-outro .head { font-weight: 650; margin-bottom: 3px; }
 """
 
+STARS_WAIT_NOTE = "Stars count once you change a control"
 
-def stars_html(mission, metrics, now, saved):
+
+def stars_html(mission, metrics, now, saved, counting=True):
     """One row per star: saved (★/☆), live tick for the latest run, and each test's value.
 
     An earned star also shows its debrief (why its fix works); once every star is earned,
     the mission's outro follows the list. Both are the mission's Markdown, rendered safely.
-    """
+    `counting` False (LabState.touched not yet): a note says stars count once a control
+    changes, and a star the run meets reads "met" rather than earned."""
     if not mission.stars:
         return '<p class="stf-lock">The sandbox has no stars: play freely.</p>'
     items = []
@@ -180,7 +183,8 @@ def stars_html(mission, metrics, now, saved):
                 f'<span style="color:#5b6472">(now {html.escape(shown)})</span></span>'
             )
         status = "earned" if earned else "not yet earned"
-        now_text = ("✓ this run earns it" if live else "✗ not with these settings") if metrics else "…"
+        met_text = "✓ this run earns it" if counting else "✓ met here: change a control to earn it"
+        now_text = (met_text if live else "✗ not with these settings") if metrics else "…"
         items.append(
             f'<li class="stf-star{" earned" if earned else ""}" data-star="{i}" data-earned="{str(bool(earned)).lower()}" '
             f'data-live="{str(bool(live)).lower()}">'
@@ -193,7 +197,10 @@ def stars_html(mission, metrics, now, saved):
     outro = getattr(mission, "outro", "") if all_earned else ""
     outro_html = (f'<div class="stf-outro" role="status" data-outro="true"><div class="head">★ Every star earned</div>'
                   f'{brief_html(outro)}</div>') if outro else ""
-    return f'<ul class="stf-stars">{"".join(items)}</ul>{outro_html}'
+    note = "" if counting else (
+        f'<p class="stf-stars-note" role="note" data-stars-wait="true">{STARS_WAIT_NOTE}.<span class="more"> '
+        'A link opens its fleet as sent; only a change you make here earns a star.</span></p>')
+    return f'{note}<ul class="stf-stars">{"".join(items)}</ul>{outro_html}'
 
 
 def _debrief_html(i, star):
@@ -231,9 +238,9 @@ class StarsView:
         self.tools = tools
         self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",
                                                               margin=0, css_classes=["stf-stars-panel"])
-        state.param.watch(self._update, ["run_id", "saved_stars"])
+        state.param.watch(self._update, ["run_id", "saved_stars", "touched"])
         self._update()
 
     def _update(self, *_):
         s = self.state
-        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars)
+        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars, counting=s.touched)

@@ -1,7 +1,8 @@
 """Plots people would rather look at than read.
 
 - Worst gap against prompt length: one mark per request (circle = met the SLO,
-  cross = missed), log scale, with the per-token target as a line.
+  cross = missed), log scale, with the per-token target as a line. A click on a mark goes to
+  `on_pick(request id)` (its story, story.py), which rings it (`mark`).
 - The inter-token-gap distribution: every token's gap, as a share of all tokens,
   on log-spaced bins; gaps over the per-token target are red, hatched.
 
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 import panel as pn
+from bokeh.events import Tap
 from bokeh.models import (
     BasicTicker,
     ColumnDataSource,
@@ -33,6 +35,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from .story import nearest_point
 from .theme import CSS, FONT_STACK, PALETTE
 
 __all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps", "log_ticks", "thin_ticks", "strip_view",
@@ -248,6 +251,9 @@ class Plots:
         self.embed = embed
         self.gap_met = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
         self.gap_miss = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
+        self.gap_pick = ColumnDataSource({"x": [], "y": []})  # a ring round the request whose story is open
+        self.on_pick = None  # called with a request id when the student clicks its point (story.StoryView.show)
+        self._marked = None
         self.hist_ok = ColumnDataSource({"left": [], "right": [], "share": []})
         self.hist_over = ColumnDataSource({"left": [], "right": [], "share": []})
         self.sweep_src = ColumnDataSource({"rate": [], "goodput": [], "ideal": [], "attainment": []})
@@ -301,8 +307,12 @@ class Plots:
         miss = {"marker": "x", "size": 7, "line_color": PALETTE["slow"], "line_width": 1.6}
         r_met = fig.scatter("x", "y", source=self.gap_met, **met)
         r_miss = fig.scatter("x", "y", source=self.gap_miss, **miss)
+        fig.scatter("x", "y", source=self.gap_pick, marker="circle", size=15, fill_color=None,
+                    line_color=PALETTE["ink"], line_width=2.5)
         fig.hover.renderers = [r_met, r_miss]
-        fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms")]
+        fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms"),
+                              ("", "click for its story")]
+        fig.on_event(Tap, self._on_gap_tap)
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         # Above the points (overlay level) on a light box: the points never hide it.
         self.gap_label = Label(x=4, y=25, x_units="screen", text="TPOT target", text_font_size="10.5px",
@@ -363,6 +373,33 @@ class Plots:
                             ("goodput per GPU", [_swatch(fig, "line", **good), _swatch(fig, "scatter", **mark)])])
         return _style(fig)
 
+    # ------------------------------------------------------------ picking a request
+
+    def _on_gap_tap(self, event):
+        """A click on the worst-gap plot picks the nearest request (missed ones first, they are on top)."""
+        if self.on_pick is None or event.x is None or event.y is None:
+            return
+        xr, yr = self.gap_fig.x_range, self.gap_fig.y_range
+        x_span = (xr.end or 0) - (xr.start or 0)
+        y_span = math.log10(yr.end / yr.start) if yr.start and yr.end and yr.start > 0 and yr.end > 0 else 0
+        for source in (self.gap_miss, self.gap_met):
+            rid = nearest_point(source.data, float(event.x), float(event.y), x_span, y_span)
+            if rid is not None:
+                self.on_pick(rid)
+                return
+
+    def mark(self, request_id):
+        """Ring one request's point (None: no ring)."""
+        self._marked = request_id
+        for source in (self.gap_miss, self.gap_met):
+            ids = list(source.data.get("id", []))
+            if request_id is not None and request_id in ids:
+                i = ids.index(request_id)
+                self.gap_pick.data = {"x": [float(source.data["x"][i])], "y": [float(source.data["y"][i])]}
+                return
+        if len(self.gap_pick.data["x"]):
+            self.gap_pick.data = {"x": [], "y": []}
+
     # ------------------------------------------------------------ updates
 
     def update(self):
@@ -405,6 +442,7 @@ class Plots:
             hi = max([float(ys.max())] + lines)
             self.gap_fig.y_range.update(start=lo / 1.5, end=hi * 1.5)
             self.gap_fig.yaxis.ticker.ticks = log_ticks(lo / 1.5, hi * 1.5)
+        self.mark(self._marked)
         self.gap_target.location = target if target else 0
         self.gap_target.line_alpha = 1 if target else 0
         self.gap_label.y = target or 0

@@ -23,6 +23,11 @@ also runs the pinned fleet on the same requests (the current workload, seed and 
 replayed trace) into `twin`, cached until the pin or the workload changes (`run_twin`).
 The address carries the pin (`pin=start` or `pin=layout:colocated,gpus:4`, values off
 the mission's start).
+Stars count only after the student changed a control on this page (`touched`): a loaded
+link (a shared solution, say) shows its fleet and which stars it meets, but earns and saves
+nothing until then. A change counts when it alters the settings (a reset at the start does
+not); restoring a history entry (Back/Forward, `change_many(..., by_student=False)`) does
+not count either: the student did not choose it on this page.
 """
 
 import dataclasses
@@ -286,6 +291,8 @@ class LabState(param.Parameterized):
                       "result, metrics, rows, blames, blame_summary, key}, else None.")
     twin_error = param.String(default="", doc="Why the pinned fleet's run failed (plain text); '' otherwise.")
     twin_id = param.Integer(default=0, doc="Increments after every change of `twin` or `twin_error`.")
+    touched = param.Boolean(default=False, doc="The student changed a control on this page: only then do stars "
+                            "count (see the module docstring).")
 
     def __init__(self, mission, position=0, **params):
         super().__init__(mission=mission, position=position, **params)
@@ -400,8 +407,9 @@ class LabState(param.Parameterized):
             return False
         return self.change_many({name: value})
 
-    def change_many(self, values):
-        """Apply several settings at once (all or nothing)."""
+    def change_many(self, values, by_student=True):
+        """Apply several settings at once (all or nothing). `by_student`: the student did it on
+        this page (False for a restored history entry), so a change makes stars count."""
         new = {**self.settings, **values}
         try:
             scenario = self.mission.apply(self._clean(new))
@@ -410,6 +418,8 @@ class LabState(param.Parameterized):
             return False
         self.error = ""
         with param.parameterized.batch_call_watchers(self):
+            if by_student and new != self.settings:
+                self.touched = True
             self.settings = new
             self.scenario = scenario
             self.busy = True
@@ -466,7 +476,7 @@ class LabState(param.Parameterized):
         except Exception as exc:  # a bug must not leave the page on "Simulating…" forever
             traceback.print_exc(file=sys.stderr)
             return self._failed(f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})", began)
-        saved = [a or b for a, b in zip(self.saved_stars, now)] if now else []
+        saved = [a or (b and self.touched) for a, b in zip(self.saved_stars, now)] if now else []
         elapsed = (time.perf_counter() - began) * 1000.0
         end = max(result.end_time - WINDOW_S, 0.0)
         with param.parameterized.batch_call_watchers(self):
@@ -615,6 +625,21 @@ class LabState(param.Parameterized):
             self.upload_error = ""
             self.busy = True
         return True
+
+    @property
+    def stars_credited(self):
+        """Per star: earned by the latest run and counted (the student changed a control)."""
+        return [bool(n) and self.touched for n in self.stars_now]
+
+    def blame_of(self, request_id):
+        """The lab.core `Blame` of one request of the latest run (from `blames`), or None (no
+        run, unknown id)."""
+        blames = self.blames
+        if not blames or not isinstance(request_id, int) or request_id < 0:
+            return None
+        if request_id < len(blames) and blames[request_id].id == request_id:
+            return blames[request_id]
+        return next((b for b in blames if b.id == request_id), None)
 
     def merge_saved(self, earned):
         """OR stars saved in the browser into `saved_stars` (a bad list is ignored)."""

@@ -163,11 +163,29 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
 :host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
 :host(.stf-stars-compact) .stf-stars { gap: 4px; }
+.stf-stars-note { margin: 0 0 6px 0; font-size: 12.5px; color: var(--ink); background: #eef5fb;
+  border-left: 4px solid var(--decode); padding: 5px 8px; border-radius: 4px; }
+:host(.stf-stars-compact) .stf-stars-note { font-size: 11.5px; padding: 3px 6px; margin-bottom: 4px; }
+:host(.stf-stars-compact) .stf-stars-note .more { display: none; }
 :host(.stf-keys-compact) .stf-kbd { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 :host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px 1fr; }
 :host(.stf-stars-compact) .stf-star .glyph { font-size: 17px; }
 :host(.stf-stars-compact) .stf-star .label { font-size: 12.5px; }
 :host(.stf-stars-compact) .stf-star .tests { display: none; }
+/* a request's story (story.py) */
+.stf-story { font-size: 13px; line-height: 1.45; overflow-wrap: anywhere; }
+.stf-story-head { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; }
+.stf-story-head h3 { font-size: 14.5px; margin: 0; }
+.stf-story .ok { color: var(--good); font-weight: 600; }
+.stf-story .bad { color: var(--bad); font-weight: 600; }
+.stf-story-why { margin: 6px 0; padding: 5px 9px; background: #fdeee6; border-left: 4px solid var(--slow); border-radius: 4px; }
+.stf-story-bar { display: flex; height: 12px; border-radius: 3px; overflow: hidden; margin: 6px 0 2px; background: #eef1f5; }
+.stf-story-bar span { display: block; height: 100%%; min-width: 2px; }
+.stf-story-steps { margin: 4px 0 0; padding-left: 22px; }
+.stf-story-steps li { margin: 2px 0; }
+.stf-story-steps .sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
+.stf-story mark.stf-worst { background: #fdeee6; color: var(--bad); font-weight: 700; padding: 0 3px;
+  border: 2px solid var(--ink); border-radius: 3px; }
 /* table view */
 .stf-card-title { font-size: 14px; font-weight: 650; margin: 0; color: var(--ink); }
 .stf-tables { overflow: auto; max-height: 520px; font-size: 12.5px; }

@@ -5,8 +5,9 @@
 - `lab serve --missions DIR` with hostile missions (brief, titles, summaries, star and
   control labels): every page visited and the payloads poked (hover, click, open),
   `window.__pwned` never set, the pages still render.
-- A star earned on a page's very first run is in localStorage once the page shows it,
-  in 16 of 16 fresh browsers (the bridge resends until the page confirms).
+- A star earned by the first change on a fresh page is in localStorage once the page shows
+  it, in 16 of 16 fresh browsers (the bridge resends until the page confirms); the first
+  run itself earns nothing (stars count once the student changes a control).
 - Storage edge cases on the `lab serve` hub: a near-quota corrupt value is kept, every
   backup is kept (two recoveries + a reset = three), Object.prototype names as keys.
 """
@@ -238,7 +239,7 @@ def test_hostile_briefs_titles_and_labels_never_run_in_the_lab(page, hostile, qu
         assert pwned(page) == "undefined"
 
 
-def test_a_star_earned_on_the_first_run_is_saved_in_16_fresh_browsers(browser, hostile):
+def test_a_star_earned_by_the_first_change_is_saved_in_16_fresh_browsers(browser, hostile):
     """The page shows the star at once; localStorage must hold it too, every time."""
     base, _ = hostile
     saved = 0
@@ -248,6 +249,9 @@ def test_a_star_earned_on_the_first_run_is_saved_in_16_fresh_browsers(browser, h
         try:
             page = context.new_page()
             page.goto(f"{base}/lab?mission={EASY_ID}")
+            settle(page)
+            assert page.locator('.stf-head-stars[data-earned="0"]').count() == 1  # the start earns nothing
+            page.get_by_role("button", name="Split (prefill | decode)").first.click()
             page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=60_000)  # shown as earned
             settle(page)
             try:

@@ -362,3 +362,25 @@ def test_an_embed_never_pushes_history_entries(catalog, monkeypatch):
     lab = app.LabApp(catalog, f"?mission={M1}&embed=1")
     lab.on_change("gpus", 5)
     assert lab.url.address["search"] == f"?mission={M1}&gpus=5&embed=1" and lab.url.address["push"] is False
+
+
+def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catalog, monkeypatch):
+    """The app hands the storage bridge only stars the student earned on the page: not the link's,
+    not a popped history entry's; a change of a control (then its run) does."""
+    import lab.ui.app as app
+
+    monkeypatch.setattr(app, "later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
+    lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
+    earned = []
+    monkeypatch.setattr(lab.bridge, "earn", lambda mission, stars: earned.append((mission, list(stars))))
+    lab.state.run()
+    assert all(lab.state.stars_now) and earned == [] and not any(lab.state.saved_stars)
+    assert "Stars count once you change a control" in lab.stars.pane.object
+    lab.url._handle_msg({"type": "popstate", "search": f"?mission={M1}&layout=disaggregated&decode_gpus=3"})
+    lab.state.run()
+    assert earned == [] and not lab.state.touched  # Back/Forward is not the student's change
+    lab.on_change("decode_gpus", 2)
+    lab.state.run()
+    assert earned and earned[-1] == (M1, lab.state.stars_now) and any(lab.state.stars_now)
+    assert "Stars count once you change a control" not in lab.stars.pane.object

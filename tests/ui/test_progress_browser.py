@@ -11,7 +11,7 @@ pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
-from lab.ui.state import format_value  # noqa: E402
+from lab.ui.controls import CHOICE_LABELS  # noqa: E402
 from test_browser import winning_change  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -21,16 +21,32 @@ def _other_site(base):
     return base.replace("127.0.0.1", "localhost")
 
 
+def _move_in(host, frame, mission, name, value):
+    """Set one control in the framed lab the way a student would (a click, or arrow keys)."""
+    control = mission.controls[name]
+    if control.kind == "choice":
+        label = CHOICE_LABELS.get(name, {}).get(value, str(value))
+        frame.locator(f".stf-control-{name}").get_by_role("button", name=label, exact=True).click()
+        return
+    handle = frame.locator(f".stf-control-{name} .noUi-handle")
+    steps = int(round((value - float(handle.get_attribute("aria-valuenow"))) / (control.step or 1)))
+    handle.focus()
+    for _ in range(abs(steps)):
+        host.keyboard.press("ArrowRight" if steps > 0 else "ArrowLeft")
+
+
 def test_a_cross_site_lab_embed_earns_a_star_and_the_hub_takes_its_code(browser, new_page, server):
     m1 = list_missions()[0]
-    query = "&".join(f"{n}={format_value(v)}" for n, v in winning_change(m1))
     ctx = browser.new_context(viewport={"width": 900, "height": 900})
     ctx.set_default_timeout(30_000)
     try:
         host = new_page(ctx)
         host.goto(_other_site(server) + "/")  # another site ("the blog"): same server, other host name
-        host.set_content(f'<iframe id="f" src="{server}/lab?mission={m1.id}&embed=1&{query}" width="760" height="860"></iframe>')
+        host.set_content(f'<iframe id="f" src="{server}/lab?mission={m1.id}&embed=1" width="760" height="860"></iframe>')
         frame = host.frame_locator("#f")
+        frame.locator('.stf-status[data-busy="false"][data-run]').wait_for(state="attached")
+        for name, value in winning_change(m1):  # stars count once the student changes a control
+            _move_in(host, frame, m1, name, value)
         frame.locator('.stf-star[data-earned="true"]').first.wait_for()
         inner = next(f for f in host.frames if f != host.main_frame)
         assert inner.evaluate("() => { try { localStorage.length; return 'storage'; } catch (e) { return e.name; } }") \

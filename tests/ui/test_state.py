@@ -15,6 +15,7 @@ pytest.importorskip("numpy")
 import lab.core as core  # noqa: E402
 from lab.core.errors import LabError  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
+from lab.ui.metrics_view import STARS_WAIT_NOTE, stars_html  # noqa: E402
 from lab.ui.state import LabState, format_value, parse_search, parse_settings, sweep_rates  # noqa: E402
 
 M1 = "ui-mixing-hurts"
@@ -362,6 +363,38 @@ def test_stars_are_only_ever_added(catalog):
     state.run()
     assert not any(state.stars_now)
     assert state.saved_stars == earned  # earned before: still earned
+
+
+def test_a_solution_link_shows_its_stars_but_earns_none_until_a_control_changes(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}&layout=disaggregated")
+    state.run()
+    assert all(state.stars_now)  # the link's split meets every star ...
+    assert not state.touched and state.stars_credited == [False, False, False]
+    assert state.saved_stars == [False, False, False]  # ... and earns none
+    state.reset()  # back to the start is a change (it alters the settings) ...
+    state.change("layout", "disaggregated")  # ... and so is choosing the split again
+    state.run()
+    assert state.touched and state.stars_credited == [True, True, True]
+    assert state.saved_stars == [True, True, True]
+
+
+def test_only_a_student_change_that_alters_the_settings_makes_stars_count(catalog):
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    assert state.reset() and not state.touched  # a reset at the start changes nothing
+    assert state.change("layout", "colocated") and not state.touched  # the value it already has
+    assert not state.change("gpus", 99) and not state.touched  # refused
+    assert state.change_many({"layout": "disaggregated"}, by_student=False)  # a restored history entry
+    state.run()
+    assert all(state.stars_now) and not state.touched and state.saved_stars == [False, False, False]
+    assert state.change("gpus", 5) and state.touched
+
+
+def test_the_stars_say_they_count_after_a_change_only_while_that_applies(catalog):
+    mission = catalog.get(M1)
+    waiting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=False)
+    assert STARS_WAIT_NOTE in waiting and "change a control to earn it" in waiting
+    counting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=True)
+    assert STARS_WAIT_NOTE not in counting and "this run earns it" in counting
 
 
 def test_merge_saved_ignores_garbage(catalog):
