@@ -237,7 +237,7 @@ def test_a_click_on_a_scatter_point_or_a_timeline_step_reaches_the_story(catalog
     plots._on_gap_tap(_Tap(float(plots.gap_fig.x_range.end) * 10, 1.0))  # nowhere near a point: no change
     assert view.selected == int(miss["id"][i])
     result = state.result
-    rows, _link, _labels = _rows(result)
+    rows, _link, _link_queue, _labels = _rows(result)
     log = result.gpus[1]
     j = max(range(len(log)), key=lambda k: log.end[k] - log.start[k])
     canvas._on_step_tap(_Tap((log.start[j] + log.end[j]) / 2, rows[1] + 0.2))

@@ -84,7 +84,7 @@ def test_next_missed_and_a_step_click_open_a_story_and_the_canvas_goes_there(pag
     # A click on the widest step on screen that means another request: that request's story,
     # and the window stays where the student is looking.
     t0 = window_start(page)
-    rows_of, _link, labels = _rows(result)
+    rows_of, _link, _link_queue, labels = _rows(result)
     best = None
     for g, log in enumerate(result.gpus):
         for j in range(len(log)):
