@@ -117,6 +117,10 @@ def sources_html():
             f'Real traces: {links}.</div>')
 
 
+def _caption_html(label, idle):
+    return f'<div class="stf-choice-caption{" idle" if idle else ""}">{html.escape(label)}:</div>'
+
+
 class Controls:
     """Widgets for `state.mission.controls`, kept in sync with `state.settings`."""
 
@@ -127,6 +131,7 @@ class Controls:
         self.widgets = {}
         self.idle = []  # names of the controls that do nothing in the current layout
         self._styles = {}  # each widget's own styles, under the live/idle look
+        self.captions = {}  # choice control name -> the caption above its buttons
         self._syncing = False
         rows = []
         for name, control in state.mission.controls.items():
@@ -137,6 +142,12 @@ class Controls:
             widget._debounce = WIDGET_DEBOUNCE_MS
             self.widgets[name] = widget
             self._styles[name] = dict(widget.styles or {})
+            if control.kind == "choice" and name != "layout":  # a button group shows no name of its own
+                caption = pn.pane.HTML(_caption_html(widget.name, False),
+                                       stylesheets=[CSS], margin=(6, 10, 0, 10), sizing_mode="stretch_width",
+                                       styles={"flex": "1 1 100%"} if embed else {})
+                self.captions[name] = caption
+                rows.append(caption)
             rows.append(widget)
         self.hint = pn.pane.HTML("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
                                  sizing_mode="stretch_width", visible=False)
@@ -240,6 +251,8 @@ class Controls:
                 idle = not state.applies(name)
                 widget.disabled = idle
                 widget.styles = {**self._styles.get(name, {}), **(INERT_STYLE if idle else LIVE_STYLE)}
+                if name in self.captions:  # muted by colour, not opacity, so it keeps 4.5:1 contrast
+                    self.captions[name].object = _caption_html(widget.name, idle)
         finally:
             self._syncing = False
         idle = [n for n in self.widgets if not state.applies(n)]

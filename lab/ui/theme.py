@@ -137,6 +137,8 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-legend .sw.kv { background: linear-gradient(to top, %(kv)s 0 55%%, %(kv_track)s 55%% 100%%); outline: 1px solid %(kv_edge)s; outline-offset: -1px; }
 .stf-legend .stf-legend-over { flex-basis: 100%%; }
 .stf-lock { color: var(--muted); font-size: 12px; }
+.stf-choice-caption { font-size: 13px; color: var(--ink); }
+.stf-choice-caption.idle { color: #687180; }
 .stf-replay { font-size: 13px; margin: 4px 0; border-left: 4px solid var(--link); padding: 2px 8px; background: #eef8f4; }
 .stf-upload-error { margin: 4px 0; overflow-wrap: anywhere; }
 .stf-trace-sources code { font-size: 11px; overflow-wrap: anywhere; }

@@ -36,6 +36,22 @@ def test_every_control_gets_a_name_and_its_unit(catalog):
     assert specs["stf-control-gpus"]["unit"] == "GPUs"
 
 
+def test_a_choice_other_than_the_layout_has_a_visible_caption_muted_when_it_does_nothing():
+    # A button group shows no name of its own: "Decode GPU | Prefill GPU" alone does not say
+    # it is where the first token counts. The layout's buttons name themselves.
+    from lab.ui.catalog import Catalog
+
+    state = LabState.from_query(Catalog(), "?mission=first-token-clock")
+    controls = Controls(state, lambda *_: None)
+    choices = [n for n, c in state.mission.controls.items() if c.kind == "choice"]
+    assert "first_token" in choices and "layout" in choices
+    assert set(controls.captions) == set(choices) - {"layout"}
+    caption = controls.captions["first_token"]
+    assert f"{controls.widgets['first_token'].name}:" in caption.object and "idle" not in caption.object
+    assert state.change("layout", "colocated")
+    assert 'stf-choice-caption idle' in caption.object  # first_token matters only for a split fleet
+
+
 def test_the_summary_names_the_headline_metrics_and_star_changes(catalog):
     state = LabState.from_query(catalog, f"?mission={M1}")
     metrics = state.run()
