@@ -1,6 +1,8 @@
 """Fixtures for the UI tests: the test missions' catalog, a `lab serve` subprocess and Debian's Chromium.
 
 `catalog`: tests/ui/missions (ui-mixing-hurts, ui-decode-drowns, ...), checked to load.
+`app_timers`: lab.ui.app's timers held, to fire by hand (`fire(callback)`), for the app tests
+that need no browser.
 
 The server is started once per session on a free port and stopped at the end; the
 browser is Debian's /usr/bin/chromium driven by Playwright (never a downloaded one).
@@ -132,6 +134,42 @@ def catalog():
     cat = Catalog(UI_MISSIONS)
     assert not cat.error, cat.error
     return cat
+
+
+class HeldTimers:
+    """Stands in for lab.ui.app.later: every timer is kept, and runs only when fired."""
+
+    class Timer:
+        def __init__(self, callback):
+            self.callback, self.stopped = callback, False
+
+        def stop(self):
+            self.stopped = True
+
+    def __init__(self):
+        self.timers = []
+
+    def later(self, callback, delay_ms):
+        timer = self.Timer(callback)
+        self.timers.append(timer)
+        return timer
+
+    def fire(self, callback):
+        """Run the pending timers of `callback` (each once)."""
+        for t in [t for t in self.timers if not t.stopped and t.callback == callback]:
+            t.stopped = True
+            t.callback()
+
+
+@pytest.fixture
+def app_timers(monkeypatch):
+    """lab.ui.app with its timers held and no page to load: build a LabApp without a browser."""
+    import lab.ui.app as app
+
+    held = HeldTimers()
+    monkeypatch.setattr(app, "later", held.later)
+    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
+    return held
 
 
 @pytest.fixture

@@ -305,29 +305,15 @@ def test_the_upload_refuses_text_over_the_limit_even_if_the_page_did_not(monkeyp
     assert refused[0].startswith("big.csv is larger") and refused[1] == "huge.csv is 99.0 MB"
 
 
-def test_history_entries_and_popstate_restore_through_the_app(catalog, monkeypatch):
+def test_history_entries_and_popstate_restore_through_the_app(catalog, app_timers):
     """The app pushes one entry per settled change and restores an entry's settings on popstate."""
     import lab.ui.app as app
 
-    timers = []
-
-    class Timer:
-        def __init__(self, callback):
-            self.callback, self.stopped = callback, False
-            timers.append(self)
-
-        def stop(self):
-            self.stopped = True
-
-    monkeypatch.setattr(app, "later", lambda callback, delay_ms: Timer(callback))
-    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
     lab = app.LabApp(catalog, f"?mission={M1}&gpus=abc")
     assert lab.url.address["search"] == f"?mission={M1}" and not lab.url.address["push"]  # rejected value gone
 
     def settle():
-        for t in [t for t in timers if not t.stopped and t.callback == lab._settle]:
-            t.stopped = True
-            t.callback()
+        app_timers.fire(lab._settle)
 
     lab.on_change("gpus", 5)
     assert lab.url.address == {"search": f"?mission={M1}&gpus=5", "push": True, "n": 2}
@@ -353,24 +339,20 @@ def test_mission_files_in_the_repo_fingerprint_cheaply():
     assert folder_fingerprint(REPO / "no-such-folder")[0] == "error"
 
 
-def test_an_embed_never_pushes_history_entries(catalog, monkeypatch):
+def test_an_embed_never_pushes_history_entries(catalog, app_timers):
     """An iframe's entries join its host page's history: Back would step through the lab."""
     import lab.ui.app as app
 
-    monkeypatch.setattr(app, "later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
-    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
     lab = app.LabApp(catalog, f"?mission={M1}&embed=1")
     lab.on_change("gpus", 5)
     assert lab.url.address["search"] == f"?mission={M1}&gpus=5&embed=1" and lab.url.address["push"] is False
 
 
-def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catalog, monkeypatch):
+def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catalog, app_timers, monkeypatch):
     """The app hands the storage bridge only stars the student earned on the page: not the link's,
     not a popped history entry's; a change of a control (then its run) does."""
     import lab.ui.app as app
 
-    monkeypatch.setattr(app, "later", lambda callback, delay_ms: type("T", (), {"stop": lambda self: None})())
-    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
     lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
     earned = []
     monkeypatch.setattr(lab.bridge, "earn", lambda mission, stars: earned.append((mission, list(stars))))

@@ -258,26 +258,10 @@ def test_every_core_cause_has_a_label_and_the_view_follows_runs(catalog):
 
 # ---------------------------------------------------------------- through the app (no browser)
 
-def test_the_app_pins_writes_the_address_and_back_restores_the_pin(catalog, monkeypatch):
+def test_the_app_pins_writes_the_address_and_back_restores_the_pin(catalog, app_timers):
     import lab.ui.app as app
 
-    timers = []
-
-    class Timer:
-        def __init__(self, callback):
-            self.callback, self.stopped = callback, False
-            timers.append(self)
-
-        def stop(self):
-            self.stopped = True
-
-    def fire(callback):
-        for t in [t for t in timers if not t.stopped and t.callback == callback]:
-            t.stopped = True
-            t.callback()
-
-    monkeypatch.setattr(app, "later", lambda callback, delay_ms: Timer(callback))
-    monkeypatch.setattr(app.pn.state, "onload", lambda callback: None)
+    fire = app_timers.fire
     lab = app.LabApp(catalog, f"?mission={M1}")
     lab.state.run()
     lab.on_pin("current")
