@@ -148,38 +148,43 @@ def test_non_finite_and_odd_numbers_are_refused(raw):
     assert settings == {} and len(notes) == 1
 
 
+class Refusing:
+    """A mission whose apply refuses the settings `refuse(settings)` names (as a cross-field check
+    would), with `message`."""
+
+    def __init__(self, inner, refuse, message):
+        self._inner, self._refuse, self._message = inner, refuse, message
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def apply(self, settings, base=None):
+        if self._refuse(settings):
+            raise LabError("controls.gpus", self._message)
+        return self._inner.apply(settings)
+
+
+class OneMission:
+    """A catalog of one mission."""
+
+    missions, error = [], ""
+
+    def __init__(self, m):
+        self.m = m
+
+    def get(self, mid):
+        return self.m if mid == self.m.id else None
+
+    def first(self):
+        return self.m
+
+    def position(self, m):
+        return 1
+
+
 def test_settings_that_fail_together_fall_back_to_the_start(catalog):
-    class Refusing:
-        """A mission whose apply refuses any change (as a cross-field check would)."""
-
-        def __init__(self, inner):
-            self._inner = inner
-
-        def __getattr__(self, name):
-            return getattr(self._inner, name)
-
-        def apply(self, settings, base=None):
-            if settings != self._inner.settings(self._inner.scenario):
-                raise LabError("controls.gpus", "too many GPUs for this link")
-            return self._inner.apply(settings)
-
-    class OneMission:
-        missions = []
-        error = ""
-
-        def __init__(self, m):
-            self.m = m
-
-        def get(self, mid):
-            return self.m if mid == self.m.id else None
-
-        def first(self):
-            return self.m
-
-        def position(self, m):
-            return 1
-
-    wrapped = Refusing(catalog.get(M1))
+    inner = catalog.get(M1)
+    wrapped = Refusing(inner, lambda settings: settings != inner.settings(inner.scenario), "too many GPUs for this link")
     state = LabState.from_query(OneMission(wrapped), f"?mission={M1}&gpus=5")
     assert state.is_start
     assert any("too many GPUs" in n and "mission's start" in n for n in state.notes)
@@ -248,34 +253,8 @@ def test_a_pin_of_the_workload_is_refused_in_the_sandbox(catalog):
 
 
 def test_a_pin_the_mission_refuses_is_a_note_not_a_crash(catalog):
-    class Refusing:
-        def __init__(self, inner):
-            self._inner = inner
-
-        def __getattr__(self, name):
-            return getattr(self._inner, name)
-
-        def apply(self, settings, base=None):
-            if settings.get("gpus") == 6:
-                raise LabError("controls.gpus", "six GPUs do not fit this rack")
-            return self._inner.apply(settings)
-
-    class OneMission:
-        missions, error = [], ""
-
-        def __init__(self, m):
-            self.m = m
-
-        def get(self, mid):
-            return self.m
-
-        def first(self):
-            return self.m
-
-        def position(self, m):
-            return 1
-
-    state = LabState.from_query(OneMission(Refusing(catalog.get(M1))), f"?mission={M1}&pin=gpus:6")
+    refusing = Refusing(catalog.get(M1), lambda settings: settings.get("gpus") == 6, "six GPUs do not fit this rack")
+    state = LabState.from_query(OneMission(refusing), f"?mission={M1}&pin=gpus:6")
     assert state.pin is None
     assert any("six GPUs" in n and "nothing is pinned" in n for n in state.notes)
 
