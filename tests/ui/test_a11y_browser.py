@@ -206,7 +206,7 @@ def test_the_table_view_shows_the_run_and_downloads_the_cli_csv(page, server):
     open_lab(page, server, "mission=mixing-hurts&layout=disaggregated")
     assert page.locator(".stf-tables").count() == 0  # closed: not built
     header = open_table(page)
-    assert header.get_attribute("aria-expanded") == "true"
+    expect(header).to_have_attribute("aria-expanded", "true")  # set by the a11y bridge when the browser is idle
     gpus = page.locator(".stf-gpu-table")
     reqs = page.locator(".stf-request-table")
     goodput = page.locator('[data-metric="goodput"] .t').inner_text()  # "4 GPUs · 2.8 req/s in all"
