@@ -20,13 +20,15 @@ from .theme import CSS, PALETTE
 
 __all__ = ["BlameView", "blame_bar_html", "CAUSE_LABELS", "CAUSE_FILLS", "BLAME_CSS"]
 
-# Short words a student reads for each dominant cause (lab.core.blame.CAUSES).
+# Short words a student reads for each dominant cause (lab.core.blame.CAUSES); the TTFT
+# parts use the canvas's row names where there is one ("prefill queue", "link queue").
+# A request's story (story.py) names and colours its TTFT parts with these too.
 CAUSE_LABELS = {
-    "queue": "waiting in queue",
+    "queue": "prefill queue",
     "prefill": "own prefill",
-    "chunk_wait": "chunk wait",
+    "chunk_wait": "shared prefill steps",
     "kv_wait": "KV room",
-    "link_wait": "link wait",
+    "link_wait": "link queue",
     "wire": "on the wire",
     "join_wait": "join wait",
     "prefill_interference": "prefill mixed in",

@@ -28,20 +28,18 @@ import panel as pn
 from lab.core.blame import TTFT_PARTS
 from lab.core.metrics import request_gaps
 
+from .blame_view import CAUSE_FILLS, CAUSE_LABELS
 from .metrics_view import fmt_ms, fmt_seconds
 from .state import WINDOW_S
-from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE
+from .theme import CSS, INERT_STYLE, LIVE_STYLE
 
 __all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_order", "focus_of", "focus_span", "nearest_point",
            "severity", "cause_sentence", "PART_NAMES", "CAUSE_WORDS", "STEP_TOLERANCE_S"]
 
 STEP_TOLERANCE_S = 0.004  # a tap this close to a step (about a pixel at a 2.5 s window) still picks it
 NBSP = "\u00a0"
-PART_NAMES = {"queue": "queue", "prefill": "own prefill", "chunk_wait": "shared prefill steps", "kv_wait": "KV room",
-              "link_wait": "link queue", "wire": "on the wire", "join_wait": "join wait"}
-PART_COLOURS = {"queue": PALETTE["purple"], "prefill": PALETTE["prefill"], "chunk_wait": "#f3cf7a",
-                "kv_wait": PALETTE["sky"], "link_wait": PALETTE["link_wait"], "wire": PALETTE["link"],
-                "join_wait": "#c7d6e6"}
+PART_NAMES = {p: CAUSE_LABELS[p] for p in TTFT_PARTS}  # the blame bar's words and fills, one set
+PART_COLOURS = {p: CAUSE_FILLS[p] for p in TTFT_PARTS}
 # A dominant cause in words ({tokens}, {batch}: the worst gap's step).
 CAUSE_WORDS = {
     "queue": "it waited in the queue before a GPU took its prompt: the prefill side could not keep up.",

@@ -21,6 +21,7 @@ import panel as pn
 import lab.core as core
 from lab.core.report import gpu_rows, write_requests_csv
 
+from .blame_view import CAUSE_LABELS
 from .metrics_view import fmt_share
 from .targets import target_phrase
 from .theme import CSS
@@ -34,8 +35,7 @@ DOWNLOAD_CSS = (".bk-btn.bk-btn-default { border: 1px solid #0072B2 !important; 
                 " background: #fff !important; font-weight: 600; }"
                 " .bk-btn.bk-btn-default:hover { background: #eaf4fb !important; } .bk-btn a { color: inherit; }")
 _SPLIT_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")  # TTFT parts only a split fleet has
-_PART_LABELS = {"queue": "queue", "prefill": "prefill", "chunk_wait": "chunk wait", "kv_wait": "KV wait",
-                "link_wait": "link wait", "wire": "wire", "join_wait": "join wait"}
+_PART_LABELS = {p: CAUSE_LABELS[p] for p in core.TTFT_PARTS}  # the blame bar's and the story's words
 
 
 def _num(value, fmt):
