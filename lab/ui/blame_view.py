@@ -44,12 +44,14 @@ def _hatch(colour):
     return f"repeating-linear-gradient(135deg, {colour} 0 3px, #ffffff 3px 5px)"
 
 
-# CSS backgrounds per cause (a colour, or a colour hatched with white for a family's second member).
+# CSS backgrounds per cause (a colour, or a colour hatched with white for a family's second
+# member), in the canvas's colours for the same thing: its queue rows are grey (the prefill
+# queue hatched here, to tell it from the link's), KV waiting for room is the KV band's purple.
 CAUSE_FILLS = {
-    "queue": PALETTE["purple"],
+    "queue": _hatch(PALETTE["link_wait"]),
     "prefill": PALETTE["prefill"],
     "chunk_wait": _hatch(PALETTE["prefill"]),
-    "kv_wait": PALETTE["sky"],
+    "kv_wait": PALETTE["kv"],
     "link_wait": PALETTE["link_wait"],
     "wire": PALETTE["link"],
     "join_wait": _hatch(PALETTE["link"]),
