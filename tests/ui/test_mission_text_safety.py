@@ -77,6 +77,23 @@ def test_a_brief_payload_renders_to_allowed_elements_only(payload):
             assert _scheme(value) in (None, *ALLOWED_SCHEMES), (payload, out)
 
 
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_a_debrief_or_outro_payload_renders_to_allowed_elements_only(payload):
+    # Both are shown once stars are earned (metrics_view.stars_html), through the brief's renderer.
+    from lab.core.missions import load_mission
+    from lab.ui.metrics_view import stars_html
+
+    base = list_missions(REPO / "missions")[0].to_dict()
+    star = {"label": "one", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.5}],
+            "debrief": f"Why: {payload}"}
+    mission = load_mission({**base, "stars": [star], "outro": f"Next.\n\n{payload}"})
+    out = stars_html(mission, {"slo_attainment": 0.9}, [True], [True])
+    assert 'data-debrief="0"' in out and 'data-outro="true"' in out
+    found = _parsed(out)
+    assert not any(name.startswith("on") for _tag, name, _value in found.attrs), (payload, out)
+    assert not set(found.tags) & set(DANGEROUS), (payload, out)
+
+
 def test_the_brief_keeps_the_markdown_it_may_use():
     out = brief_html("# Head\n\n**bold** _it_ `code`\n\n- one\n- two\n\n1. first\n\n> quote\n\n"
                      "[web](https://example.org/a?b=1) [mail](mailto:a@example.org) [here](lab?mission=x)\n\n"
