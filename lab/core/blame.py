@@ -54,7 +54,7 @@ from .cost import step_time_fn
 from .metrics import step_gaps_of, request_metrics
 
 __all__ = [
-    "TTFT_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
+    "TTFT_PARTS", "LINK_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
     "Blame", "request_blame", "blame_summary",
 ]
 
@@ -68,7 +68,8 @@ BLAME_NAMES = ("missed", "missed_by_cause")
 BLAME_COLUMNS = tuple(f"ttft_{p}_s" for p in TTFT_PARTS) + (
     "ttft_open_part", "worst_gap_cause", "worst_gap_prompt_tokens", "worst_gap_batch", "dominant_cause",
 )
-_LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
+# The TTFT parts after the prefill end: a split fleet's transfer (0 on a colocated fleet).
+LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
 
 
 @dataclass
@@ -129,7 +130,7 @@ def _prompt_pieces(result):
 
 def _link_parts(tr, prefill_end, until):
     """kv_wait, link_wait, wire, join_wait from the prefill end to `until`, and the open one."""
-    parts = dict.fromkeys(_LINK_PARTS, 0.0)
+    parts = dict.fromkeys(LINK_PARTS, 0.0)
     if tr is None or tr.reserved >= until:
         parts["kv_wait"] = until - prefill_end
         return parts, "kv_wait"

@@ -25,11 +25,11 @@ import statistics
 
 import panel as pn
 
-from lab.core.blame import TTFT_PARTS
+from lab.core.blame import LINK_PARTS, TTFT_PARTS
 from lab.core.metrics import request_gaps
 
 from .blame_view import CAUSE_FILLS, CAUSE_LABELS
-from .metrics_view import fmt_ms, fmt_seconds
+from .metrics_view import NBSP, fmt_ms, fmt_seconds
 from .state import WINDOW_S
 from .theme import CSS, INERT_STYLE, LIVE_STYLE
 
@@ -37,7 +37,6 @@ __all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_orde
            "severity", "cause_sentence", "PART_NAMES", "CAUSE_WORDS", "STEP_TOLERANCE_S"]
 
 STEP_TOLERANCE_S = 0.004  # a tap this close to a step (about a pixel at a 2.5 s window) still picks it
-NBSP = "\u00a0"
 PART_NAMES = {p: CAUSE_LABELS[p] for p in TTFT_PARTS}  # the blame bar's words and fills, one set
 PART_COLOURS = {p: CAUSE_FILLS[p] for p in TTFT_PARTS}
 # A dominant cause in words ({tokens}, {batch}: the worst gap's step).
@@ -123,16 +122,13 @@ def _prefill_step(result, rec):
     return j if j < len(starts) else None
 
 
-_LINK_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")
-
-
 def focus_of(result, rec, blame=None):
     """Where to look for a request: ("gpu", gpu, step index) or ("link", transfer index), or None
     (it never started). A miss whose dominant cause is a TTFT part (`blame` given) points at
     that part: its transfer on the link row for the link's parts, else its first prefill
     step; otherwise the step that ended its worst gap, else its first prefill step."""
     cause = blame.dominant_cause if blame is not None else None
-    if cause in _LINK_PARTS and rec.transfer >= 0:
+    if cause in LINK_PARTS and rec.transfer >= 0:
         return "link", rec.transfer
     worst = _worst(result, rec)
     if worst is not None and cause not in TTFT_PARTS:

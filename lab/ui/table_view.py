@@ -19,6 +19,7 @@ import io
 import panel as pn
 
 import lab.core as core
+from lab.core.blame import LINK_PARTS  # the TTFT parts only a split fleet has
 from lab.core.report import gpu_rows, write_requests_csv
 
 from .blame_view import CAUSE_LABELS
@@ -34,7 +35,6 @@ CSV_NAME = "requests.csv"
 DOWNLOAD_CSS = (".bk-btn.bk-btn-default { border: 1px solid #0072B2 !important; color: #005a8c !important;"
                 " background: #fff !important; font-weight: 600; }"
                 " .bk-btn.bk-btn-default:hover { background: #eaf4fb !important; } .bk-btn a { color: inherit; }")
-_SPLIT_PARTS = ("kv_wait", "link_wait", "wire", "join_wait")  # TTFT parts only a split fleet has
 _PART_LABELS = {p: CAUSE_LABELS[p] for p in core.TTFT_PARTS}  # the blame bar's and the story's words
 
 
@@ -60,7 +60,7 @@ def gpu_table_html(result, slo):
 def requests_table_html(result, rows, blames, shown=ROWS_SHOWN):
     """The first `shown` requests: arrival, TTFT and its parts, TPOT, worst gap, met SLO."""
     split = result.scenario.fleet.layout == "disaggregated"
-    parts = [p for p in core.TTFT_PARTS if split or p not in _SPLIT_PARTS]
+    parts = [p for p in core.TTFT_PARTS if split or p not in LINK_PARTS]
     finished = sum(1 for r in rows if r["finished"])
     head = ('<th scope="col">request</th><th scope="col">arrival (s)</th><th scope="col">TTFT (s)</th>'
             + "".join(f'<th scope="col">{_PART_LABELS[p]} (s)</th>' for p in parts)
