@@ -345,10 +345,33 @@ def test_play_and_pause_from_the_keyboard_move_the_window(page, server):
 
 def test_sweep_shows_progress_then_plots(page, server):
     open_lab(page, server, f"mission={MISSIONS[0].id}")
+    # A fast machine can show and hide the bar between two of Playwright's polls,
+    # so the page itself records every change the server makes to the bar.
+    hooked = page.evaluate("""() => {
+        window.stfSweepBar = [];
+        for (const doc of window.Bokeh.documents) {
+            for (const m of doc.all_models) {
+                if ((m.css_classes || []).includes('stf-sweep-progress')) {
+                    const note = () => window.stfSweepBar.push([m.visible, m.value]);
+                    m.properties.visible.change.connect(note);
+                    m.properties.value.change.connect(note);
+                    return true;
+                }
+            }
+        }
+        return false;
+    }""")
+    assert hooked, "no sweep progress bar on the page"
     page.locator(".stf-sweep button").click()
-    progress = page.locator(".bk-panel-models-widgets-Progress.stf-sweep-progress")
-    progress.wait_for(state="visible")
-    progress.wait_for(state="hidden", timeout=60_000)
+    page.wait_for_function(
+        "window.stfSweepBar.length > 0 && window.stfSweepBar[window.stfSweepBar.length - 1][0] === false",
+        timeout=60_000,
+    )
+    bar = page.evaluate("window.stfSweepBar")
+    shown = [value for visible, value in bar if visible]
+    assert shown, f"the progress bar never showed: {bar}"
+    assert shown == sorted(shown) and max(shown) >= 50, f"progress did not climb: {bar}"
+    assert page.locator(".bk-panel-models-widgets-Progress.stf-sweep-progress").is_hidden()
     assert page.locator(".stf-sweep button").is_enabled()
     points = page.evaluate("""() => {
         for (const doc of window.Bokeh.documents) {
