@@ -140,7 +140,7 @@ BAD_FIELDS = [
     (BASE, "model.kv_capacity_tokens", 0, "model.kv_capacity_tokens", ["0", "at least 1"]),
     (BASE, "model.kv_capacity_tokens", 10.5, "model.kv_capacity_tokens", ["10.5", "whole number"]),
     (BASE, "model.hbm", 80, "model.hbm", ["unknown field", "cost"]),
-    (BASE, "model.llm", "llama3-70b", "model.gpu", ["llama3-70b", "does not fit", "h100"]),
+    (BASE, "model.llm", "llama3-70b", "fleet.tp", ["llama3-70b", "does not fit", "h100", "raise tp"]),
     # fleet
     (BASE, "fleet.layout", DELETE, "fleet.layout", ["required field is missing"]),
     (BASE, "fleet.layout", "mixed", "fleet.layout", ["'mixed'", "'colocated'", "'disaggregated'"]),
@@ -154,7 +154,33 @@ BAD_FIELDS = [
     (BASE, "fleet.prefill_batch_tokens", 0, "fleet.prefill_batch_tokens", ["0", "at least 1"]),
     (BASE, "fleet.max_batch_seqs", 0, "fleet.max_batch_seqs", ["0", "at least 1"]),
     (BASE, "fleet.first_token", "never", "fleet.first_token", ["'never'", "'decode'", "'prefill'"]),
-    (BASE, "fleet.tp", 2, "fleet.tp", ["unknown field", "gpus"]),
+    (BASE, "fleet.tpp", 2, "fleet.tpp", ["unknown field", "tp"]),
+    # tensor parallelism, GPU types, power caps, routing (issue 11)
+    (BASE, "fleet.tp", 0, "fleet.tp", ["0", "at least 1"]),
+    (BASE, "fleet.tp", 16, "fleet.tp", ["16", "at most 8"]),
+    (BASE, "fleet.tp", 4, "fleet.gpus", ["2 GPUs", "tp = 4", "multiple of 4"]),
+    (DISAGG, "fleet.decode_tp", 4, "fleet.decode_gpus", ["2 GPUs", "decode_tp = 4"]),
+    (DISAGG, "fleet.prefill_gpu", "b200", "fleet.prefill_gpu", ["'b200'", "'h100'", "'a100'"]),
+    (DISAGG, "fleet.decode_gpu", 3, "fleet.decode_gpu", ["3", "'h100'"]),
+    (BASE, "fleet.power_cap_w", 900, "fleet.power_cap_w", ["900 W", "TDP 700 W"]),
+    (BASE, "fleet.power_cap_w", 100, "fleet.power_cap_w", ["100 W", "idle 100 W"]),
+    (DISAGG, "fleet.decode_power_cap_w", "low", "fleet.decode_power_cap_w", ["'low'", "number"]),
+    ({**DISAGG, "fleet": {**DISAGG["fleet"], "decode_gpu": "a100"}}, "fleet.decode_power_cap_w", 500, "fleet.decode_power_cap_w", ["500 W", "a100", "TDP 400 W"]),
+    (BASE, "fleet.dispatch", "random", "fleet.dispatch", ["'random'", "'queue'", "'length_split'"]),
+    (BASE, "fleet.dispatch", "length_split", "fleet.long_prompt_tokens", ["required field is missing", "length_split"]),
+    ({**BASE, "fleet": {**BASE["fleet"], "long_prompt_tokens": 8000}}, "fleet.dispatch", "length_split", "fleet.long_gpus", ["required field is missing"]),
+    ({**BASE, "fleet": {**BASE["fleet"], "dispatch": "length_split", "long_prompt_tokens": 8000}}, "fleet.long_gpus", 2, "fleet.long_gpus", ["2 leaves none of the 2 GPUs"]),
+    ({**BASE, "fleet": {"layout": "colocated", "gpus": 4, "tp": 2, "dispatch": "length_split", "long_prompt_tokens": 8000}}, "fleet.long_gpus", 1, "fleet.long_gpus", ["1 GPUs", "tp = 2"]),
+    (DISAGG, "fleet.decode_pick", "random", "fleet.decode_pick", ["'random'", "'most_free_kv'", "'fewest_seqs'"]),
+    (DISAGG, "fleet.prefill_chunk_tokens", 8, "fleet.prefill_chunk_tokens", ["8", "at least 16"]),
+    (BASE, "model.attention", "yes", "model.attention", ["'yes'", "true or false"]),
+    (BASE, "model.tp_efficiency", 0, "model.tp_efficiency", ["0", "greater than 0"]),
+    (BASE, "model.gpu_overrides", {"tpu": {}}, "model.gpu_overrides.tpu", ["unknown field", "h100"]),
+    (BASE, "model.gpu_overrides", {"h100": {"price": 3}}, "model.gpu_overrides.h100.price", ["unknown field", "usd_per_hour"]),
+    (BASE, "model.gpu_overrides", {"h100": {"usd_per_hour": 0}}, "model.gpu_overrides.h100.usd_per_hour", ["0", "greater than 0"]),
+    (BASE, "model.gpu_overrides", {"h100": 3}, "model.gpu_overrides.h100", ["3", "object"]),
+    (BASE, "model.gpu_overrides", {"a100": {"idle_w": 500}}, "model.gpu_overrides.a100.idle_w", ["500 W", "below tdp_w (400 W)"]),
+    ({**DISAGG, "model": {"llm": "llama3-70b"}, "fleet": {**DISAGG["fleet"], "prefill_tp": 1, "decode_gpus": 2, "decode_tp": 2}}, "fleet.prefill_tp", 1, "fleet.prefill_tp", ["llama3-70b", "does not fit on 1 h100", "raise prefill_tp"]),
     (DISAGG, "fleet.prefill_gpus", DELETE, "fleet.prefill_gpus", ["required field is missing"]),
     (DISAGG, "fleet.decode_gpus", DELETE, "fleet.decode_gpus", ["required field is missing"]),
     (DISAGG, "fleet.decode_gpus", 0, "fleet.decode_gpus", ["0", "at least 1"]),
@@ -558,3 +584,27 @@ def test_the_per_token_target_is_the_max_gap_if_the_slo_sets_one_else_tpot():
     none = Slo.from_dict({"ttft_s": 1})
     assert (none.per_token_target_ms, none.per_token_target_name) == (None, None)
     assert "per_token_target_ms" not in both.to_dict()  # derived, not a field
+
+
+def test_pools_count_gpus_in_instances_of_tp_with_each_pools_gpu_type():
+    raw = {**DISAGG, "model": {"llm": "llama3-70b"},
+           "fleet": {"layout": "disaggregated", "prefill_gpus": 4, "prefill_tp": 4, "decode_gpus": 4, "decode_tp": 2,
+                     "decode_gpu": "h200", "decode_power_cap_w": 350}}
+    sc = load_scenario(raw)
+    prefill, decode = sc.pools()
+    assert (prefill.role, prefill.gpus, prefill.tp, prefill.instances, prefill.gpu, prefill.first_gpu) == ("prefill", 4, 4, 1, "h100", 0)
+    assert (decode.role, decode.instances, decode.gpu, decode.power_cap_w, decode.first_gpu) == ("decode", 2, "h200", 350, 4)
+    # KV capacity: tp x usable HBM - weights (the weights are paid once per instance).
+    m = sc.model
+    usable = 2 * 141e9 * m.memory_utilization - m.weight_bytes
+    assert m.kv_tokens_per_instance("h200", 2) == int(usable // m.kv_bytes_per_token)
+    assert m.kv_tokens_per_instance("h100", 4) > 2 * m.kv_tokens_per_instance("h100", 2)
+    # JSON round trip keeps every new field.
+    assert Scenario.from_dict(sc.to_dict()) == sc
+
+
+def test_gpu_overrides_change_only_the_named_keys():
+    sc = load_scenario(with_field(BASE, "model.gpu_overrides", {"a100": {"usd_per_hour": 0.9}}))
+    assert sc.model.gpu_spec("a100")["usd_per_hour"] == 0.9
+    assert sc.model.gpu_spec("a100")["tdp_w"] == 400.0
+    assert sc.model.gpu_spec("h100")["usd_per_hour"] == 2.5

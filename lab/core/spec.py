@@ -22,6 +22,7 @@ __all__ = [
     "Model",
     "Link",
     "Fleet",
+    "Pool",
     "Slo",
     "Scenario",
     "LLM_PRESETS",
@@ -47,12 +48,20 @@ LLM_PRESETS = {
     "llama3-8b": {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
     "llama3-70b": {"params": 70.6e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
 }
-# GPUs: HBM capacity (GB), HBM bandwidth (TB/s), dense BF16 peak (TFLOP/s).
+# GPUs: HBM capacity (GB), HBM bandwidth (TB/s), dense BF16 peak (TFLOP/s), NVLink
+# bandwidth for tensor-parallel all-reduces (GB/s) and each all-reduce's fixed latency (us),
+# board power at full load and idle (W), and an hourly price (USD). Power and prices are
+# illustrative defaults, not quotes: a scenario overrides them with `model.gpu_overrides`.
 GPU_PRESETS = {
-    "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0},
-    "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0},
-    "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0},
+    "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0, "nvlink_gbytes_per_s": 450.0,
+             "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0, "usd_per_hour": 2.50},
+    "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0, "nvlink_gbytes_per_s": 300.0,
+             "allreduce_latency_us": 10.0, "tdp_w": 400.0, "idle_w": 60.0, "usd_per_hour": 1.30},
+    "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0, "nvlink_gbytes_per_s": 450.0,
+             "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0, "usd_per_hour": 3.50},
 }
+GPU_KEYS = tuple(GPU_PRESETS["h100"])
+MAX_TP = 8  # GPUs one instance spans (one NVLink domain)
 
 
 def _frozen_dict_of(obj):
@@ -321,7 +330,10 @@ class Model:
     decode_ms_per_context_token: float = 0.00004
     efficiency: float = 0.5  # roofline: share of peak FLOP/s actually reached
     memory_utilization: float = 0.9  # share of HBM the server may use (vLLM's default)
-    kv_capacity_tokens: int = None  # override; default derived from memory
+    kv_capacity_tokens: int = None  # override (tokens per instance); default derived from memory
+    attention: bool = False  # roofline: add attention FLOPs and chunks' re-read of earlier KV
+    tp_efficiency: float = 0.9  # linear: an instance of tp GPUs runs tp x this as fast
+    gpu_overrides: dict = None  # {gpu name: {preset key: number}} over GPU_PRESETS
 
     COSTS = ("linear", "roofline")
 
@@ -342,9 +354,10 @@ class Model:
             efficiency=F.read_number(data, "efficiency", path, default=d.efficiency, lo=0, hi=1, lo_open=True),
             memory_utilization=F.read_number(data, "memory_utilization", path, default=d.memory_utilization, lo=0, hi=1, lo_open=True),
             kv_capacity_tokens=F.read_int(data, "kv_capacity_tokens", path, default=None, lo=1, hi=100_000_000),
+            attention=F.read_bool(data, "attention", path, default=d.attention),
+            tp_efficiency=F.read_number(data, "tp_efficiency", path, default=d.tp_efficiency, lo=0, hi=1, lo_open=True),
+            gpu_overrides=_read_gpu_overrides(data, path),
         )
-        if model.kv_capacity_tokens is None and model.derived_kv_capacity_tokens() < 1:
-            raise LabError(F.join(path, "gpu"), f"{model.llm} does not fit on one {model.gpu}: its weights leave no memory for the KV cache")
         return model
 
     @property
@@ -353,7 +366,13 @@ class Model:
 
     @property
     def hardware(self):
-        return GPU_PRESETS[self.gpu]
+        return self.gpu_spec(self.gpu)
+
+    def gpu_spec(self, name):
+        """GPU `name`'s preset with this scenario's overrides applied."""
+        spec = dict(GPU_PRESETS[name])
+        spec.update((self.gpu_overrides or {}).get(name, {}))
+        return spec
 
     @property
     def kv_bytes_per_token(self):
@@ -364,18 +383,46 @@ class Model:
     def weight_bytes(self):
         return self.shape["params"] * self.shape["bytes_per_value"]
 
-    def derived_kv_capacity_tokens(self):
-        usable = self.hardware["memory_gb"] * 1e9 * self.memory_utilization - self.weight_bytes
+    def derived_kv_capacity_tokens(self, gpu=None, tp=1):
+        """KV tokens one instance of `tp` GPUs of type `gpu` holds: tp x usable HBM - weights."""
+        hbm = self.gpu_spec(gpu or self.gpu)["memory_gb"] * 1e9
+        usable = tp * hbm * self.memory_utilization - self.weight_bytes
         return int(usable // self.kv_bytes_per_token)
+
+    def kv_tokens_per_instance(self, gpu=None, tp=1):
+        if self.kv_capacity_tokens is not None:
+            return self.kv_capacity_tokens
+        return self.derived_kv_capacity_tokens(gpu, tp)
 
     @property
     def kv_tokens_per_gpu(self):
-        if self.kv_capacity_tokens is not None:
-            return self.kv_capacity_tokens
-        return self.derived_kv_capacity_tokens()
+        """One tp-1 instance of `model.gpu` (the whole fleet's capacity before tensor parallelism)."""
+        return self.kv_tokens_per_instance()
 
     def to_dict(self):
         return _frozen_dict_of(self)
+
+
+def _read_gpu_overrides(data, path):
+    if data.get("gpu_overrides") is None:
+        return None
+    raw = F.read_dict(data, "gpu_overrides", path)
+    where = F.join(path, "gpu_overrides")
+    F.check_keys(raw, where, tuple(GPU_PRESETS))
+    out = {}
+    for name, values in raw.items():
+        gpu_where = F.join(where, name)
+        if not isinstance(values, dict):
+            raise LabError(gpu_where, f"expected an object of preset values, got {F.describe(values)}")
+        F.check_keys(values, gpu_where, GPU_KEYS)
+        # Every preset value is a positive size, rate, power or price.
+        out[name] = {key: F.read_number(values, key, gpu_where, lo=0, hi=1e9, lo_open=True) for key in values}
+    spec = dict(GPU_PRESETS)
+    for name, values in out.items():
+        merged = {**spec[name], **values}
+        if merged["idle_w"] >= merged["tdp_w"]:
+            raise LabError(F.join(F.join(where, name), "idle_w"), f"{merged['idle_w']:g} W must be below tdp_w ({merged['tdp_w']:g} W)")
+    return out
 
 
 # ---------------------------------------------------------------- fleet
@@ -415,9 +462,25 @@ class Fleet:
     max_batch_seqs: int = 256  # most sequences one GPU runs at once (vLLM's max_num_seqs)
     link: Link = Link()
     first_token: str = "decode"  # disaggregated: when the first token counts (see README)
+    # Tensor parallelism: an instance is `tp` GPUs; GPU counts above stay counts of GPUs.
+    tp: int = 1  # colocated
+    prefill_tp: int = 1
+    decode_tp: int = 1
+    prefill_gpu: str = None  # GPU type of each pool; None = model.gpu
+    decode_gpu: str = None
+    power_cap_w: float = None  # watts per GPU; None = uncapped (colocated)
+    prefill_power_cap_w: float = None
+    decode_power_cap_w: float = None
+    dispatch: str = "queue"  # which instance takes a prompt (colocated) / which prefill instance
+    long_prompt_tokens: int = None  # length_split: prompts of at least this many tokens...
+    long_gpus: int = None  # ...go to the last this-many GPUs of the pool
+    decode_pick: str = "most_free_kv"  # disaggregated: which decode instance a prompt's KV goes to
+    prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
 
     LAYOUTS = ("colocated", "disaggregated")
     FIRST_TOKEN = ("decode", "prefill")
+    DISPATCH = ("queue", "round_robin", "least_loaded", "length_split")
+    DECODE_PICK = ("most_free_kv", "fewest_seqs")
 
     @classmethod
     def from_dict(cls, data, path="fleet"):
@@ -437,20 +500,51 @@ class Fleet:
                     raise LabError(F.join(path, key), "required field is missing (a disaggregated fleet needs prefill_gpus and decode_gpus)")
             if prefill + decode > MAX_GPUS:
                 raise LabError(F.join(path, "decode_gpus"), f"{prefill} + {decode} GPUs is over the limit of {MAX_GPUS}")
-        chunk = data.get("chunk_tokens")
-        # 0 means whole prefill; `false == 0` in Python, so test the type first.
-        whole = chunk is None or (F.is_number(chunk) and not isinstance(chunk, F.BigNumber) and chunk == 0)
-        chunk = None if whole else F.read_int(data, "chunk_tokens", path, lo=16, hi=1_000_000)
+        tp = F.read_int(data, "tp", path, default=d.tp, lo=1, hi=MAX_TP)
+        prefill_tp = F.read_int(data, "prefill_tp", path, default=d.prefill_tp, lo=1, hi=MAX_TP)
+        decode_tp = F.read_int(data, "decode_tp", path, default=d.decode_tp, lo=1, hi=MAX_TP)
+        # The fields of the layout in use must hold whole instances; the other layout's are
+        # kept (a student switching layouts keeps them) and checked when it is chosen.
+        counted = (("gpus", gpus, "tp", tp),) if layout == "colocated" else (
+            ("prefill_gpus", prefill, "prefill_tp", prefill_tp), ("decode_gpus", decode, "decode_tp", decode_tp))
+        for key, count, tp_key, size in counted:
+            if count % size:
+                raise LabError(F.join(path, key), f"{count} GPUs is not a whole number of instances of {tp_key} = {size} GPUs: use a multiple of {size}")
+        dispatch = F.read_choice(data, "dispatch", path, cls.DISPATCH, default=d.dispatch)
+        long_prompt = F.read_int(data, "long_prompt_tokens", path, default=None, lo=1, hi=MAX_TOKENS)
+        long_gpus = F.read_int(data, "long_gpus", path, default=None, lo=1, hi=MAX_GPUS)
+        if dispatch == "length_split":
+            pool_key, pool, size, size_key = ("gpus", gpus, tp, "tp") if layout == "colocated" else ("prefill_gpus", prefill, prefill_tp, "prefill_tp")
+            for key, value in (("long_prompt_tokens", long_prompt), ("long_gpus", long_gpus)):
+                if value is None:
+                    raise LabError(F.join(path, key), "required field is missing (dispatch length_split needs long_prompt_tokens and long_gpus)")
+            if long_gpus >= pool:
+                raise LabError(F.join(path, "long_gpus"), f"{long_gpus} leaves none of the {pool} GPUs ({pool_key}) for short prompts: use fewer")
+            if long_gpus % size:
+                raise LabError(F.join(path, "long_gpus"), f"{long_gpus} GPUs is not a whole number of instances of {size_key} = {size} GPUs: use a multiple of {size}")
         return cls(
             layout=layout,
             gpus=gpus,
             prefill_gpus=prefill,
             decode_gpus=decode,
-            chunk_tokens=chunk,
+            chunk_tokens=_read_chunk(data, "chunk_tokens", path),
             prefill_batch_tokens=F.read_int(data, "prefill_batch_tokens", path, default=d.prefill_batch_tokens, lo=1, hi=10_000_000),
             max_batch_seqs=F.read_int(data, "max_batch_seqs", path, default=d.max_batch_seqs, lo=1, hi=100_000),
             link=Link.from_dict(F.read_dict(data, "link", path, default={}), F.join(path, "link")),
             first_token=F.read_choice(data, "first_token", path, cls.FIRST_TOKEN, default=d.first_token),
+            tp=tp,
+            prefill_tp=prefill_tp,
+            decode_tp=decode_tp,
+            prefill_gpu=None if data.get("prefill_gpu") is None else F.read_choice(data, "prefill_gpu", path, tuple(GPU_PRESETS)),
+            decode_gpu=None if data.get("decode_gpu") is None else F.read_choice(data, "decode_gpu", path, tuple(GPU_PRESETS)),
+            power_cap_w=F.read_number(data, "power_cap_w", path, default=None, lo=1, hi=100_000),
+            prefill_power_cap_w=F.read_number(data, "prefill_power_cap_w", path, default=None, lo=1, hi=100_000),
+            decode_power_cap_w=F.read_number(data, "decode_power_cap_w", path, default=None, lo=1, hi=100_000),
+            dispatch=dispatch,
+            long_prompt_tokens=long_prompt,
+            long_gpus=long_gpus,
+            decode_pick=F.read_choice(data, "decode_pick", path, cls.DECODE_PICK, default=d.decode_pick),
+            prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
         )
 
     @property
@@ -459,6 +553,36 @@ class Fleet:
 
     def to_dict(self):
         return _frozen_dict_of(self)
+
+
+def _read_chunk(data, key, path):
+    chunk = data.get(key)
+    # 0 means whole prompts; `false == 0` in Python, so test the type first.
+    whole = chunk is None or (F.is_number(chunk) and not isinstance(chunk, F.BigNumber) and chunk == 0)
+    return None if whole else F.read_int(data, key, path, lo=16, hi=1_000_000)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool of a fleet as the engine builds it: `gpus` GPUs of type `gpu` in instances of `tp`.
+
+    `role` is "colocated", "prefill" or "decode"; `first_gpu` numbers its first GPU across
+    the fleet (prefill pool first). `*_key` name the scenario fields, for error messages.
+    """
+
+    role: str
+    gpus: int
+    tp: int
+    gpu: str
+    power_cap_w: float
+    first_gpu: int
+    tp_key: str
+    gpu_key: str
+    cap_key: str
+
+    @property
+    def instances(self):
+        return self.gpus // self.tp
 
 
 @dataclass(frozen=True)
@@ -524,6 +648,21 @@ class Scenario:
             drain_s=F.read_number(data, "drain_s", path, default=120.0, lo=0, hi=MAX_DURATION_S),
         )
 
+    def __post_init__(self):
+        _check_pools(self)
+
+    def pools(self):
+        """The fleet's pools in GPU order: one colocated pool, or the prefill then the decode pool."""
+        f, m = self.fleet, self.model
+        if f.layout == "colocated":
+            return (Pool("colocated", f.gpus, f.tp, m.gpu, f.power_cap_w, 0, "fleet.tp", "model.gpu", "fleet.power_cap_w"),)
+        return (
+            Pool("prefill", f.prefill_gpus, f.prefill_tp, f.prefill_gpu or m.gpu, f.prefill_power_cap_w, 0,
+                 "fleet.prefill_tp", "fleet.prefill_gpu", "fleet.prefill_power_cap_w"),
+            Pool("decode", f.decode_gpus, f.decode_tp, f.decode_gpu or m.gpu, f.decode_power_cap_w, f.prefill_gpus,
+                 "fleet.decode_tp", "fleet.decode_gpu", "fleet.decode_power_cap_w"),
+        )
+
     @property
     def base_dir(self):
         return self.workload.trace.base_dir if self.workload.trace else ""
@@ -541,6 +680,27 @@ class Scenario:
         for dotted, value in changes.items():
             _set_dotted(raw, dotted, value)
         return Scenario.from_dict(raw, base_dir=self.base_dir, roots=self.trace_roots)
+
+
+def _check_pools(scenario):
+    """What needs both the fleet and the model: the weights fit each pool's instance, caps lie
+    between a GPU's idle and full power."""
+    model = scenario.model
+    for pool in scenario.pools():
+        spec = model.gpu_spec(pool.gpu)
+        if model.kv_capacity_tokens is None and model.derived_kv_capacity_tokens(pool.gpu, pool.tp) < 1:
+            weights_gb = model.weight_bytes / 1e9
+            usable_gb = pool.tp * spec["memory_gb"] * model.memory_utilization
+            where = pool.tp_key
+            raise LabError(
+                where,
+                f"{model.llm} ({weights_gb:.0f} GB of weights) does not fit on {pool.tp} {pool.gpu} "
+                f"({usable_gb:.0f} GB usable at memory_utilization {model.memory_utilization:g}), leaving no memory "
+                f"for the KV cache: raise {pool.tp_key.split('.')[-1]} or pick a GPU with more memory",
+            )
+        cap = pool.power_cap_w
+        if cap is not None and not spec["idle_w"] < cap <= spec["tdp_w"]:
+            raise LabError(pool.cap_key, f"{cap:g} W is outside {pool.gpu}'s range: above its idle {spec['idle_w']:g} W and at most its TDP {spec['tdp_w']:g} W")
 
 
 # ---------------------------------------------------------------- overrides
