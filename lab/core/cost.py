@@ -199,10 +199,12 @@ class PoolCost:
         step = self.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
         return step_power_w(self.spec, self.power_cap_w, compute_s, step)
 
-    def energy_j(self, log, span):
+    def energy_j(self, log, span, busy=None):
         """Joules all tp GPUs of one instance drew over a run of `span` seconds: each
-        step's power x its time, and idle watts for the rest of the span."""
-        busy = log.busy_s()
+        step's power x its time, and idle watts for the rest of the span.
+        `busy`: `log.busy_s()`, if the caller has it."""
+        if busy is None:
+            busy = log.busy_s()
         idle_s = span - busy if span > busy else 0.0
         spec = self.spec
         dynamic = spec["tdp_w"] - spec["idle_w"]
