@@ -88,6 +88,10 @@ class PoolCost:
             self._linear()
         else:
             self._roofline()
+        # A capped step draws what it would uncapped, at most the cap: the share comes from
+        # the full-clock step (the lower clock is how the GPU stays under the cap; reading
+        # the share off the slowed step would make a cap raise a decode step's watts).
+        self._uncapped = self if power_cap_w is None else PoolCost(model, self.gpu, tp, None)
 
     @classmethod
     def for_pool(cls, model, pool):
@@ -194,9 +198,11 @@ class PoolCost:
     # ------------------------------------------------------------------ power
 
     def power_w(self, decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-        """Watts one of the instance's GPUs draws during such a step."""
-        _, compute_s, _ = self.parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
-        step = self.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        """Watts one of the instance's GPUs draws during such a step: its full-clock power
+        (compute share of the uncapped step), at most the cap."""
+        free = self._uncapped
+        _, compute_s, _ = free.parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        step = free.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
         return step_power_w(self.spec, self.power_cap_w, compute_s, step)
 
     def energy_j(self, log, span, busy=None):
