@@ -223,12 +223,21 @@ class PoolCost:
             active = ((spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE) * busy
                       + dynamic * (1.0 - MEMORY_BOUND_SHARE) * compute)
         else:
+            # Per step: the full-clock step's compute share (as power_w, inlined: this loop
+            # runs once per logged step), at most the cap, for the step's own time.
             extra = attention_args or {}
-            power = self.power_w
+            parts = self._uncapped.parts
+            summed = self.model.cost == "linear"  # linear adds the parts; roofline takes the max
+            base = spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE
+            slope = dynamic * (1.0 - MEMORY_BOUND_SHARE)
+            cap = self.power_cap_w if self.power_cap_w is not None else math.inf
             terms = []
             for j, (s, e, n, p, c) in enumerate(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens,
                                                     log.context_tokens)):
-                terms.append(power(n, c, p, *extra.get(j, ())) * (e - s))
+                memory_s, compute_s, comm_s = parts(n, c, p, *extra.get(j, ())) if extra else parts(n, c, p)
+                step = memory_s + compute_s if summed else (memory_s if memory_s > compute_s else compute_s) + comm_s
+                watts = base + slope * (compute_s / step)
+                terms.append((watts if watts < cap else cap) * (e - s))
             active = math.fsum(terms)
         return self.tp * (active + spec["idle_w"] * idle_s)
 
