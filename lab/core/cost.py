@@ -215,9 +215,9 @@ class PoolCost:
         spec = self.spec
         dynamic = spec["tdp_w"] - spec["idle_w"]
         attention_args = getattr(log, "attention_args", None)
-        if self.power_cap_w is None and not attention_args:
+        if self.power_cap_w is None and not self.model.attention:
             # Uncapped, power x time = (idle + 0.35 dyn) x time + 0.65 dyn x compute time,
-            # and compute time is linear in the log's columns: no per-step work.
+            # and (without attention terms) compute time is linear in the log's columns.
             compute = (self._compute_per_decode_seq * sum(log.decode_seqs)
                        + self._compute_per_prefill_token * sum(log.prefill_tokens))
             active = ((spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE) * busy

@@ -188,9 +188,11 @@ class _Simulation:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _start_step(self, gpu, t, prefill_tokens, schedule=True):
+    def _start_step(self, gpu, t, prefill_tokens, schedule=True, attention=None):
         """Log a step beginning at t and (if `schedule`) put its end on the heap.
 
+        `attention`: (attention_units, reread_tokens) of the step's prompt chunks with
+        model.attention (see cost.py), kept in the log for the power model.
         Returns the step's end, or None when there is nothing to do and the GPU idles.
         """
         if not gpu.decoding and not prefill_tokens:
@@ -198,9 +200,13 @@ class _Simulation:
             gpu.busy = False
             return None
         gpu.busy = True
-        duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
-        end = t + duration
         log = gpu.log
+        if attention is None:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        else:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, *attention)
+            log.attention_args[len(log.start)] = attention
+        end = t + duration
         log.start.append(t)
         log.end.append(end)
         log.decode_seqs.append(gpu.decoding)
@@ -545,6 +551,8 @@ def _cut_at(gpus, records, stop):
             keep -= 1
         for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
+        for j in [j for j in log.attention_args if j >= keep]:
+            del log.attention_args[j]
     for rec in records:
         if rec.finish is not None and rec.finish > stop:
             rec.finish = None
