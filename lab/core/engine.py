@@ -156,16 +156,14 @@ class _Simulation:
     def _drop_oversized(self):
         """Requests no instance could ever hold: prompt + output over a colocated or decode
         instance's KV capacity, or the prompt over a prefill instance's."""
-        limits = []
-        for gpus, what in ((self.decode_gpus or self.gpus, "output"), (self.prefill_gpus, "prompt")):
-            if gpus:
-                g = gpus[0]
-                limits.append((what, g.kv_tokens, _holder(g)))
+        checks = [((self.decode_gpus or self.gpus)[0], True)]  # (instance, holds the output too)
+        if self.prefill_gpus:
+            checks.append((self.prefill_gpus[0], False))
         for rec in self.records:
-            for what, kv, holder in limits:
-                need = rec.prompt_tokens + (rec.output_tokens if what == "output" else 0)
-                if need > kv:
-                    rec.dropped = f"needs {need:,} KV tokens; {holder} holds {kv:,}"
+            for gpu, with_output in checks:
+                need = rec.prompt_tokens + (rec.output_tokens if with_output else 0)
+                if need > gpu.kv_tokens:
+                    rec.dropped = f"needs {need:,} KV tokens; {_holder(gpu)} holds {gpu.kv_tokens:,}"
                     break
 
     def _push_next_arrival(self, index):
@@ -531,11 +529,12 @@ class _Simulation:
 
 
 def _holder(gpu):
-    """What holds a request's KV, for drop reasons: 'a GPU' or 'a decode instance (2 x h100)'."""
-    log = gpu.log
-    if log.tp == 1:
-        return "a GPU" if gpu.role == "colocated" else f"a {gpu.role} GPU"
-    return f"a {gpu.role} instance ({log.tp} x {log.gpu_type})" if gpu.role != "colocated" else f"an instance ({log.tp} x {log.gpu_type})"
+    """Who holds a request's KV, for drop reasons: "a GPU", "a decode GPU", "an instance
+    (2 x h100)", "a prefill instance (2 x h100)"."""
+    role = "" if gpu.role == "colocated" else f"{gpu.role} "
+    if gpu.log.tp == 1:
+        return f"a {role}GPU"
+    return f"{'an' if not role else 'a'} {role}instance ({gpu.log.tp} x {gpu.log.gpu_type})"
 
 
 def _cut_at(gpus, records, stop):
