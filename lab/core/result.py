@@ -23,6 +23,9 @@ class GpuLog:
     decode_seqs: list = field(default_factory=list)  # sequences that emitted a token in the step
     prefill_tokens: list = field(default_factory=list)  # prompt tokens processed in the step
     context_tokens: list = field(default_factory=list)  # KV tokens the decoding sequences attend to
+    # model.attention on a roofline: {step index: (attention_units, reread_tokens)} of each
+    # step with prompt work, the two numbers cost.py's step_s took (empty otherwise).
+    attention: dict = field(default_factory=dict)
 
     def __len__(self):
         return len(self.start)
