@@ -238,6 +238,7 @@ class _Sim:
         # part of the run (its tokens were never counted above either).
         for g in self.gpus:
             g.steps = [st for st in g.steps if st[1] <= cap]
+            g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
         return RefResult(self.seqs, self.gpus, self.transfers, cap)
 
     def on_arrival(self, seq, t):
