@@ -210,7 +210,10 @@ class _Simulation:
         return [q + g.pending + g.context for q, g in zip(self.queued_tokens, self.takers)]
 
     def _pop_queue(self, gpu, t):
-        """Take the head of `gpu`'s queue: it is admitted there and its prefill starts at t."""
+        """Take the head of `gpu`'s queue (None if empty): it is admitted there and its prefill
+        starts at t. A prefill instance holds no KV for it, so it always fits there."""
+        if not gpu.queue:
+            return None
         rec = self.records[gpu.queue.popleft()]
         self.queued_tokens[gpu.queue_k] -= rec.prompt_tokens
         gpu.pending += rec.prompt_tokens
@@ -379,10 +382,6 @@ class _Simulation:
             rec.decode_gpu = gpu.index  # colocated: the GPU that prefills also decodes
         return rec
 
-    def _admit_prefill(self, gpu, t):
-        """A prefill instance takes its queue's head: it holds no KV for it, so it always fits."""
-        return self._pop_queue(gpu, t) if gpu.queue else None
-
     def _take_prompts(self, gpu, t):
         """Prompt work for the next colocated step: whole prompts, or a chunk budget."""
         chunk = self.fleet.chunk_tokens
@@ -453,9 +452,9 @@ class _Simulation:
         # Next step: queued prompts up to the token budget (at least one), or a chunk budget.
         chunk = self.fleet.prefill_chunk_tokens
         if chunk is None:
-            taken = self._take_whole(gpu, t, self._admit_prefill) if gpu.queue else 0
+            taken = self._take_whole(gpu, t, self._pop_queue) if gpu.queue else 0
         else:
-            taken = self._take_chunks(gpu, t, chunk, self._admit_prefill)
+            taken = self._take_chunks(gpu, t, chunk, self._pop_queue)
         end = self._start_step(gpu, t, taken)
         self.prefill_next[gpu.index] = float("inf") if end is None else end
         if end is not None and layerwise:
@@ -476,14 +475,16 @@ class _Simulation:
         bandwidth = link.gbytes_per_s * 1e9
         rule = self.fleet.decode_pick
         decode_gpus = self.decode_gpus
+        snapshot = [(g.seqs, g.kv_free) for g in decode_gpus]
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
             need = rec.prompt_tokens + rec.output_tokens
-            pick = pick_decode(rule, need, max_seqs, [(g.seqs, g.kv_free) for g in decode_gpus])
+            pick = pick_decode(rule, need, max_seqs, snapshot)
             if pick is None:
                 return
             best = decode_gpus[pick]
+            snapshot[pick] = (best.seqs + 1, best.kv_free - need)
             waiting.popleft()
             best.kv_free -= need
             best.seqs += 1
