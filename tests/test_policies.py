@@ -3,7 +3,7 @@
 import pytest
 
 from lab.core import load_scenario, simulate
-from lab.core.policies import Router, least_loaded, pick_decode, queue_plan
+from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, queue_plan
 
 # ---------------------------------------------------------------- the functions
 
@@ -53,7 +53,7 @@ def test_queue_rule_is_one_queue():
 
 def test_pick_decode_most_free_kv_and_fewest_seqs():
     # (sequences held, free KV tokens) per decode instance
-    fleet = [(5, 9000), (2, 4000), (2, 12000), (9, 20000)]
+    fleet = [DecodeView(*v) for v in ((5, 9000), (2, 4000), (2, 12000), (9, 20000))]
     assert pick_decode("most_free_kv", 1000, 256, fleet) == 3
     assert pick_decode("fewest_seqs", 1000, 256, fleet) == 1  # tie on 2 seqs: lowest index
     # an instance without room for this prompt is not a candidate
@@ -61,12 +61,12 @@ def test_pick_decode_most_free_kv_and_fewest_seqs():
     # a full batch is not a candidate either
     assert pick_decode("most_free_kv", 1000, 9, fleet) == 2
     # ties on free KV: lowest index
-    assert pick_decode("most_free_kv", 10, 256, [(1, 500), (0, 500)]) == 0
+    assert pick_decode("most_free_kv", 10, 256, [DecodeView(1, 500), DecodeView(0, 500)]) == 0
 
 
 def test_pick_decode_none_when_nobody_has_room():
-    assert pick_decode("most_free_kv", 5000, 256, [(0, 4999), (1, 100)]) is None
-    assert pick_decode("fewest_seqs", 10, 1, [(1, 9000), (1, 9000)]) is None
+    assert pick_decode("most_free_kv", 5000, 256, [DecodeView(0, 4999), DecodeView(1, 100)]) is None
+    assert pick_decode("fewest_seqs", 10, 1, [DecodeView(1, 9000), DecodeView(1, 9000)]) is None
 
 
 # ---------------------------------------------------------------- in the engine

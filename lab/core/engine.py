@@ -125,7 +125,8 @@ class _Simulation:
         for gpu, k in zip(takers, plan):
             gpu.queue, gpu.queue_k = self.queues[k], k
             self.takers_of[k].append(gpu)
-        self.router = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens)
+        # With one queue there is nothing to route (dispatch queue): no call per arrival.
+        self.route = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens).route if len(self.queues) > 1 else None
 
     # ------------------------------------------------------------------ loop
 
@@ -195,7 +196,7 @@ class _Simulation:
 
     def _arrive(self, rid, t):
         prompt = self.records[rid].prompt_tokens
-        k = self.router.route(prompt, self._loads)
+        k = 0 if self.route is None else self.route(prompt, self._loads)
         self.queues[k].append(rid)
         self.queued_tokens[k] += prompt
         self._push_next_arrival(rid + 1)
@@ -475,16 +476,14 @@ class _Simulation:
         bandwidth = link.gbytes_per_s * 1e9
         rule = self.fleet.decode_pick
         decode_gpus = self.decode_gpus
-        snapshot = [(g.seqs, g.kv_free) for g in decode_gpus]
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
             need = rec.prompt_tokens + rec.output_tokens
-            pick = pick_decode(rule, need, max_seqs, snapshot)
+            pick = pick_decode(rule, need, max_seqs, decode_gpus)
             if pick is None:
                 return
             best = decode_gpus[pick]
-            snapshot[pick] = (best.seqs + 1, best.kv_free - need)
             waiting.popleft()
             best.kv_free -= need
             best.seqs += 1

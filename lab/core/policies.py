@@ -1,8 +1,9 @@
 """Routing policies: which instance takes an arriving prompt, which decode instance gets its KV.
 
-Each rule is a small function over a snapshot of the fleet (plain numbers the engine
-hands over), never the engine's own objects, so the rules read as written in README
-("Routing") and the reference simulator can check them independently.
+Each rule is a small function over a view of the fleet: just the numbers it reads (each
+instance's load, or each decode instance's `seqs` and `kv_free`), never the engine's
+queues or schedule, so the rules read as written in README ("Routing") and the reference
+simulator (which does not import this module) checks them independently.
 
 **Dispatch** (`fleet.dispatch`; colocated: the fleet's instances, disaggregated: the
 prefill pool's). Prompts wait in FIFO queues; `queue_plan` says which queue each instance
@@ -26,7 +27,9 @@ the one with the most free KV tokens (the original rule), `fewest_seqs` the one 
 fewest sequences; ties lowest index; none: the prompt waits, FIFO (no skipping).
 """
 
-__all__ = ["DISPATCH", "DECODE_PICK", "queue_plan", "Router", "least_loaded", "pick_decode"]
+__all__ = ["DISPATCH", "DECODE_PICK", "DecodeView", "queue_plan", "Router", "least_loaded", "pick_decode"]
+
+from typing import NamedTuple
 
 from .spec import Fleet
 
@@ -86,18 +89,28 @@ def least_loaded(loads):
     return best
 
 
+class DecodeView(NamedTuple):
+    """What the decode pick reads of one decode instance (the engine's instances have the
+    same two attributes, so it hands them over as they are: no copy per reservation)."""
+
+    seqs: int  # sequences holding a batch slot (decoding, landing or reserved)
+    kv_free: int  # KV tokens not reserved
+
+
 def pick_decode(rule, need, max_seqs, instances):
     """The decode instance (index into `instances`) that takes a prompt needing `need` KV tokens.
 
-    `instances`: [(sequences held, free KV tokens)] per decode instance, in order. None
-    when no instance has both a free slot and room (the prompt waits).
+    `instances`: one object with `seqs` and `kv_free` (a `DecodeView`) per decode instance,
+    in order. None when no instance has both a free slot and room (the prompt waits).
     """
+    most_free = rule == "most_free_kv"
     best = None
     best_key = None
-    for i, (seqs, free) in enumerate(instances):
-        if seqs >= max_seqs or free < need:
+    for i, view in enumerate(instances):
+        free = view.kv_free
+        if view.seqs >= max_seqs or free < need:
             continue
-        key = -free if rule == "most_free_kv" else seqs
+        key = -free if most_free else view.seqs
         if best is None or key < best_key:
             best, best_key = i, key
     return best
