@@ -17,7 +17,7 @@ from collections import deque
 
 from .cost import step_time_fn
 from .link import FifoWire, stream_alone
-from .policies import Router, pick_decode, queue_plan
+from .policies import DECODE_PICKS, Router, queue_plan
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
@@ -474,13 +474,13 @@ class _Simulation:
         max_seqs = self.fleet.max_batch_seqs
         link = self.fleet.link
         bandwidth = link.gbytes_per_s * 1e9
-        rule = self.fleet.decode_pick
+        pick_decode = DECODE_PICKS[self.fleet.decode_pick]
         decode_gpus = self.decode_gpus
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
             need = rec.prompt_tokens + rec.output_tokens
-            pick = pick_decode(rule, need, max_seqs, decode_gpus)
+            pick = pick_decode(need, max_seqs, decode_gpus)
             if pick is None:
                 return
             best = decode_gpus[pick]

@@ -27,7 +27,10 @@ the one with the most free KV tokens (the original rule), `fewest_seqs` the one 
 fewest sequences; ties lowest index; none: the prompt waits, FIFO (no skipping).
 """
 
-__all__ = ["DISPATCH", "DECODE_PICK", "DecodeView", "queue_plan", "Router", "least_loaded", "pick_decode"]
+__all__ = [
+    "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
+    "most_free_kv", "fewest_seqs", "pick_decode",
+]
 
 from typing import NamedTuple
 
@@ -97,20 +100,34 @@ class DecodeView(NamedTuple):
     kv_free: int  # KV tokens not reserved
 
 
+def most_free_kv(need, max_seqs, instances):
+    """The instance with the most free KV among those with a free slot and room; ties lowest."""
+    best = None
+    most = need - 1  # free > need - 1: room for the prompt (token counts are whole)
+    for i, view in enumerate(instances):
+        if view.seqs < max_seqs and view.kv_free > most:
+            best, most = i, view.kv_free
+    return best
+
+
+def fewest_seqs(need, max_seqs, instances):
+    """The instance with the fewest sequences among those with a free slot and room; ties lowest."""
+    best = None
+    fewest = max_seqs  # seqs < max_seqs: a free slot
+    for i, view in enumerate(instances):
+        if view.seqs < fewest and view.kv_free >= need:
+            best, fewest = i, view.seqs
+    return best
+
+
+DECODE_PICKS = {"most_free_kv": most_free_kv, "fewest_seqs": fewest_seqs}
+
+
 def pick_decode(rule, need, max_seqs, instances):
     """The decode instance (index into `instances`) that takes a prompt needing `need` KV tokens.
 
     `instances`: one object with `seqs` and `kv_free` (a `DecodeView`) per decode instance,
     in order. None when no instance has both a free slot and room (the prompt waits).
+    The engine binds `DECODE_PICKS[rule]` once instead of calling this per prompt.
     """
-    most_free = rule == "most_free_kv"
-    best = None
-    best_key = None
-    for i, view in enumerate(instances):
-        free = view.kv_free
-        if view.seqs >= max_seqs or free < need:
-            continue
-        key = -free if most_free else view.seqs
-        if best is None or key < best_key:
-            best, best_key = i, key
-    return best
+    return DECODE_PICKS[rule](need, max_seqs, instances)
