@@ -13,7 +13,12 @@ obviously correct, not fast:
   (ties: request id, then layer), found by scanning all of them;
 - every request is an explicit `Seq` that keeps the list of every token timestamp;
 - batch sizes, context sums, free KV and free slots are recomputed from scratch from
-  the sequence objects every time they are needed (no incremental counters).
+  the sequence objects every time they are needed (no incremental counters);
+- routing (README "Routing") is written out here again: every prompt-taking GPU has the
+  number of the queue it takes from; least_loaded's loads are summed over the sequence
+  objects at each arrival; the decode pick scans every decode GPU;
+- attention (README "Attention"): each step's prompt parts give their own c * (p + c/2)
+  and p, from how far each prompt had got before the step.
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -50,8 +55,9 @@ class Seq:
         self.generated = 0  # tokens the sequence owns (decode side: the first token counts)
         self.joined = False  # decode GPU: added to the running batch
         self.landed = None  # disaggregated: time the KV landed on the decode GPU
-        self.prefill_end_planned = None  # disaggregated: end time of its prefill batch
-        self.prompt_pieces = []  # its own prompt tokens in each step that carried some (for blame)
+        self.prefill_end_planned = None  # disaggregated: end time of the step ending its prefill
+        self.last_step_start = None  # disaggregated: start of that step (layer-wise streaming)
+        self.prompt_pieces = []  # (own prompt tokens, own tokens before) of each step that carried some (for blame)
 
     @property
     def kv_need(self):
@@ -109,6 +115,8 @@ class RefGpu:
         self.members = []  # sequences holding KV + a slot here (admitted / reserved), unfinished
         self.landed = []  # decode: landed, not yet joined, in landing order
         self.steps = []  # (start, end, decode_seqs, prefill_tokens, context_tokens)
+        self.attention = {}  # model.attention on a roofline: step number -> (units, re-read tokens)
+        self.queue_id = None  # colocated / prefill: the queue it takes prompts from
 
     # Recomputed from scratch every time: no counters.
     def free_kv(self):
@@ -156,13 +164,53 @@ class _Sim:
                     s.dropped = True
         self.pending = [s for s in self.seqs if not s.dropped]  # arrivals to come, by (arrival, id)
         self.pending.sort(key=lambda s: (s.arrival, s.id))
-        self.queue = []  # fleet FIFO of arrived, not admitted requests
+        self.queues = {}  # queue number -> FIFO of arrived, not admitted requests
+        self.arrived = 0  # prompts that arrived so far (round_robin)
         self.waiting = []  # disaggregated: prefilled, waiting for decode room (FIFO)
         self.in_flight = []  # disaggregated: (seq, dst gpu) whose KV is crossing the link
         self.transfers = []
         self.link_free = 0.0
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         self.transfer_of = {}
+        self.attention_on = scenario.model.attention and scenario.model.cost == "roofline"
+        # Routing: which queue each prompt-taking GPU takes from.
+        takers = self.takers()
+        for i, g in enumerate(takers):
+            if f.dispatch == "queue":
+                g.queue_id = "all"
+            elif f.dispatch == "length_split":
+                long_count = f.long_gpus // scenario.pools()[0].tp
+                g.queue_id = "long" if i >= len(takers) - long_count else "short"
+            else:
+                g.queue_id = i
+            self.queues.setdefault(g.queue_id, [])
+
+    def takers(self):
+        return [g for g in self.gpus if g.role in ("colocated", "prefill")]
+
+    def route(self, seq):
+        """The queue an arriving prompt joins (README "Routing")."""
+        f = self.fleet
+        takers = self.takers()
+        n = self.arrived
+        self.arrived += 1
+        if f.dispatch == "queue":
+            return "all"
+        if f.dispatch == "length_split":
+            return "long" if seq.P >= f.long_prompt_tokens else "short"
+        if f.dispatch == "round_robin":
+            return takers[n % len(takers)].queue_id
+        loads = []
+        for g in takers:
+            load = sum(s.P for s in self.queues[g.queue_id])
+            if g.role == "colocated":
+                load += sum(s.P + s.generated for s in g.members)
+            else:  # its prompts whose prefill started and has not ended
+                load += sum(s.P for s in self.seqs
+                            if s.prefill_gpu == g.index and s.prefill_start is not None and s.prefill_end is None)
+            loads.append(load)
+        lowest = min(loads)
+        return takers[loads.index(lowest)].queue_id
 
     def kv_capacity(self, gpu, tp):
         m = self.model
@@ -223,12 +271,14 @@ class _Sim:
         # part of the run (its tokens were never counted above either).
         for g in self.gpus:
             g.steps = [st for st in g.steps if st[1] <= cap]
+            g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
         return RefResult(self.seqs, self.gpus, self.transfers, cap)
 
     def on_arrival(self, seq, t):
-        self.queue.append(seq)
-        for g in self.gpus:
-            if g.role in ("colocated", "prefill") and g.boundary is None:
+        q = self.route(seq)
+        self.queues[q].append(seq)
+        for g in self.takers():
+            if g.queue_id == q and g.boundary is None:
                 g.boundary = t  # wake: it decides at this arrival time
 
     def on_landing(self, seq, dst, t):
@@ -268,12 +318,21 @@ class _Sim:
         ptoks = 0
         for s, k in prefill:
             ptoks += k
-            s.prompt_pieces.append(k)
+            s.prompt_pieces.append((k, s.prefilled))
         if n == 0 and ptoks == 0:
             g.step = None
             g.boundary = None  # idle
             return
-        end = t + g.step_s(n, ctx, ptoks)
+        if self.attention_on and ptoks:
+            units = 0.0
+            reread = 0
+            for s, k in prefill:  # k new tokens after the s.prefilled it already has
+                units += k * (s.prefilled + k / 2)
+                reread += s.prefilled
+            g.attention[len(g.steps)] = (units, reread)
+            end = t + g.step_s(n, ctx, ptoks, units, reread)
+        else:
+            end = t + g.step_s(n, ctx, ptoks)
         g.steps.append((t, end, n, ptoks, ctx))
         g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
         g.boundary = end
@@ -302,12 +361,13 @@ class _Sim:
         decode = [s for s in g.members if s.prefilled == s.P]
         prefill = []
         f = self.fleet
+        queue = self.queues[g.queue_id]
 
         def admissible(s):
             return s.kv_need <= g.free_kv() and g.free_slots() > 0
 
         def admit(s):
-            self.queue.pop(0)
+            queue.pop(0)
             g.members.append(s)
             s.prefill_gpu = g.index
             if s.O > 1:  # decode_gpu = the GPU that emits tokens 2..O (none for one token)
@@ -316,8 +376,8 @@ class _Sim:
 
         if f.chunk_tokens is None:
             total = 0
-            while self.queue:
-                s = self.queue[0]
+            while queue:
+                s = queue[0]
                 if not admissible(s):
                     break
                 if prefill and total + s.P > f.prefill_batch_tokens:
@@ -334,8 +394,8 @@ class _Sim:
                     k = min(s.P - s.prefilled, budget)
                     prefill.append((s, k))
                     budget -= k
-            while budget > 0 and self.queue:
-                s = self.queue[0]
+            while budget > 0 and queue:
+                s = queue[0]
                 if not admissible(s):
                     break
                 admit(s)
@@ -353,14 +413,15 @@ class _Sim:
         link = self.fleet.link
         while self.waiting:
             s = self.waiting[0]
-            best = None
-            for g in self.decode_gpus():
-                if g.free_slots() <= 0:
-                    continue
-                if best is None or g.free_kv() > best.free_kv():
-                    best = g
-            if best is None or best.free_kv() < s.kv_need:
+            # README "Routing": among decode GPUs with a free slot and room for it, the most
+            # free KV (most_free_kv) or the fewest sequences (fewest_seqs); ties lowest index.
+            fits = [g for g in self.decode_gpus() if g.free_slots() > 0 and g.free_kv() >= s.kv_need]
+            if not fits:
                 return
+            if self.fleet.decode_pick == "most_free_kv":
+                best = max(fits, key=lambda g: (g.free_kv(), -g.index))
+            else:
+                best = min(fits, key=lambda g: (len(g.members), g.index))
             self.waiting.pop(0)
             best.members.append(s)
             s.decode_gpu = best.index
@@ -391,8 +452,8 @@ class _Sim:
         for i in range(layers):
             if i == layers - 1:
                 layer_ready = s.prefill_end_planned
-            else:
-                layer_ready = s.prefill_start + (s.prefill_end_planned - s.prefill_start) * (i + 1) / layers
+            else:  # over the step that carries its last prompt tokens
+                layer_ready = s.last_step_start + (s.prefill_end_planned - s.last_step_start) * (i + 1) / layers
             tr.chunks.append(RefChunk(tr, i, max(layer_ready, reserved)))
         if self.fleet.link.sharing == "fifo":
             self.wire_waiting.extend(tr.chunks)
@@ -409,6 +470,8 @@ class _Sim:
         if step is not None:
             for s, k in step["prefill"]:
                 s.prefilled += k
+                if s.prefilled < s.P:
+                    continue  # more chunks to come
                 s.prefill_end = t
                 if s.O == 1:
                     self.emit(s, t)
@@ -421,22 +484,48 @@ class _Sim:
                     self.waiting.append(s)
             self.reserve(t)
         batch = []
-        total = 0
-        while self.queue:
-            s = self.queue[0]
-            if batch and total + s.P > f.prefill_batch_tokens:
-                break
-            self.queue.pop(0)
+        queue = self.queues[g.queue_id]
+
+        def take(s):
+            queue.pop(0)
             s.prefill_gpu = g.index
             s.prefill_start = t
-            batch.append((s, s.P))
-            total += s.P
+
+        if f.prefill_chunk_tokens is None:
+            total = 0
+            while queue:
+                s = queue[0]
+                if batch and total + s.P > f.prefill_batch_tokens:
+                    break
+                take(s)
+                batch.append((s, s.P))
+                total += s.P
+        else:
+            budget = f.prefill_chunk_tokens
+            # its prompts under way first (in the order it took them), then the queue's head
+            under_way = [s for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
+                         and s.prefilled < s.P]
+            under_way.sort(key=lambda s: (s.prefill_start, s.id))
+            for s in under_way:
+                if budget == 0:
+                    break
+                k = min(s.P - s.prefilled, budget)
+                batch.append((s, k))
+                budget -= k
+            while budget > 0 and queue:
+                s = queue[0]
+                take(s)
+                k = min(s.P, budget)
+                batch.append((s, k))
+                budget -= k
         self.start_step(g, t, [], batch)
         if g.step is not None:
-            for s, _ in batch:
+            ending = [s for s, k in batch if s.prefilled + k == s.P]  # its last chunk is in this step
+            for s in ending:
                 s.prefill_end_planned = g.step["end"]
+                s.last_step_start = t
             if f.link.layerwise:
-                for s, _ in batch:
+                for s in ending:
                     if s.O > 1:
                         self.waiting.append(s)
                 self.reserve(t)
@@ -494,7 +583,7 @@ def reference_blame(scenario, ref):
             continue
         parts = dict.fromkeys(names, 0.0)
         parts["queue"] = s.prefill_start - s.arrival
-        own = math.fsum(ref.gpus[s.prefill_gpu].step_s(0, 0, k) for k in s.prompt_pieces)
+        own = math.fsum(ref.gpus[s.prefill_gpu].step_s(0, 0, k, k * (p + k / 2), p) for k, p in s.prompt_pieces)
         parts["prefill"] = own
         parts["chunk_wait"] = max(0.0, (s.prefill_end - s.prefill_start) - own)
         if s.first_token > s.prefill_end:  # the KV crossed the link before the first token

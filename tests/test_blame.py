@@ -435,3 +435,61 @@ def test_requests_csv_has_the_blame_columns(loaded_file, tmp_path, capsys):
         assert math.isclose(math.fsum(parts), float(row["ttft_s"]), rel_tol=1e-9, abs_tol=1e-12)
         assert (row["dominant_cause"] == "") == (row["met_slo"] == "True")
         assert row["dominant_cause"] == "" or row["dominant_cause"] in CAUSES
+
+
+# ---------------------------------------------------------------- prefill-pool chunks, attention, routing
+
+
+def test_prefill_pool_chunks_split_into_own_prefill_and_chunk_wait():
+    """fleet.prefill_chunk_tokens: a split fleet's prefill GPU shares its chunk budget the
+    same way a colocated GPU does; the other prompt's tokens are chunk_wait."""
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 512},
+              {"ttft_s": 10})
+    result, rows, blames = blame_of(sc, [(0.0, 1000, 5), (0.0, 1000, 5)])
+    check_blame(result)
+    step_s = step_time_fn(sc.model)
+    assert result.gpus[0].prefill_tokens == [512, 512, 512, 464]
+    assert _prompt_pieces(result) == {0: [(0, 512), (1, 488)], 1: [(1, 24), (2, 512), (3, 464)]}
+    assert close(blames[0].parts["chunk_wait"], step_s(0, 0, 24))
+    assert close(blames[1].parts["chunk_wait"], step_s(0, 0, 488))
+    for rid in (0, 1):
+        rec, parts = result.requests[rid], blames[rid].parts
+        assert close(parts["prefill"] + parts["chunk_wait"], rec.prefill_end - rec.prefill_start)
+        assert close(math.fsum(parts.values()), rec.first_token - rec.arrival)
+
+
+def test_chunk_wait_counts_the_gap_between_a_prompts_chunks_on_a_prefill_pool():
+    """Request 1's chunks are separated by nothing but other prompts' chunks: its TTFT is
+    queue + own prefill + chunk_wait exactly, with chunk_wait the others' share."""
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 256},
+              {"ttft_s": 10})
+    result, rows, blames = blame_of(sc, [(0.0, 300, 3), (0.001, 2000, 3), (0.002, 100, 3)])
+    check_blame(result)
+    step_s = step_time_fn(sc.model)
+    rec, parts = result.requests[1], blames[1].parts
+    own = math.fsum(step_s(0, 0, c) for _, c in _prompt_pieces(result)[1])
+    assert parts["prefill"] == own
+    assert close(parts["chunk_wait"], (rec.prefill_end - rec.prefill_start) - own)
+    assert parts["chunk_wait"] > 0.0
+
+
+def test_own_prefill_with_attention_counts_the_attention_over_earlier_chunks():
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 4096},
+              {"ttft_s": 10}, model={"cost": "roofline", "attention": True})
+    result, rows, blames = blame_of(sc, [(0.0, 10_000, 3)])
+    check_blame(result)
+    step_s = step_time_fn(sc.model)
+    # 4,096 + 4,096 + 1,808 tokens; each chunk attends to the ones before it
+    expected = math.fsum([step_s(0, 0, 4096, 4096 * 2048.0, 0), step_s(0, 0, 4096, 4096 * (4096 + 2048.0), 4096),
+                          step_s(0, 0, 1808, 1808 * (8192 + 904.0), 8192)])
+    assert blames[0].parts["prefill"] == expected
+    assert expected > math.fsum([step_s(0, 0, 4096), step_s(0, 0, 4096), step_s(0, 0, 1808)])
+    assert close(blames[0].parts["chunk_wait"], 0.0)
+
+
+def test_engine_blame_equals_the_reference_blame_over_routing_combinations():
+    from test_reference import ROUTING_GRID, random_routed_scenario
+
+    for index, combo in enumerate(ROUTING_GRID):
+        problems = diff_blame(random_routed_scenario(index, *combo))
+        assert not problems, f"{combo}:\n" + "\n".join(problems)

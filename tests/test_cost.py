@@ -149,3 +149,65 @@ def test_scenario_model_is_what_the_engine_uses():
     sc = load_scenario({"workload": {"rate": 1, "prompt_tokens": 10, "output_tokens": 2},
                         "fleet": {"layout": "colocated", "gpus": 1}, "model": {"cost": "roofline", "gpu": "a100"}})
     assert step_time_fn(sc.model)(0, 0, 2000) == approx(roofline_parts(sc.model, 0, 0, 2000)[1])
+
+
+# ---------------------------------------------------------------- attention (model.attention)
+
+
+def _attention_per_unit(m):
+    shape = LLM_PRESETS[m.llm]
+    return 4 * shape["layers"] * shape["heads"] * shape["head_dim"]
+
+
+@pytest.mark.parametrize("tokens,low,high", [(8_500, 0.13, 0.15), (16_000, 0.25, 0.27)])
+def test_attention_lengthens_a_long_prefill_as_the_issue_says(tokens, low, high):
+    """8,500 tokens: ~14% longer, 16,000: ~26% (Llama-3-8B on H100, compute-bound)."""
+    m = model(cost="roofline", attention=True)
+    off = step_time_fn(model(cost="roofline"))(0, 0, tokens)
+    on = step_time_fn(m)(0, 0, tokens, tokens * (0 + tokens / 2), 0)
+    flops = 2 * LLM_PRESETS[m.llm]["params"] * tokens
+    assert on / off == approx(1 + _attention_per_unit(m) * tokens * tokens / 2 / flops)
+    assert low < on / off - 1 < high
+
+
+def test_attention_off_ignores_the_attention_terms():
+    for m in (model(cost="roofline"), model()):
+        step = step_time_fn(m)
+        assert step(3, 9000, 4000, 4000 * 2000.0, 0) == step(3, 9000, 4000)
+        assert step(0, 0, 512, 512 * (5000 + 256), 5000) == step(0, 0, 512)
+
+
+def test_attention_has_no_effect_on_linear_costs():
+    step = step_time_fn(model(attention=True))
+    assert step(2, 5000, 700, 700 * 350.0, 300) == step(2, 5000, 700)
+
+
+def test_a_chunk_rereads_its_earlier_kv():
+    """16 new tokens after 100,000 earlier ones: memory-bound, and the earlier KV is read."""
+    m = model(cost="roofline", attention=True)
+    hw = GPU_PRESETS[m.gpu]
+    kv = m.kv_bytes_per_token
+    expected = (m.weight_bytes + kv * (16 + 100_000)) / (hw["hbm_tb_s"] * 1e12)
+    assert step_time_fn(m)(0, 0, 16, 16 * (100_000 + 8), 100_000) == approx(expected)
+
+
+def test_a_chunk_attends_to_its_earlier_tokens():
+    """Compute-bound (a GPU with near-infinite bandwidth): a chunk's attention FLOPs are
+    4 L H d x c x (p + c/2), a decode token's 4 L H d x its context."""
+    m = model(cost="roofline", attention=True, gpu_overrides={"h100": {"hbm_tb_s": 1e6}})
+    per_s = GPU_PRESETS["h100"]["peak_tflops"] * 1e12 * m.efficiency
+    linear_flops = 2 * LLM_PRESETS[m.llm]["params"]
+    unit = _attention_per_unit(m)
+    step = step_time_fn(m)
+    c, p = 2048, 6000
+    assert step(0, 0, c, c * (p + c / 2), p) == approx((linear_flops * c + unit * c * (p + c / 2)) / per_s)
+    assert step(40, 200_000, 0) == approx((linear_flops * 40 + unit * 200_000) / per_s)
+
+
+def test_decode_attention_does_not_slow_memory_bound_decode():
+    """A decode token's KV read is already in the roofline; its attention FLOPs are far
+    below the memory time on every preset GPU."""
+    for gpu in GPU_PRESETS:
+        on = step_time_fn(model(cost="roofline", gpu=gpu, attention=True))
+        off = step_time_fn(model(cost="roofline", gpu=gpu))
+        assert on(32, 32 * 3000, 0) == off(32, 32 * 3000, 0)

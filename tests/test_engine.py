@@ -352,3 +352,70 @@ def test_results_are_repeatable(fleet):
     assert a == b
     c = simulate(load_scenario({**raw, "seed": 4}))
     assert [r.arrival for r in c.requests] != [r.arrival for r in a.requests]
+
+
+# ---------------------------------------------------------------- prefill-pool chunks, attention
+
+
+def test_prefill_pool_chunks_a_long_prompt_over_several_steps():
+    """prefill_chunk_tokens 1,000: a 2,500-token prompt takes three prefill steps; its KV
+    goes over the link only after the last one."""
+    res = run(disaggregated(prefill_chunk_tokens=1000, link={"gbytes_per_s": 10}), [(0.0, 2500, 3)])
+    log, rec, tr = res.gpus[0], res.requests[0], res.transfers[0]
+    t1 = prefill(1000)
+    t2 = t1 + prefill(1000)
+    t3 = t2 + prefill(500)
+    assert steps(log) == [(0.0, t1, 0, 1000, 0), (t1, t2, 0, 1000, 0), (t2, t3, 0, 500, 0)]
+    assert (rec.prefill_start, rec.prefill_end) == (0.0, t3)
+    assert (tr.ready, tr.reserved, tr.start) == (t3, t3, t3)
+    assert tr.end == t3 + 2500 * KV_BYTES / 10e9
+
+
+def test_prefill_pool_chunks_keep_fifo_order_a_short_prompt_shares_the_long_ones_last_chunk():
+    """Like colocated chunk_tokens, the prompt under way gets the budget first: a short
+    prompt behind a 30,000-token one starts in the step carrying the long one's last chunk
+    (30,000 = 58 x 512 + 304, so 208 tokens of budget are left), not before."""
+    requests = [(0.0, 30_000, 2), (0.01, 200, 2)]
+    whole = run(disaggregated(), requests)
+    chunked = run(disaggregated(prefill_chunk_tokens=512), requests)
+    assert whole.requests[1].prefill_start == whole.requests[0].prefill_end
+    log = chunked.gpus[0]
+    assert log.prefill_tokens == [512] * 58 + [504]
+    long, short = chunked.requests
+    assert short.prefill_start == log.start[58] and short.prefill_end == long.prefill_end == log.end[58]
+
+
+def test_layerwise_streaming_of_a_chunked_prompt_starts_with_its_last_chunk():
+    res = run(disaggregated(prefill_chunk_tokens=1000, link={"gbytes_per_s": 1000, "layerwise": True}),
+              [(0.0, 2500, 3)])
+    log, tr = res.gpus[0], res.transfers[0]
+    # reserved when the step that ends its prefill starts; the first layer ready 1/32 into it
+    assert tr.reserved == log.start[2]
+    assert tr.layer_starts[0] == log.start[2] + (log.end[2] - log.start[2]) * 1 / 32
+    assert tr.ready == log.end[2]
+
+
+def test_attention_terms_are_logged_per_prefill_step():
+    """Chunks of 1,024 of a 3,000-token prompt: units c x (p + c/2) and p re-read tokens, in
+    GpuLog.attention_args (only when attention is on) and in the step times."""
+    model = {"cost": "roofline", "attention": True}
+    res = run(colocated(chunk_tokens=1024), [(0.0, 3000, 2)], model=model)
+    log = res.gpus[0]
+    expected = {0: (1024 * 512.0, 0), 1: (1024 * (1024 + 512.0), 1024), 2: (952 * (2048 + 476.0), 2048)}
+    assert log.attention_args == expected
+    step = step_time_fn(load_scenario({"workload": {"rate": 1, "prompt_tokens": 1, "output_tokens": 1},
+                                       "fleet": colocated(), "model": model}).model)
+    assert log.end[1] - log.start[1] == pytest.approx(step(0, 0, 1024, *expected[1]), rel=1e-12)
+    assert log.end[2] - log.start[2] == pytest.approx(step(1, 3001, 952, *expected[2]) if log.decode_seqs[2] else
+                                                      step(0, 0, 952, *expected[2]), rel=1e-12)
+    off = run(colocated(chunk_tokens=1024), [(0.0, 3000, 2)], model={"cost": "roofline"})
+    assert off.gpus[0].attention_args == {}
+    assert off.gpus[0].end[0] < log.end[0]
+
+
+def test_a_run_cut_short_drops_the_attention_terms_of_steps_it_never_finished():
+    res = run(colocated(chunk_tokens=1024), [(0.0, 30_000, 2)], duration=0.01, drain=0.05,
+              model={"cost": "roofline", "attention": True})
+    log = res.gpus[0]
+    assert res.capped == "drain_s"
+    assert log.attention_args and set(log.attention_args) == set(range(len(log.start)))

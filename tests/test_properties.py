@@ -91,10 +91,20 @@ def scenarios(draw, drain=st.sampled_from([30.0, 60.0]), max_duration=8.0):
             "layerwise": draw(st.booleans()),
         }
         fleet["first_token"] = draw(st.sampled_from(["decode", "prefill"]))
+    pool = fleet["gpus"] if layout == "colocated" else fleet["prefill_gpus"]
+    fleet["dispatch"] = draw(st.sampled_from(["queue", "round_robin", "least_loaded", "length_split"] if pool > 1 else
+                                             ["queue", "round_robin", "least_loaded"]))
+    if fleet["dispatch"] == "length_split":
+        fleet["long_prompt_tokens"] = draw(st.integers(1, 4000))
+        fleet["long_gpus"] = draw(st.integers(1, pool - 1))
+    if layout == "disaggregated":
+        fleet["decode_pick"] = draw(st.sampled_from(["most_free_kv", "fewest_seqs"]))
+        fleet["prefill_chunk_tokens"] = draw(st.sampled_from([None, 16, 300, 2048]))
     fleet["prefill_batch_tokens"] = draw(st.sampled_from([1, 2000, 8192]))
     fleet["max_batch_seqs"] = draw(st.sampled_from([1, 3, 256]))
     model = {"cost": draw(st.sampled_from(["linear", "roofline"]))}
     model["gpu"] = draw(st.sampled_from(["h100", "a100", "h200"]))
+    model["attention"] = draw(st.booleans())
     model["kv_capacity_tokens"] = draw(st.sampled_from([None, 800, 3000, 12000]))
     if model["kv_capacity_tokens"] is None:
         del model["kv_capacity_tokens"]
@@ -158,10 +168,13 @@ def check_invariants(res):
             assert log.context_tokens[k] <= caps[log.index]
             if log.role == "prefill":
                 assert log.decode_seqs[k] == 0 and log.context_tokens[k] == 0
+                if fleet.prefill_chunk_tokens is not None:
+                    assert log.prefill_tokens[k] <= fleet.prefill_chunk_tokens
             elif log.role == "decode":
                 assert log.prefill_tokens[k] == 0
             elif fleet.chunk_tokens is not None:
                 assert log.prefill_tokens[k] <= fleet.chunk_tokens
+    check_routing(res)
     roles = [g.role for g in res.gpus]
     if fleet.layout == "colocated":
         assert roles == ["colocated"] * (fleet.gpus // fleet.tp)
@@ -255,6 +268,25 @@ def check_invariants(res):
     assert metrics["usd_per_hour"] == pytest.approx(usd, rel=1e-12)
 
 
+def check_routing(res):
+    """README "Routing", from the records: where each prompt could go, and FIFO per queue."""
+    fleet = res.scenario.fleet
+    takers = [g.index for g in res.gpus if g.role in ("colocated", "prefill")]
+    served = [r for r in res.requests if r.prefill_gpu >= 0]
+    if fleet.dispatch == "round_robin":
+        arrived = [r for r in res.requests if not r.dropped]
+        for n, r in enumerate(arrived):
+            assert r.prefill_gpu in (-1, takers[n % len(takers)]), f"request {r.id}, arrival {n}, on {r.prefill_gpu}"
+    if fleet.dispatch == "length_split":
+        long_gpus = set(takers[len(takers) - fleet.long_gpus:])
+        for r in served:
+            assert (r.prefill_gpu in long_gpus) == (r.prompt_tokens >= fleet.long_prompt_tokens), r
+    # every GPU takes the prompts of its queue in arrival order
+    for g in takers:
+        mine = [r for r in served if r.prefill_gpu == g]
+        assert [r.prefill_start for r in mine] == sorted(r.prefill_start for r in mine)
+
+
 def check_layer_chunks(res):
     """Layer-wise transfers against README's rule, from the records alone."""
     sc = res.scenario
@@ -268,7 +300,10 @@ def check_layer_chunks(res):
         assert tr.layer_s == pytest.approx(tr.bytes / bandwidth / layers, rel=1e-12)
         # a transfer starts with its first chunk and lands when its last chunk does
         assert tr.start == starts[0] and tr.end == starts[-1] + tr.layer_s
-        prefill_start, prefill_end = rec.prefill_start, tr.ready
+        # layers become ready over the step that ends its prefill (its last chunk)
+        src = res.gpus[tr.src_gpu]
+        prefill_start, prefill_end = src.start[src.end.index(tr.ready)], tr.ready
+        assert prefill_start >= rec.prefill_start
         for i, start in enumerate(starts):
             layer = prefill_end if i == layers - 1 else prefill_start + (prefill_end - prefill_start) * (i + 1) / layers
             ready = max(layer, tr.reserved)

@@ -79,6 +79,24 @@ SCENARIOS = {
     ),
     "colocated-tp2-capped-linear": _scenario(
         {"layout": "colocated", "gpus": 4, "tp": 2, "chunk_tokens": 512, "power_cap_w": 333}, seed=9),
+    # Routing, chunked prefill pools and attention (README "Routing", "Attention").
+    "routed-colocated-least-loaded-attention": _scenario(
+        {"layout": "colocated", "gpus": 3, "chunk_tokens": 512, "dispatch": "least_loaded"},
+        model={"cost": "roofline", "gpu": "h100", "attention": True},
+        workload={"rate": 14, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 9000}},
+        seed=8,
+    ),
+    "routed-disagg-length-split-chunked-attention": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2, "dispatch": "length_split",
+         "long_prompt_tokens": 4000, "long_gpus": 1, "decode_pick": "fewest_seqs", "prefill_chunk_tokens": 1024,
+         "link": {"gbytes_per_s": 10, "sharing": "fifo", "layerwise": True}},
+        model={"cost": "roofline", "gpu": "h100", "attention": True},
+        workload={"rate": 10, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 9000}},
+        seed=9,
+    ),
+    "routed-disagg-round-robin": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "dispatch": "round_robin"}, seed=10,
+    ),
 }
 
 
@@ -158,6 +176,7 @@ for name, spec in SPECS.items():
         "request_fingerprint": h.hexdigest(),
         "transfer_fingerprint": t.hexdigest(),
         "steps": [len(g) for g in result.gpus],
+        "attention": [repr(sorted(getattr(g, "attention", {}).items())) for g in result.gpus],
         "end_time": canon(result.end_time),
     }
 print(json.dumps(out, sort_keys=True))

@@ -55,6 +55,11 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             out.append(f"gpu {log.index}: step {k} differs (engine {len(steps)} steps, reference {len(rg.steps)}): "
                        f"engine {steps[k] if k < len(steps) else None}, reference {rg.steps[k] if k < len(rg.steps) else None} "
                        "(start, end, decode_seqs, prefill_tokens, context_tokens)")
+        if log.attention_args != rg.attention:
+            k = min(set(log.attention_args) ^ set(rg.attention) or
+                    {j for j in log.attention_args if log.attention_args[j] != rg.attention[j]})
+            out.append(f"gpu {log.index}: attention terms of step {k} differ: engine {log.attention_args.get(k)}, "
+                       f"reference {rg.attention.get(k)} (attention_units, reread_tokens)")
     engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes, t.layer_s,
                   None if t.layer_starts is None else tuple(t.layer_starts)) for t in res.transfers]
     ref_tr = [t.as_tuple() for t in ref.transfers]
@@ -177,6 +182,39 @@ CASES = {
                                                    "link": {"gbytes_per_s": 10}}},
                                         base_dir=str(SHARED_TRACES)),
     "disagg-70b": scenario(DISAGG, **{"model.llm": "llama3-70b", "model.kv_capacity_tokens": 50000, "workload.rate": 2}),
+    # Routing, prefill-pool chunks and attention (README "Routing", "Attention").
+    "colocated-round-robin": scenario(COLOCATED, **{"fleet.dispatch": "round_robin", "fleet.gpus": 3, "workload.rate": 6}),
+    "colocated-least-loaded-chunked": scenario(COLOCATED, **{"fleet.dispatch": "least_loaded", "fleet.gpus": 3,
+                                                             "fleet.chunk_tokens": 512, "workload.rate": 6,
+                                                             **{f"workload.{k}": v for k, v in MIXED_LENGTHS.items()}}),
+    "colocated-length-split": scenario(COLOCATED, **{"fleet.dispatch": "length_split", "fleet.gpus": 3,
+                                                     "fleet.long_prompt_tokens": 2000, "fleet.long_gpus": 1,
+                                                     **{f"workload.{k}": v for k, v in MIXED_LENGTHS.items()}}),
+    "colocated-least-loaded-kv-limited": scenario(COLOCATED, **{"fleet.dispatch": "least_loaded", "model.kv_capacity_tokens": 5000,
+                                                                "workload.rate": 4}),
+    "colocated-attention-chunked": scenario(COLOCATED, **{"model.cost": "roofline", "model.attention": True,
+                                                          "fleet.chunk_tokens": 1024, "workload.rate": 8,
+                                                          "workload.prompt_tokens": {"dist": "uniform", "low": 500, "high": 9000}}),
+    "colocated-attention-whole": scenario(COLOCATED, **{"model.cost": "roofline", "model.attention": True, "workload.rate": 8}),
+    "disagg-round-robin-fewest-seqs": scenario(DISAGG, **{"fleet.dispatch": "round_robin", "fleet.prefill_gpus": 2,
+                                                          "fleet.decode_pick": "fewest_seqs", "workload.rate": 6}),
+    "disagg-least-loaded-chunked": scenario(DISAGG, **{"fleet.dispatch": "least_loaded", "fleet.prefill_gpus": 2,
+                                                       "fleet.prefill_chunk_tokens": 512, "workload.rate": 6}),
+    "disagg-length-split-layerwise": scenario(DISAGG, **{"fleet.dispatch": "length_split", "fleet.prefill_gpus": 2,
+                                                         "fleet.long_prompt_tokens": 1500, "fleet.long_gpus": 1,
+                                                         "fleet.link.layerwise": True, "fleet.link.gbytes_per_s": 3}),
+    "disagg-prefill-chunks": scenario(DISAGG, **{"fleet.prefill_chunk_tokens": 256}),
+    "disagg-prefill-chunks-layerwise-fifo": scenario(DISAGG, **{"fleet.prefill_chunk_tokens": 700, "fleet.link.layerwise": True,
+                                                                "fleet.link.gbytes_per_s": 2}),
+    "disagg-prefill-chunks-layerwise-independent": scenario(DISAGG, **{"fleet.prefill_chunk_tokens": 300, "fleet.link.layerwise": True,
+                                                                       "fleet.link.sharing": "independent",
+                                                                       "fleet.first_token": "prefill"}),
+    "disagg-fewest-seqs-kv-limited": scenario(DISAGG, **{"fleet.decode_pick": "fewest_seqs", "model.kv_capacity_tokens": 4000,
+                                                         "workload.rate": 8, "fleet.decode_gpus": 3}),
+    "disagg-attention-chunked": scenario(DISAGG, **{"model.cost": "roofline", "model.attention": True, "workload.rate": 6,
+                                                    "fleet.prefill_chunk_tokens": 2048}),
+    "disagg-prefill-chunks-overloaded-capped": scenario(DISAGG, **{"workload.rate": 15, "drain_s": 2, "fleet.prefill_chunk_tokens": 512,
+                                                                   "fleet.dispatch": "least_loaded", "fleet.prefill_gpus": 2}),
 }
 
 # Fleets as they are built: tensor parallelism, a GPU type and a power cap per pool.
@@ -356,3 +394,72 @@ def test_prefill_still_running_at_the_cap_has_no_prefill_end():
     assert rec.prefill_end is None or rec.prefill_end <= res.end_time, (
         f"prefill_end {rec.prefill_end} is after the run stopped at {res.end_time}")
     assert_matches(sc, [(0.0, 8000, 10)])
+
+
+# ---------------------------------------------------------------- routing, prefill chunks, attention
+
+ROUTING_GRID = (
+    [("colocated", d, "most_free_kv", c, a) for d in ("queue", "round_robin", "least_loaded", "length_split")
+     for c in (None, 256) for a in (False, True)]
+    + [("disaggregated", d, p, c, a) for d in ("queue", "round_robin", "least_loaded", "length_split")
+       for p in ("most_free_kv", "fewest_seqs") for c in (None, 384) for a in (False, True)]
+)
+
+
+def random_routed_scenario(index, layout, dispatch, decode_pick, chunk, attention):
+    """A small random scenario for one combination of the grid (seeded by its index)."""
+    import random
+
+    rng = random.Random(1000 + index)
+    prompt = {"dist": "mix", "components": [
+        {"weight": 4, "length": {"dist": "uniform", "low": 20, "high": 1500}},
+        {"weight": 1, "length": {"dist": "uniform", "low": 3000, "high": 9000}},
+    ]}
+    output = {"dist": "uniform", "low": 1, "high": rng.choice([40, 120])}
+    fleet = {"layout": layout, "dispatch": dispatch, "max_batch_seqs": rng.choice([3, 256]),
+             "prefill_batch_tokens": rng.choice([2000, 8192])}
+    pool = rng.randint(2, 4)
+    if layout == "colocated":
+        fleet["gpus"] = pool
+        fleet["chunk_tokens"] = chunk
+    else:
+        fleet.update(prefill_gpus=pool, decode_gpus=rng.randint(1, 3), decode_pick=decode_pick,
+                     prefill_chunk_tokens=chunk, first_token=rng.choice(["decode", "prefill"]),
+                     link={"gbytes_per_s": rng.choice([2.0, 50.0]), "sharing": rng.choice(["fifo", "independent"]),
+                           "layerwise": rng.random() < 0.5})
+    if dispatch == "length_split":
+        fleet.update(long_prompt_tokens=rng.choice([1000, 3000]), long_gpus=rng.randint(1, pool - 1))
+    model = {"cost": "roofline" if attention or rng.random() < 0.5 else "linear", "attention": attention}
+    if rng.random() < 0.4:
+        model["kv_capacity_tokens"] = rng.choice([12000, 20000])
+    raw = {"workload": {"rate": rng.uniform(3, 10), "duration_s": rng.uniform(4, 8),
+                        "prompt_tokens": prompt, "output_tokens": output},
+           "fleet": fleet, "model": model, "seed": rng.randint(0, 10_000),
+           "drain_s": rng.choice([1.0, 30.0])}
+    return load_scenario(raw)
+
+
+@pytest.mark.parametrize("index", range(len(ROUTING_GRID)),
+                         ids=["-".join(str(x) for x in combo) for combo in ROUTING_GRID])
+def test_engine_matches_reference_over_every_routing_combination(index):
+    assert_matches(random_routed_scenario(index, *ROUTING_GRID[index]))
+
+
+def test_routing_cases_exercise_what_they_claim():
+    """The routed cases really route: bound dispatch spreads prompts differently from the
+    fleet queue, length_split sends every long prompt to the long instances, chunks of the
+    prefill pool split prompts over several steps, and attention lengthens prefill steps."""
+    res = simulate(CASES["colocated-length-split"])
+    long_gpu = res.gpus[-1].index
+    served = [r for r in res.requests if r.prefill_gpu >= 0]
+    assert served and all((r.prefill_gpu == long_gpu) == (r.prompt_tokens >= 2000) for r in served)
+    assert any(r.prompt_tokens >= 2000 for r in served) and any(r.prompt_tokens < 2000 for r in served)
+    rr = simulate(CASES["disagg-round-robin-fewest-seqs"])
+    arrived = [r for r in rr.requests if r.prefill_gpu >= 0]
+    assert [r.prefill_gpu for r in arrived] == [i % 2 for i in range(len(arrived))]
+    chunked = reference_simulate(CASES["disagg-prefill-chunks"])
+    assert any(len(s.prompt_pieces) > 1 for s in chunked.requests)
+    plain = simulate(scenario(DISAGG, **{"model.cost": "roofline", "workload.rate": 6, "fleet.prefill_chunk_tokens": 2048}))
+    att = simulate(CASES["disagg-attention-chunked"])
+    assert att.gpus[0].attention_args and not plain.gpus[0].attention_args
+    assert att.gpus[0].end[0] - att.gpus[0].start[0] > plain.gpus[0].end[0] - plain.gpus[0].start[0]

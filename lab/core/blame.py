@@ -8,9 +8,13 @@ arrival), to float rounding:
 - `prefill`: what its own prompt costs: for each step that carried c of its prompt
   tokens, the cost model's time for c prompt tokens alone on its idle prefill instance,
   `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
+  With `model.attention` each piece also carries its attention over the p tokens of its
+  prompt before it: `step_s(0, 0, c, c * (p + c/2), p)`. The same on a prefill pool
+  chunked by `prefill_chunk_tokens`.
 - `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
   work (other prompts in the same batch or chunk budget, the decode tokens of other
-  sequences sharing a colocated step) and any wait between the steps carrying its chunks.
+  sequences sharing a colocated step) and any wait between the steps carrying its chunks
+  (on a prefill pool too: the other prompts sharing its chunk budget).
   Colocated whole prefill mixed with decode: the decode share of that step is here too.
 - Disaggregated with `first_token: decode` (the parts after the prefill end):
   `kv_wait` prefill end -> room reserved on a decode GPU (0 when it was reserved
@@ -128,6 +132,17 @@ def _prompt_pieces(result):
     return pieces
 
 
+def _own_prefill_s(pieces, step_s):
+    """Its own prompt's cost: each piece of c tokens alone on an idle GPU, after the p tokens
+    of its prompt before it (which attention, if modelled, attends to and re-reads)."""
+    times = []
+    before = 0
+    for _, c in pieces:
+        times.append(step_s(0, 0, c, c * (before + c / 2), before))
+        before += c
+    return math.fsum(times)
+
+
 def _link_parts(tr, prefill_end, until):
     """kv_wait, link_wait, wire, join_wait from the prefill end to `until`, and the open one."""
     parts = dict.fromkeys(LINK_PARTS, 0.0)
@@ -168,7 +183,7 @@ def _ttft_parts(result, rec, pieces, step_s, end):
     if finish is None:
         parts["prefill"] = until - start
         return parts, "prefill"
-    own = math.fsum(step_s(0, 0, c) for _, c in pieces.get(rec.id, ()))
+    own = _own_prefill_s(pieces.get(rec.id, ()), step_s)
     parts["prefill"] = own
     parts["chunk_wait"] = max(0.0, (finish - start) - own)
     if finish >= until:

@@ -28,6 +28,7 @@ __all__ = [
     "clock_factor",
     "step_power_w",
     "MEMORY_BOUND_SHARE",
+    "attention_flops_per_unit",
 ]
 
 # A step draws idle + (TDP - idle) x (MEMORY_BOUND_SHARE + (1 - it) x compute share):
@@ -155,6 +156,8 @@ class PoolCost:
         # token it processes, split likewise; it is bound by whichever of memory
         # bandwidth and (derated, clock-capped) compute takes longer. With tp > 1 every
         # layer adds two ring all-reduces of the step's activations over NVLink.
+        # Attention FLOPs are left out unless model.attention is on (the source's
+        # published table leaves them out).
         m = self.model
         hw = self.spec
         shape = m.shape
@@ -171,6 +174,11 @@ class PoolCost:
             comm_fixed = allreduces * hw["allreduce_latency_us"] * 1e-6
         else:
             comm_per_token = comm_fixed = 0.0
+
+        if m.attention:
+            self._roofline_with_attention(weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
+                                          comm_fixed, comm_per_token)
+            return
 
         def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
             tokens = decode_seqs + prefill_tokens
@@ -193,6 +201,25 @@ class PoolCost:
                 memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
                 compute_s = flops_per_token * tokens / flops_per_s
                 return (memory_s if memory_s > compute_s else compute_s) + comm_fixed + comm_per_token * tokens
+        self.step_s = step_s
+
+    def _roofline_with_attention(self, weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
+                                 comm_fixed, comm_per_token):
+        # A decode token attends to its whole context; a prompt chunk to its earlier tokens
+        # (re-read from HBM) and, causally, to half of its own (cost units: see the module).
+        attention_flops = attention_flops_per_unit(self.model)
+
+        def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            tokens = decode_seqs + prefill_tokens
+            memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens + reread_tokens)) / bandwidth
+            compute_s = (flops_per_token * tokens + attention_flops * (context_tokens + attention_units)) / flops_per_s
+            return memory_s, compute_s, comm_fixed + comm_per_token * tokens
+
+        def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            memory_s, compute_s, comm_s = parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+            return (memory_s if memory_s > compute_s else compute_s) + comm_s
+
+        self.parts = parts
         self.step_s = step_s
 
     # ------------------------------------------------------------------ power
@@ -258,3 +285,10 @@ def instance_costs(scenario):
 def step_time_fn(model, gpu=None, tp=1, power_cap_w=None):
     """`step_s` of one instance of `tp` GPUs of type `gpu` (default `model.gpu`)."""
     return PoolCost(model, gpu, tp, power_cap_w).step_s
+
+
+def attention_flops_per_unit(model):
+    """4 x layers x heads x head dim: attention FLOPs of one query token over one key token
+    (QK^T and the weighted sum of V, 2 FLOPs per multiply-add each)."""
+    shape = model.shape
+    return 4.0 * shape["layers"] * shape["heads"] * shape["head_dim"]

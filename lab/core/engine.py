@@ -17,6 +17,7 @@ from collections import deque
 
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
+from .policies import DECODE_PICKS, Router, queue_plan
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
@@ -37,7 +38,7 @@ class _Gpu:
 
     __slots__ = (
         "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
-        "finish_at", "prefilling", "completing", "landed",
+        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -54,9 +55,13 @@ class _Gpu:
         self.decoding = 0  # sequences that emit a token in the next step
         self.context = 0  # sum of their context lengths (prompt + tokens so far)
         self.finish_at = {}  # step index -> [request ids whose last token that step emits]
-        self.prefilling = deque()  # [request id, prompt tokens still to prefill] (colocated)
+        self.prefilling = deque()  # [request id, prompt tokens still to prefill] (chunked prefill)
         self.completing = []  # request ids whose prefill ends with the current step
         self.landed = []  # request ids whose KV has arrived, joining at the next boundary
+        self.queue = None  # the FIFO it takes prompts from (shared or its own: policies.py)
+        self.queue_k = 0  # that queue's number
+        self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
+        self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
 
 
 def simulate(scenario, requests=None):
@@ -80,7 +85,6 @@ class _Simulation:
         if wl.trace is not None and wl.duration_s is not None:
             self.arrivals_end = max(wl.duration_s, last_arrival)
         self.time_cap = max(self.arrivals_end, last_arrival) + scenario.drain_s
-        self.queue = deque()  # request ids waiting for prefill, FIFO
         self.heap = []
         self.transfers = []
         self.steps = 0
@@ -92,7 +96,9 @@ class _Simulation:
                 self.gpus.append(_Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp))
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
-        self.waiting_reserve = deque()  # disaggregated: (request id, prefill end) waiting for decode KV
+        # Disaggregated: (request id, prefill end, start of the step that ends it: layer-wise
+        # only) waiting for decode KV, FIFO.
+        self.waiting_reserve = deque()
         self.link_free = 0.0  # fifo link, whole transfers: when the wire is next free
         link = fleet.link
         # Layer-wise on a fifo link: the shared wire, and when its next turn is on the heap.
@@ -101,6 +107,26 @@ class _Simulation:
         self.next_arrival = float("inf")  # time of the next request not yet arrived
         self.landings = []  # heap of pending KV landing times
         self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
+        # Attention terms only where the cost model reads them (roofline, model.attention).
+        self.attention = scenario.model.attention and scenario.model.cost == "roofline"
+        self._plan_queues(scenario)
+
+    def _plan_queues(self, scenario):
+        """The FIFO queues prompts wait in and which instances take from each (policies.py)."""
+        fleet = self.fleet
+        self.takers = takers = self.prefill_gpus or self.gpus  # the instances that take prompts
+        long_instances = 0
+        if fleet.dispatch == "length_split":
+            long_instances = fleet.long_gpus // scenario.pools()[0].tp
+        plan = queue_plan(fleet.dispatch, len(takers), long_instances)
+        self.queues = [deque() for _ in range(max(plan) + 1)]  # request ids waiting for prefill
+        self.queued_tokens = [0] * len(self.queues)  # prompt tokens waiting in each
+        self.takers_of = [[] for _ in self.queues]
+        for gpu, k in zip(takers, plan):
+            gpu.queue, gpu.queue_k = self.queues[k], k
+            self.takers_of[k].append(gpu)
+        # With one queue there is nothing to route (dispatch queue): no call per arrival.
+        self.route = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens).route if len(self.queues) > 1 else None
 
     # ------------------------------------------------------------------ loop
 
@@ -178,19 +204,36 @@ class _Simulation:
             self.next_arrival = float("inf")
 
     def _arrive(self, rid, t):
-        self.queue.append(rid)
+        prompt = self.records[rid].prompt_tokens
+        k = 0 if self.route is None else self.route(prompt, self._loads)
+        self.queues[k].append(rid)
+        self.queued_tokens[k] += prompt
         self._push_next_arrival(rid + 1)
-        # Wake idle GPUs that take prompts; each checks the queue at its boundary.
-        for gpu in self.prefill_gpus or self.gpus:
+        # Wake the idle instances that take from this queue; each checks it at its boundary.
+        for gpu in self.takers_of[k]:
             if gpu.idle:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _start_step(self, gpu, t, prefill_tokens, schedule=True, attention=None):
+    def _loads(self):
+        """least_loaded's snapshot: each instance's queued prompt tokens + the context it runs."""
+        return [q + g.pending + g.context for q, g in zip(self.queued_tokens, self.takers)]
+
+    def _pop_queue(self, gpu, t):
+        """Take the head of `gpu`'s queue (None if empty): it is admitted there and its prefill
+        starts at t. A prefill instance holds no KV for it, so it always fits there."""
+        if not gpu.queue:
+            return None
+        rec = self.records[gpu.queue.popleft()]
+        self.queued_tokens[gpu.queue_k] -= rec.prompt_tokens
+        gpu.pending += rec.prompt_tokens
+        rec.prefill_gpu = gpu.index
+        rec.prefill_start = t
+        return rec
+
+    def _start_step(self, gpu, t, prefill_tokens, schedule=True):
         """Log a step beginning at t and (if `schedule`) put its end on the heap.
 
-        `attention`: (attention_units, reread_tokens) of the step's prompt chunks with
-        model.attention (see cost.py), kept in the log for the power model.
         Returns the step's end, or None when there is nothing to do and the GPU idles.
         """
         if not gpu.decoding and not prefill_tokens:
@@ -199,11 +242,20 @@ class _Simulation:
             return None
         gpu.busy = True
         log = gpu.log
-        if attention is None:
-            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        if self.attention and prefill_tokens:
+            # Each chunk of c new tokens after p earlier ones: c * (p + c/2) attention
+            # units and a re-read of the p earlier tokens' KV (cost.py); the log keeps
+            # them for the power model.
+            units = 0.0
+            reread = 0
+            for c, p in gpu.pieces:
+                units += c * (p + c / 2)
+                reread += p
+            gpu.pieces = []
+            log.attention_args[len(log.start)] = (units, reread)
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, units, reread)
         else:
-            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, *attention)
-            log.attention_args[len(log.start)] = attention
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
         end = t + duration
         log.start.append(t)
         log.end.append(end)
@@ -251,6 +303,7 @@ class _Simulation:
             self._finish_decode_step(gpu, t)
             for rid in gpu.completing:
                 rec = records[rid]
+                gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 rec.first_token = t
                 if rec.output_tokens == 1:
@@ -260,13 +313,14 @@ class _Simulation:
                 else:
                     self._start_decoding(gpu, rec)
             gpu.completing = []
-        prefill_tokens = self._take_prompts(gpu, t) if (self.queue or gpu.prefilling) else 0
+        prefill_tokens = self._take_prompts(gpu, t) if (gpu.queue or gpu.prefilling) else 0
         end = self._start_step(gpu, t, prefill_tokens, schedule=False)
         if end is None:
             return
-        # Colocated GPUs share only the queue: while it is empty, nothing before the
-        # next arrival can touch this GPU, so its decode-only steps can run ahead.
-        if not prefill_tokens and not gpu.prefilling and not self.queue and end < self.next_arrival:
+        # Colocated GPUs share only their queues: while this one's is empty, nothing before
+        # the next arrival can touch this GPU (least_loaded reads it only at arrivals), so
+        # its decode-only steps can run ahead.
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival:
             end = self._run_decode_only(gpu, end, self.next_arrival)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
@@ -326,47 +380,58 @@ class _Simulation:
 
     def _admit(self, gpu, t):
         """Move the queue's head onto `gpu` if its KV and a batch slot fit; FIFO, no skipping."""
-        if not self.queue:
+        if not gpu.queue:
             return None
-        rec = self.records[self.queue[0]]
+        rec = self.records[gpu.queue[0]]
         need = rec.prompt_tokens + rec.output_tokens
         if need > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
             return None
-        self.queue.popleft()
+        self._pop_queue(gpu, t)
         gpu.kv_free -= need
         gpu.seqs += 1
-        rec.prefill_gpu = gpu.index
         if rec.output_tokens > 1:
             rec.decode_gpu = gpu.index  # colocated: the GPU that prefills also decodes
-        rec.prefill_start = t
         return rec
 
     def _take_prompts(self, gpu, t):
-        """Prompt work for the next step: whole prompts, or a chunk budget."""
+        """Prompt work for the next colocated step: whole prompts, or a chunk budget."""
         chunk = self.fleet.chunk_tokens
         if chunk is None:
-            budget = self.fleet.prefill_batch_tokens
-            taken = 0
-            while self.queue:
-                head = self.records[self.queue[0]]
-                if taken and taken + head.prompt_tokens > budget:
-                    break
-                rec = self._admit(gpu, t)
-                if rec is None:
-                    break
-                taken += rec.prompt_tokens
-                gpu.completing.append(rec.id)
-            return taken
+            return self._take_whole(gpu, t, self._admit)
+        return self._take_chunks(gpu, t, chunk, self._admit)
+
+    def _take_whole(self, gpu, t, admit):
+        """Whole queued prompts up to prefill_batch_tokens (at least one) for the next step."""
+        budget = self.fleet.prefill_batch_tokens
+        queue = gpu.queue
+        taken = 0
+        while queue:
+            head = self.records[queue[0]]
+            if taken and taken + head.prompt_tokens > budget:
+                break
+            rec = admit(gpu, t)
+            if rec is None:
+                break
+            taken += rec.prompt_tokens
+            gpu.completing.append(rec.id)
+            if self.attention:
+                gpu.pieces.append((rec.prompt_tokens, 0))
+        return taken
+
+    def _take_chunks(self, gpu, t, chunk, admit):
+        """At most `chunk` prompt tokens: the prompt under way first, then newly admitted ones."""
         budget = chunk
         prefilling = gpu.prefilling
         while budget > 0:
             if not prefilling:
-                rec = self._admit(gpu, t)
+                rec = admit(gpu, t)
                 if rec is None:
                     break
                 prefilling.append([rec.id, rec.prompt_tokens])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
+            if self.attention:
+                gpu.pieces.append((take, self.records[item[0]].prompt_tokens - item[1]))
             item[1] -= take
             budget -= take
             if item[1] == 0:
@@ -383,6 +448,7 @@ class _Simulation:
             first_at_prefill = self.fleet.first_token == "prefill"
             for rid in gpu.completing:
                 rec = records[rid]
+                gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 if rec.output_tokens == 1:
                     rec.first_token = rec.finish = t  # nothing left to decode: no transfer
@@ -390,30 +456,25 @@ class _Simulation:
                 if first_at_prefill:
                     rec.first_token = t
                 if not layerwise:
-                    self.waiting_reserve.append((rid, t))
+                    self.waiting_reserve.append((rid, t, None))
             gpu.completing = []
             if not layerwise:
                 self._reserve_and_send(t)
-        # Next batch: queued prompts up to the token budget, at least one.
-        budget = self.fleet.prefill_batch_tokens
-        taken = 0
-        queue = self.queue
-        while queue:
-            rec = records[queue[0]]
-            if taken and taken + rec.prompt_tokens > budget:
-                break
-            queue.popleft()
-            rec.prefill_gpu = gpu.index
-            rec.prefill_start = t
-            taken += rec.prompt_tokens
-            gpu.completing.append(rec.id)
+        # Next step: queued prompts up to the token budget (at least one), or a chunk budget.
+        chunk = self.fleet.prefill_chunk_tokens
+        if chunk is None:
+            taken = self._take_whole(gpu, t, self._pop_queue) if gpu.queue else 0
+        else:
+            taken = self._take_chunks(gpu, t, chunk, self._pop_queue)
         end = self._start_step(gpu, t, taken)
         self.prefill_next[gpu.index] = float("inf") if end is None else end
         if end is not None and layerwise:
-            # Streaming starts with the first layer, so room is reserved when the prefill starts.
+            # Streaming starts with the first layer of the step that ends a prompt's prefill
+            # (its last chunk), so room is reserved when that step starts; its layers are
+            # ready over that step.
             for rid in gpu.completing:
                 if records[rid].output_tokens > 1:
-                    self.waiting_reserve.append((rid, end))
+                    self.waiting_reserve.append((rid, end, t))
             self._reserve_and_send(t)
 
     def _reserve_and_send(self, t):
@@ -423,16 +484,16 @@ class _Simulation:
         max_seqs = self.fleet.max_batch_seqs
         link = self.fleet.link
         bandwidth = link.gbytes_per_s * 1e9
+        pick_decode = DECODE_PICKS[self.fleet.decode_pick]
+        decode_gpus = self.decode_gpus
         while waiting:
-            rid, prefill_end = waiting[0]
+            rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
             need = rec.prompt_tokens + rec.output_tokens
-            best = None
-            for gpu in self.decode_gpus:
-                if gpu.seqs < max_seqs and (best is None or gpu.kv_free > best.kv_free):
-                    best = gpu
-            if best is None or best.kv_free < need:
+            pick = pick_decode(need, max_seqs, decode_gpus)
+            if pick is None:
                 return
+            best = decode_gpus[pick]
             waiting.popleft()
             best.kv_free -= need
             best.seqs += 1
@@ -444,10 +505,10 @@ class _Simulation:
                               nbytes / self.layers / bandwidth)
                 self.transfers.append(tr)
                 if self.wire is not None:
-                    self.wire.add(tr, rec.prefill_start)  # its landing is known once its chunks have places
+                    self.wire.add(tr, layers_from)  # its landing is known once its chunks have places
                     self._wake_link()
                     continue
-                stream_alone(tr, rec.prefill_start, self.layers)
+                stream_alone(tr, layers_from, self.layers)
                 self._schedule_landing(tr)
                 continue
             start = t

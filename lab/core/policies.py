@@ -1,0 +1,133 @@
+"""Routing policies: which instance takes an arriving prompt, which decode instance gets its KV.
+
+Each rule is a small function over a view of the fleet: just the numbers it reads (each
+instance's load, or each decode instance's `seqs` and `kv_free`), never the engine's
+queues or schedule, so the rules read as written in README ("Routing") and the reference
+simulator (which does not import this module) checks them independently.
+
+**Dispatch** (`fleet.dispatch`; colocated: the fleet's instances, disaggregated: the
+prefill pool's). Prompts wait in FIFO queues; `queue_plan` says which queue each instance
+takes prompts from and `Router.route` which queue an arriving prompt joins:
+
+- `queue`: one FIFO for the whole pool; a free instance takes its head at its step
+  boundary (the lab's original rule).
+- `round_robin`: the n-th arriving prompt (0-based, dropped requests never arrive) is
+  bound to instance n mod instances, into that instance's own FIFO.
+- `least_loaded`: bound at arrival to the instance with the smallest load, ties lowest
+  index. Load = prompt tokens waiting in its FIFO + the context it is running: prompt
+  tokens of the prompts it has admitted and not finished prefilling, plus prompt and
+  emitted tokens of its decoding sequences, as of its last step boundary.
+- `length_split`: prompts of at least `long_prompt_tokens` tokens join the queue of the
+  pool's last `long_gpus` GPUs (their instances), the rest the queue of the others;
+  each group's queue works like `queue`.
+
+**Decode pick** (`fleet.decode_pick`, disaggregated): among decode instances with a free
+batch slot and room for the prompt's KV (prompt + output tokens), `most_free_kv` takes
+the one with the most free KV tokens (the original rule), `fewest_seqs` the one with the
+fewest sequences; ties lowest index; none: the prompt waits, FIFO (no skipping).
+"""
+
+__all__ = [
+    "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
+    "most_free_kv", "fewest_seqs", "pick_decode",
+]
+
+from typing import NamedTuple
+
+from .spec import Fleet
+
+DISPATCH = Fleet.DISPATCH  # the names the scenario accepts, one list
+DECODE_PICK = Fleet.DECODE_PICK
+
+
+def queue_plan(dispatch, instances, long_instances=0):
+    """The queue each of `instances` instances takes prompts from: a list, one queue number each.
+
+    `long_instances` (length_split only): how many of the last instances serve long prompts.
+    """
+    if dispatch == "queue":
+        return [0] * instances
+    if dispatch == "length_split":
+        short = instances - long_instances
+        return [0] * short + [1] * long_instances
+    return list(range(instances))  # bound at arrival: each instance its own FIFO
+
+
+class Router:
+    """`route(prompt_tokens, loads)`: the queue an arriving prompt joins (see module docstring).
+
+    `loads` is a zero-argument function giving every instance's load, in instance order;
+    only `least_loaded` calls it, so the other rules cost nothing per arrival.
+    """
+
+    __slots__ = ("dispatch", "instances", "long_prompt_tokens", "arrived")
+
+    def __init__(self, dispatch, instances, long_prompt_tokens=None):
+        if dispatch not in DISPATCH:
+            raise ValueError(f"unknown dispatch {dispatch!r}")
+        self.dispatch = dispatch
+        self.instances = instances
+        self.long_prompt_tokens = long_prompt_tokens
+        self.arrived = 0  # prompts routed so far (round_robin's counter)
+
+    def route(self, prompt_tokens, loads=None):
+        n = self.arrived
+        self.arrived = n + 1
+        rule = self.dispatch
+        if rule == "queue":
+            return 0
+        if rule == "length_split":
+            return 1 if prompt_tokens >= self.long_prompt_tokens else 0
+        if rule == "round_robin":
+            return n % self.instances
+        return least_loaded(loads())
+
+
+def least_loaded(loads):
+    """Index of the smallest load; ties: the lowest index."""
+    best = 0
+    for i in range(1, len(loads)):
+        if loads[i] < loads[best]:
+            best = i
+    return best
+
+
+class DecodeView(NamedTuple):
+    """What the decode pick reads of one decode instance (the engine's instances have the
+    same two attributes, so it hands them over as they are: no copy per reservation)."""
+
+    seqs: int  # sequences holding a batch slot (decoding, landing or reserved)
+    kv_free: int  # KV tokens not reserved
+
+
+def most_free_kv(need, max_seqs, instances):
+    """The instance with the most free KV among those with a free slot and room; ties lowest."""
+    best = None
+    most = need - 1  # free > need - 1: room for the prompt (token counts are whole)
+    for i, view in enumerate(instances):
+        if view.seqs < max_seqs and view.kv_free > most:
+            best, most = i, view.kv_free
+    return best
+
+
+def fewest_seqs(need, max_seqs, instances):
+    """The instance with the fewest sequences among those with a free slot and room; ties lowest."""
+    best = None
+    fewest = max_seqs  # seqs < max_seqs: a free slot
+    for i, view in enumerate(instances):
+        if view.seqs < fewest and view.kv_free >= need:
+            best, fewest = i, view.seqs
+    return best
+
+
+DECODE_PICKS = {"most_free_kv": most_free_kv, "fewest_seqs": fewest_seqs}
+
+
+def pick_decode(rule, need, max_seqs, instances):
+    """The decode instance (index into `instances`) that takes a prompt needing `need` KV tokens.
+
+    `instances`: one object with `seqs` and `kv_free` (a `DecodeView`) per decode instance,
+    in order. None when no instance has both a free slot and room (the prompt waits).
+    The engine binds `DECODE_PICKS[rule]` once instead of calling this per prompt.
+    """
+    return DECODE_PICKS[rule](need, max_seqs, instances)
