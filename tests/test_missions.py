@@ -604,3 +604,74 @@ def test_schema_enums_match_the_core():
             assert props["choices"]["items"]["enum"] == list(choices)
         else:
             assert props["min"]["type"] == ("integer" if kind == "int" else "number")
+
+
+# ---------------------------------------------------------------- issue 11's controls
+
+def _fleet_mission(controls, fleet=None, model=None):
+    """A small split-capable mission over a 70B roofline fleet, with the given controls."""
+    return Mission.from_dict({
+        "id": "fleet-controls", "title": "t", "order": 1, "summary": "s", "brief": "b",
+        "scenario": {
+            "workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 1000, "output_tokens": 50},
+            "fleet": {"layout": "colocated", "gpus": 4, "tp": 2, "prefill_gpus": 2, "decode_gpus": 2,
+                      "prefill_tp": 2, "decode_tp": 2, **(fleet or {})},
+            "model": {"cost": "roofline", "llm": "llama3-70b", **(model or {})},
+            "slo": {"ttft_s": 1.0},
+        },
+        "controls": controls,
+        "stars": [{"label": "meet", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.9}]}],
+    })
+
+
+def test_tp_controls_offer_whole_servers_and_the_spec_refuses_partial_instances():
+    m = _fleet_mission({"layout": {}, "tp": {}, "gpus": {"min": 2, "max": 8}, "prefill_tp": {"choices": [2, 4]}})
+    assert m.controls["tp"].choices == (1, 2, 4, 8)
+    assert m.controls["prefill_tp"].choices == (2, 4)
+    assert m.settings()["tp"] == 2
+    assert m.apply({"tp": 4, "gpus": 8}).fleet.tp == 4
+    with pytest.raises(LabError, match=r"^controls\.tp: 3 is not one of 1, 2, 4, 8$"):
+        m.apply({"tp": 3})
+    # The count must hold whole instances: the spec names the count field and both numbers.
+    with pytest.raises(LabError, match=r"^fleet\.gpus: 5 GPUs is not a whole number of instances of tp = 2 GPUs: use a multiple of 2$"):
+        m.apply({"gpus": 5})
+    with pytest.raises(LabError, match=r"^fleet\.tp: llama3-70b .* does not fit on 1 h100"):
+        m.apply({"tp": 1})
+
+
+def test_power_cap_controls_read_zero_as_no_cap():
+    m = _fleet_mission({"layout": {}, "decode_power_cap_w": {"min": 0, "max": 700, "step": 50}})
+    assert m.scenario.fleet.decode_power_cap_w is None and m.settings()["decode_power_cap_w"] == 0
+    split = m.apply({"layout": "disaggregated", "decode_power_cap_w": 350})
+    assert split.fleet.decode_power_cap_w == 350.0 and m.settings(split)["decode_power_cap_w"] == 350
+    assert m.apply({"layout": "disaggregated", "decode_power_cap_w": 0}).fleet.decode_power_cap_w is None
+    with pytest.raises(LabError, match=r"^fleet\.decode_power_cap_w: 50 W is outside h100's range"):
+        m.apply({"layout": "disaggregated", "decode_power_cap_w": 50})
+    # A control's end must be a valid cap for the pool's GPU (0 = none is always one).
+    with pytest.raises(LabError, match=r"^controls\.decode_power_cap_w\.min: 50 is not a valid fleet\.decode_power_cap_w: 50 W is outside"):
+        _fleet_mission({"layout": {}, "decode_power_cap_w": {"min": 50, "max": 700, "step": 50}},
+                       fleet={"layout": "disaggregated", "decode_power_cap_w": 600})
+
+
+def test_gpu_type_controls_default_to_the_model_gpu():
+    m = _fleet_mission({"layout": {}, "prefill_gpu": {}, "decode_gpu": {"choices": ["a100", "h100"]}})
+    assert m.settings()["prefill_gpu"] == "h100" and m.settings()["decode_gpu"] == "h100"
+    s = m.apply({"layout": "disaggregated", "decode_gpu": "a100"})
+    assert [p.gpu for p in s.pools()] == ["h100", "a100"]
+    with pytest.raises(LabError, match=r"^controls\.decode_gpu: 'h200' is not one of 'a100', 'h100'$"):
+        m.apply({"decode_gpu": "h200"})
+
+
+def test_long_prompt_and_attention_controls_apply_only_when_their_rule_is_on():
+    m = _fleet_mission({"layout": {}, "dispatch": {}, "long_prompt_tokens": {"min": 1000, "max": 9000, "step": 1000},
+                        "long_gpus": {"min": 2, "max": 2}, "attention": {}, "cost": {}, "prefill_chunk_tokens": {"min": 0, "max": 4096, "step": 512}},
+                       fleet={"long_prompt_tokens": 4000, "long_gpus": 2})
+    names = lambda s: [c.name for c in m.active_controls(s)]  # noqa: E731
+    assert names(m.scenario) == ["layout", "dispatch", "attention", "cost"]
+    routed = m.apply({"dispatch": "length_split"})
+    assert names(routed) == ["layout", "dispatch", "long_prompt_tokens", "long_gpus", "attention", "cost"]
+    linear = m.apply({"cost": "linear", "layout": "disaggregated"})
+    assert names(linear) == ["layout", "dispatch", "cost", "prefill_chunk_tokens"]
+    assert m.apply({"layout": "disaggregated", "prefill_chunk_tokens": 0}).fleet.prefill_chunk_tokens is None
+    with pytest.raises(LabError, match=r"^controls\.prefill_chunk_tokens\.step: offers prefill_chunk_tokens 8; a chunk is 0"):
+        _fleet_mission({"layout": {}, "prefill_chunk_tokens": {"min": 0, "max": 64, "step": 8}})

@@ -44,7 +44,7 @@ import param
 import lab.core as core
 import lab.core.spec as core_spec
 from lab.core.errors import LabError
-from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
+from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, control_value
 from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
@@ -382,23 +382,15 @@ class LabState(param.Parameterized):
         return {k: v for k, v in settings.items() if v is not None}
 
     def applies(self, name):
-        """Whether control `name` matters for the current layout."""
-        return self.scenario.fleet.layout in CONTROL_SPECS[name][2]
+        """Whether control `name` matters for the current scenario (its layout; the long-prompt
+        split only with length_split routing, attention only in the roofline)."""
+        return control_applies(name, self.scenario)
 
     def value_of(self, name):
         """The current value of any control, allowed or locked (None when unset)."""
-        control = self.mission.controls.get(name)
-        if control is not None:
+        if name in self.mission.controls:
             return self.settings.get(name)
-        fleet = self.scenario.fleet
-        if name == "chunk_tokens":
-            return fleet.chunk_tokens or 0
-        if name == "gpus":
-            return fleet.total_gpus
-        node = self.scenario
-        for part in CONTROL_PATHS[name].split("."):
-            node = getattr(node, part, None)
-        return node
+        return control_value(name, self.scenario)
 
     def change(self, name, value):
         """Move one control. True if accepted (the state turns busy until `run()`)."""
