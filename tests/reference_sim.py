@@ -15,11 +15,17 @@ obviously correct, not fast:
 - batch sizes, context sums, free KV and free slots are recomputed from scratch from
   the sequence objects every time they are needed (no incremental counters).
 
+Pools (README "Fleets as they are built") are built here from the fleet's fields, not
+from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
+each with its own GPU type, power cap and KV capacity (tp x HBM x memory_utilization -
+weights, in KV tokens, unless model.kv_capacity_tokens sets it).
+
 Only two things are shared with the engine by design: the cost model
-(`lab.core.step_time_fn`) and the request list (`lab.core.generate_requests`).
+(`lab.core.step_time_fn`, per pool) and the request list (`lab.core.generate_requests`).
 """
 
 from lab.core import generate_requests, step_time_fn
+from lab.core.spec import GPU_PRESETS
 
 __all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate", "reference_blame"]
 
@@ -86,9 +92,16 @@ class RefChunk:
 
 
 class RefGpu:
-    def __init__(self, index, role, kv_capacity, max_seqs):
+    """One instance: `tp` GPUs of type `gpu`, stepping at `step_s`."""
+
+    def __init__(self, index, role, kv_capacity, max_seqs, step_s=None, tp=1, gpu="h100", first_gpu=None):
         self.index = index
         self.role = role  # "colocated" | "prefill" | "decode"
+        self.step_s = step_s
+        self.tp = tp
+        self.gpu = gpu
+        first = index * tp if first_gpu is None else first_gpu
+        self.gpu_ids = tuple(first + k for k in range(tp))
         self.kv_capacity = kv_capacity
         self.max_seqs = max_seqs
         self.boundary = None  # time of the next step boundary; None = idle
@@ -118,12 +131,29 @@ class _Sim:
         self.sc = scenario
         self.fleet = scenario.fleet
         self.model = scenario.model
-        self.step_s = step_time_fn(scenario.model)
-        self.kv_cap = scenario.model.kv_tokens_per_gpu
         self.seqs = [Seq(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        f = self.fleet
+        m = self.model
+        if f.layout == "colocated":
+            pools = [("colocated", f.gpus, f.tp, m.gpu, f.power_cap_w)]
+        else:
+            pools = [("prefill", f.prefill_gpus, f.prefill_tp, f.prefill_gpu or m.gpu, f.prefill_power_cap_w),
+                     ("decode", f.decode_gpus, f.decode_tp, f.decode_gpu or m.gpu, f.decode_power_cap_w)]
+        self.gpus = []
+        gpu_number = 0
+        for role, count, tp, gpu, cap in pools:
+            step_s = step_time_fn(m, gpu, tp, cap)
+            kv = self.kv_capacity(gpu, tp)
+            for _ in range(count // tp):
+                self.gpus.append(RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number))
+                gpu_number += tp
+        # A request no instance can hold is dropped: prompt + output over a colocated or
+        # decode instance's KV, or its prompt over a prefill instance's.
         for s in self.seqs:
-            if s.kv_need > self.kv_cap:
-                s.dropped = True
+            for g in self.gpus[:1] + self.gpus[-1:]:
+                need = s.P if g.role == "prefill" else s.kv_need
+                if need > g.kv_capacity:
+                    s.dropped = True
         self.pending = [s for s in self.seqs if not s.dropped]  # arrivals to come, by (arrival, id)
         self.pending.sort(key=lambda s: (s.arrival, s.id))
         self.queue = []  # fleet FIFO of arrived, not admitted requests
@@ -132,14 +162,17 @@ class _Sim:
         self.transfers = []
         self.link_free = 0.0
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
-        f = self.fleet
-        if f.layout == "colocated":
-            self.gpus = [RefGpu(i, "colocated", self.kv_cap, f.max_batch_seqs) for i in range(f.gpus)]
-        else:
-            p, d = f.prefill_gpus, f.decode_gpus
-            self.gpus = [RefGpu(i, "prefill", self.kv_cap, f.max_batch_seqs) for i in range(p)]
-            self.gpus += [RefGpu(p + j, "decode", self.kv_cap, f.max_batch_seqs) for j in range(d)]
         self.transfer_of = {}
+
+    def kv_capacity(self, gpu, tp):
+        m = self.model
+        if m.kv_capacity_tokens is not None:
+            return m.kv_capacity_tokens
+        spec = dict(GPU_PRESETS[gpu], **(m.gpu_overrides or {}).get(gpu, {}))
+        shape = m.shape
+        weights = shape["params"] * shape["bytes_per_value"]
+        kv_per_token = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * shape["bytes_per_value"]
+        return int((tp * spec["memory_gb"] * 1e9 * m.memory_utilization - weights) // kv_per_token)
 
     # ------------------------------------------------------------ loop
 
@@ -240,7 +273,7 @@ class _Sim:
             g.step = None
             g.boundary = None  # idle
             return
-        end = t + self.step_s(n, ctx, ptoks)
+        end = t + g.step_s(n, ctx, ptoks)
         g.steps.append((t, end, n, ptoks, ctx))
         g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
         g.boundary = end
@@ -451,7 +484,6 @@ def reference_blame(scenario, ref):
     the transfer's chunks, and the step list of the decode GPU."""
     import math
 
-    step_s = step_time_fn(scenario.model)
     f = scenario.fleet
     slo = scenario.slo
     split_first_at_prefill = f.layout == "disaggregated" and f.first_token == "prefill"
@@ -462,7 +494,7 @@ def reference_blame(scenario, ref):
             continue
         parts = dict.fromkeys(names, 0.0)
         parts["queue"] = s.prefill_start - s.arrival
-        own = math.fsum(step_s(0, 0, k) for k in s.prompt_pieces)
+        own = math.fsum(ref.gpus[s.prefill_gpu].step_s(0, 0, k) for k in s.prompt_pieces)
         parts["prefill"] = own
         parts["chunk_wait"] = max(0.0, (s.prefill_end - s.prefill_start) - own)
         if s.first_token > s.prefill_end:  # the KV crossed the link before the first token

@@ -6,7 +6,7 @@ arrival), to float rounding:
 - `queue`: arrival -> the first step carrying its prompt starts (colocated: this includes
   waiting for KV memory or a batch slot on a GPU).
 - `prefill`: what its own prompt costs: for each step that carried c of its prompt
-  tokens, the cost model's time for c prompt tokens alone on an idle GPU,
+  tokens, the cost model's time for c prompt tokens alone on its idle prefill instance,
   `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
 - `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
   work (other prompts in the same batch or chunk budget, the decode tokens of other
@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass
 from itertools import compress
 
-from .cost import step_time_fn
+from .cost import instance_costs
 from .metrics import step_gaps_of, request_metrics
 
 __all__ = [
@@ -204,13 +204,14 @@ def request_blame(result, rows=None):
         rows = request_metrics(result)
     scenario = result.scenario
     fleet = scenario.fleet
-    step_s = step_time_fn(scenario.model)
+    step_fns = [cost.step_s for cost in instance_costs(scenario)]  # by instance: pools differ
     pieces = _prompt_pieces(result)
     gaps = [None] * len(result.gpus)
     first_at_prefill = fleet.layout == "disaggregated" and fleet.first_token == "prefill"
     target = scenario.slo.ttft_s
     out = []
     for rec, row in zip(result.requests, rows):
+        step_s = step_fns[rec.prefill_gpu] if rec.prefill_gpu >= 0 else None
         parts, open_part = _ttft_parts(result, rec, pieces, step_s, result.end_time)
         blame = Blame(rec.id, parts, open_part)
         if rec.decode_gpu >= 0 and gaps[rec.decode_gpu] is None and rec.decode_first_step >= 0:

@@ -1,13 +1,38 @@
-"""Cost models: how long one GPU step takes.
+"""Cost models: how long one instance's step takes, what it draws, and what it costs.
 
-A step decodes one token for each of `decode_seqs` running sequences (whose KV
-caches hold `context_tokens` tokens in all) and processes `prefill_tokens` prompt
-tokens. Both models return a function `step_s(decode_seqs, context_tokens,
-prefill_tokens) -> seconds`; the engine and the reference simulator call the
-same function, so their float results agree bit for bit.
+An instance is `tp` GPUs of one type (README "Fleets as they are built"). A step
+decodes one token for each of `decode_seqs` running sequences (whose KV caches hold
+`context_tokens` tokens in all) and processes `prefill_tokens` prompt tokens.
+`PoolCost(model, gpu, tp, power_cap_w)` is one pool's instance:
+
+- `step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0,
+  reread_tokens=0) -> seconds`, the function the engine and the reference simulator
+  both call, so their float results agree bit for bit;
+- `parts(...) -> (memory_s, compute_s, comm_s)`, the same step split for the power model;
+- `power_w(...)` per GPU during a step, and `energy_j(log, span)` of one instance's run.
+
+`attention_units` (sum over the step's prompt chunks of c * (p + c / 2), c new tokens
+after p earlier ones) and `reread_tokens` (sum of p) are accepted for `model.attention`;
+with it off they are ignored. TP 1 without a power cap gives exactly the step times of
+a single GPU as before tensor parallelism existed.
 """
 
-__all__ = ["step_time_fn", "kv_bytes_per_token"]
+import math
+
+__all__ = [
+    "PoolCost",
+    "pool_costs",
+    "instance_costs",
+    "step_time_fn",
+    "kv_bytes_per_token",
+    "clock_factor",
+    "step_power_w",
+    "MEMORY_BOUND_SHARE",
+]
+
+# A step draws idle + (TDP - idle) x (MEMORY_BOUND_SHARE + (1 - it) x compute share):
+# a memory-bound decode step ~0.35 of the dynamic range, a compute-bound prefill ~full TDP.
+MEMORY_BOUND_SHARE = 0.35
 
 
 def kv_bytes_per_token(model):
@@ -15,47 +40,204 @@ def kv_bytes_per_token(model):
     return model.kv_bytes_per_token
 
 
-def step_time_fn(model):
-    if model.cost == "linear":
-        return _linear(model)
-    return _roofline(model)
+def clock_factor(spec, cap):
+    """The clock a power cap leaves: min(1, ((cap - idle) / (TDP - idle)) ** (1/3)).
+
+    Dynamic power goes as clock cubed. The cube root is taken by Newton's method from 1
+    (basic IEEE arithmetic only), so CPython and Pyodide, whose libm pow may differ in
+    the last bit, get the same factor.
+    """
+    if cap is None:
+        return 1.0
+    ratio = (cap - spec["idle_w"]) / (spec["tdp_w"] - spec["idle_w"])
+    if ratio >= 1.0:
+        return 1.0
+    x = 1.0  # from above: the iterates decrease monotonically to the root
+    for _ in range(200):
+        nxt = x - (x * x * x - ratio) / (3.0 * x * x)
+        if nxt >= x:
+            break
+        x = nxt
+    return x
 
 
-def _linear(model):
-    # The lab's illustrative constants (milliseconds): a decode step costs a fixed
-    # launch/weights-read term, a per-sequence term and a per-context-token term; a
-    # step that also prefills adds time proportional to its prompt tokens.
-    base = model.decode_step_ms
-    per_seq = model.decode_ms_per_seq
-    per_ctx = model.decode_ms_per_context_token
-    per_prompt = model.prefill_ms_per_token
-
-    def step_s(decode_seqs, context_tokens, prefill_tokens):
-        ms = 0.0
-        if decode_seqs:
-            ms = base + per_seq * decode_seqs + per_ctx * context_tokens
-        if prefill_tokens:
-            ms += per_prompt * prefill_tokens
-        return ms / 1000.0
-
-    return step_s
+def step_power_w(spec, cap, compute_s, step_s):
+    """Watts one GPU draws during a step of `step_s` of which `compute_s` is compute."""
+    idle = spec["idle_w"]
+    share = compute_s / step_s if step_s > 0 else 0.0
+    watts = idle + (spec["tdp_w"] - idle) * (MEMORY_BOUND_SHARE + (1.0 - MEMORY_BOUND_SHARE) * share)
+    return watts if cap is None or watts < cap else cap
 
 
-def _roofline(model):
-    # A step reads the weights once plus the KV cache of its decoding sequences, and
-    # does 2 x params FLOPs per token it processes; it is bound by whichever of
-    # memory bandwidth and (derated) compute takes longer. Attention FLOPs are ignored.
-    hw = model.hardware
-    bandwidth = hw["hbm_tb_s"] * 1e12
-    flops_per_s = hw["peak_tflops"] * 1e12 * model.efficiency
-    weights = model.weight_bytes
-    kv_per_token = model.kv_bytes_per_token
-    flops_per_token = 2.0 * model.shape["params"]
+class PoolCost:
+    """The instance of one pool: `tp` GPUs of type `gpu` (its preset with the scenario's
+    `model.gpu_overrides`), each capped at `power_cap_w` watts (None: uncapped)."""
 
-    def step_s(decode_seqs, context_tokens, prefill_tokens):
-        tokens = decode_seqs + prefill_tokens
-        memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
-        compute_s = flops_per_token * tokens / flops_per_s
-        return memory_s if memory_s > compute_s else compute_s
+    def __init__(self, model, gpu=None, tp=1, power_cap_w=None):
+        self.model = model
+        self.gpu = gpu or model.gpu
+        self.tp = tp
+        self.power_cap_w = power_cap_w
+        self.spec = model.gpu_spec(self.gpu)
+        self.idle_w = self.spec["idle_w"]
+        self.tdp_w = self.spec["tdp_w"]
+        self.gpu_usd_per_hour = self.spec["usd_per_hour"]
+        self.clock = clock_factor(self.spec, power_cap_w)
+        self.kv_tokens = model.kv_tokens_per_instance(self.gpu, tp)
+        if model.cost == "linear":
+            self._linear()
+        else:
+            self._roofline()
 
-    return step_s
+    @classmethod
+    def for_pool(cls, model, pool):
+        """The cost of one instance of `pool` (a `spec.Pool`)."""
+        return cls(model, pool.gpu, pool.tp, pool.power_cap_w)
+
+    @property
+    def usd_per_hour(self):
+        """One instance: tp GPUs at the GPU's hourly price."""
+        return self.tp * self.gpu_usd_per_hour
+
+    def describe(self):
+        """'2 x h100, capped at 350 W' for messages and headers."""
+        cap = f", capped at {self.power_cap_w:g} W" if self.power_cap_w is not None else ""
+        return f"{self.tp} x {self.gpu}{cap}"
+
+    # ------------------------------------------------------------------ linear
+
+    def _linear(self):
+        # The lab's illustrative constants (milliseconds): a decode step costs a fixed
+        # launch/weights-read term, a per-sequence term and a per-context-token term; a
+        # step that also prefills adds time proportional to its prompt tokens. The decode
+        # part is read as memory-bound, the prompt part as compute (for power and caps).
+        # tp GPUs run tp x tp_efficiency as fast; one GPU exactly as the constants say.
+        m = self.model
+        base = m.decode_step_ms
+        per_seq = m.decode_ms_per_seq
+        per_ctx = m.decode_ms_per_context_token
+        per_prompt = m.prefill_ms_per_token
+        speed = self.tp * m.tp_efficiency if self.tp > 1 else 1.0
+        clock = self.clock
+
+        def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            memory_ms = base + per_seq * decode_seqs + per_ctx * context_tokens if decode_seqs else 0.0
+            compute_ms = per_prompt * prefill_tokens
+            return memory_ms / speed / 1000.0, compute_ms / (speed * clock) / 1000.0, 0.0
+
+        self.parts = parts
+        # Per prompt token, for energy from a log's column sums.
+        self._compute_per_prefill_token = per_prompt / (speed * clock) / 1000.0
+        self._compute_per_decode_seq = 0.0
+        if speed == 1.0 and clock == 1.0:
+            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                ms = 0.0
+                if decode_seqs:
+                    ms = base + per_seq * decode_seqs + per_ctx * context_tokens
+                if prefill_tokens:
+                    ms += per_prompt * prefill_tokens
+                return ms / 1000.0
+        else:
+            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                memory_s, compute_s, _ = parts(decode_seqs, context_tokens, prefill_tokens)
+                return memory_s + compute_s
+        self.step_s = step_s
+
+    # ---------------------------------------------------------------- roofline
+
+    def _roofline(self):
+        # A step reads the weights once plus the KV cache of its decoding sequences (and
+        # writes its prompt tokens' KV), split over tp GPUs, and does 2 x params FLOPs per
+        # token it processes, split likewise; it is bound by whichever of memory
+        # bandwidth and (derated, clock-capped) compute takes longer. With tp > 1 every
+        # layer adds two ring all-reduces of the step's activations over NVLink.
+        m = self.model
+        hw = self.spec
+        shape = m.shape
+        tp = self.tp
+        bandwidth = hw["hbm_tb_s"] * 1e12 * tp
+        flops_per_s = hw["peak_tflops"] * 1e12 * m.efficiency * tp * self.clock
+        weights = m.weight_bytes
+        kv_per_token = m.kv_bytes_per_token
+        flops_per_token = 2.0 * shape["params"]
+        allreduces = 2 * shape["layers"]
+        if tp > 1:
+            nvlink = hw["nvlink_gbytes_per_s"] * 1e9
+            comm_per_token = allreduces * (2.0 * (tp - 1) / tp) * shape["hidden"] * 2 / nvlink
+            comm_fixed = allreduces * hw["allreduce_latency_us"] * 1e-6
+        else:
+            comm_per_token = comm_fixed = 0.0
+
+        def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            tokens = decode_seqs + prefill_tokens
+            memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
+            compute_s = flops_per_token * tokens / flops_per_s
+            comm_s = comm_fixed + comm_per_token * tokens if tp > 1 else 0.0
+            return memory_s, compute_s, comm_s
+
+        self.parts = parts
+        self._compute_per_prefill_token = self._compute_per_decode_seq = flops_per_token / flops_per_s
+        if tp == 1:
+            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
+                compute_s = flops_per_token * tokens / flops_per_s
+                return memory_s if memory_s > compute_s else compute_s
+        else:
+            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
+                compute_s = flops_per_token * tokens / flops_per_s
+                return (memory_s if memory_s > compute_s else compute_s) + comm_fixed + comm_per_token * tokens
+        self.step_s = step_s
+
+    # ------------------------------------------------------------------ power
+
+    def power_w(self, decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+        """Watts one of the instance's GPUs draws during such a step."""
+        _, compute_s, _ = self.parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        step = self.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        return step_power_w(self.spec, self.power_cap_w, compute_s, step)
+
+    def energy_j(self, log, span):
+        """Joules all tp GPUs of one instance drew over a run of `span` seconds: each
+        step's power x its time, and idle watts for the rest of the span."""
+        busy = log.busy_s()
+        idle_s = span - busy if span > busy else 0.0
+        spec = self.spec
+        dynamic = spec["tdp_w"] - spec["idle_w"]
+        attention_args = getattr(log, "attention_args", None)
+        if self.power_cap_w is None and not attention_args:
+            # Uncapped, power x time = (idle + 0.35 dyn) x time + 0.65 dyn x compute time,
+            # and compute time is linear in the log's columns: no per-step work.
+            compute = (self._compute_per_decode_seq * sum(log.decode_seqs)
+                       + self._compute_per_prefill_token * sum(log.prefill_tokens))
+            active = ((spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE) * busy
+                      + dynamic * (1.0 - MEMORY_BOUND_SHARE) * compute)
+        else:
+            extra = attention_args or {}
+            power = self.power_w
+            terms = []
+            for j, (s, e, n, p, c) in enumerate(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens,
+                                                    log.context_tokens)):
+                terms.append(power(n, c, p, *extra.get(j, ())) * (e - s))
+            active = math.fsum(terms)
+        return self.tp * (active + spec["idle_w"] * idle_s)
+
+
+def pool_costs(scenario):
+    """One `PoolCost` per pool of the fleet, in GPU order (see `Scenario.pools`)."""
+    return tuple(PoolCost.for_pool(scenario.model, pool) for pool in scenario.pools())
+
+
+def instance_costs(scenario):
+    """The `PoolCost` of every instance, by instance index (prefill instances first)."""
+    out = []
+    for cost, pool in zip(pool_costs(scenario), scenario.pools()):
+        out.extend([cost] * pool.instances)
+    return out
+
+
+def step_time_fn(model, gpu=None, tp=1, power_cap_w=None):
+    """`step_s` of one instance of `tp` GPUs of type `gpu` (default `model.gpu`)."""
+    return PoolCost(model, gpu, tp, power_cap_w).step_s

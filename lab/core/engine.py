@@ -15,7 +15,7 @@ import heapq
 import math
 from collections import deque
 
-from .cost import step_time_fn
+from .cost import pool_costs
 from .link import FifoWire, stream_alone
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
@@ -32,17 +32,21 @@ MAX_STEPS = 2_000_000
 
 
 class _Gpu:
-    """One GPU's live state. `log` is its step history."""
+    """One instance's live state (`cost.tp` GPUs acting as one; with tp 1, a GPU).
+    `log` is its step history, `step_s` its pool's step time."""
 
     __slots__ = (
-        "index", "role", "log", "idle", "busy", "kv_free", "seqs", "decoding", "context",
+        "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "prefilling", "completing", "landed",
     )
 
-    def __init__(self, index, role, kv_tokens):
+    def __init__(self, index, role, cost, first_gpu):
         self.index = index
         self.role = role
-        self.log = GpuLog(index, role)
+        self.log = GpuLog(index, role, tp=cost.tp, gpu_type=cost.gpu,
+                          gpu_ids=tuple(range(first_gpu, first_gpu + cost.tp)))
+        self.step_s = cost.step_s
+        kv_tokens = self.kv_tokens = cost.kv_tokens
         self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
         self.busy = False  # a step is running; its outcome is applied at the next boundary
         self.kv_free = kv_tokens  # tokens not reserved (prompt + output reserved per sequence)
@@ -67,8 +71,6 @@ class _Simulation:
         self.scenario = scenario
         fleet = scenario.fleet
         self.fleet = fleet
-        self.step_s = step_time_fn(scenario.model)
-        self.kv_tokens = scenario.model.kv_tokens_per_gpu
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
         self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
@@ -83,15 +85,13 @@ class _Simulation:
         self.transfers = []
         self.steps = 0
         self.capped = None  # why the run was cut short: "drain_s", "max_steps" or None
-        if fleet.layout == "colocated":
-            self.gpus = [_Gpu(i, "colocated", self.kv_tokens) for i in range(fleet.gpus)]
-            self.prefill_gpus = []
-            self.decode_gpus = []
-        else:
-            p, d = fleet.prefill_gpus, fleet.decode_gpus
-            self.prefill_gpus = [_Gpu(i, "prefill", self.kv_tokens) for i in range(p)]
-            self.decode_gpus = [_Gpu(p + i, "decode", self.kv_tokens) for i in range(d)]
-            self.gpus = self.prefill_gpus + self.decode_gpus
+        # Instances, pool by pool in GPU order; each runs its pool's cost and KV capacity.
+        self.gpus = []
+        for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
+            for k in range(pool.instances):
+                self.gpus.append(_Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp))
+        self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
+        self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
         self.waiting_reserve = deque()  # disaggregated: (request id, prefill end) waiting for decode KV
         self.link_free = 0.0  # fifo link, whole transfers: when the wire is next free
         link = fleet.link
@@ -106,11 +106,7 @@ class _Simulation:
 
     def run(self):
         heap = self.heap
-        for rec in self.records:
-            if rec.prompt_tokens + rec.output_tokens > self.kv_tokens:
-                rec.dropped = (
-                    f"needs {rec.prompt_tokens + rec.output_tokens:,} KV tokens; a GPU holds {self.kv_tokens:,}"
-                )
+        self._drop_oversized()
         self._push_next_arrival(0)
         handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
                     "decode": self._decode_boundary}
@@ -157,6 +153,21 @@ class _Simulation:
         )
         return result
 
+    def _drop_oversized(self):
+        """Requests no instance could ever hold: prompt + output over a colocated or decode
+        instance's KV capacity, or the prompt over a prefill instance's."""
+        limits = []
+        for gpus, what in ((self.decode_gpus or self.gpus, "output"), (self.prefill_gpus, "prompt")):
+            if gpus:
+                g = gpus[0]
+                limits.append((what, g.kv_tokens, _holder(g)))
+        for rec in self.records:
+            for what, kv, holder in limits:
+                need = rec.prompt_tokens + (rec.output_tokens if what == "output" else 0)
+                if need > kv:
+                    rec.dropped = f"needs {need:,} KV tokens; {holder} holds {kv:,}"
+                    break
+
     def _push_next_arrival(self, index):
         records = self.records
         n = len(records)
@@ -187,7 +198,7 @@ class _Simulation:
             gpu.busy = False
             return None
         gpu.busy = True
-        duration = self.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
         end = t + duration
         log = gpu.log
         log.start.append(t)
@@ -270,7 +281,7 @@ class _Simulation:
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
         finish_at = gpu.finish_at
         records = self.records
-        step_s = self.step_s
+        step_s = gpu.step_s
         cap = self.time_cap
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
@@ -511,6 +522,14 @@ class _Simulation:
                 end = self._run_decode_only(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+
+def _holder(gpu):
+    """What holds a request's KV, for drop reasons: 'a GPU' or 'a decode instance (2 x h100)'."""
+    log = gpu.log
+    if log.tp == 1:
+        return "a GPU" if gpu.role == "colocated" else f"a {gpu.role} GPU"
+    return f"a {gpu.role} instance ({log.tp} x {log.gpu_type})" if gpu.role != "colocated" else f"an instance ({log.tp} x {log.gpu_type})"
 
 
 def _cut_at(gpus, records, stop):

@@ -9,20 +9,43 @@ ends of a contiguous range of steps on its decode GPU, so `metrics.py` derives t
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["GpuLog", "Transfer", "RequestRecord", "Result"]
+__all__ = ["GpuLog", "Transfer", "RequestRecord", "Result", "instance_label"]
+
+
+def instance_label(gpu_ids):
+    """"GPU 3" for one GPU, "GPUs 0–1" (en dash) for an instance spanning several."""
+    if len(gpu_ids) == 1:
+        return f"GPU {gpu_ids[0]}"
+    return f"GPUs {gpu_ids[0]}\u2013{gpu_ids[-1]}"
 
 
 @dataclass
 class GpuLog:
-    """Every step one GPU ran, in order. Times are seconds of simulated time."""
+    """Every step one instance (`tp` GPUs acting as one) ran, in order. Times are
+    seconds of simulated time. The name stays GpuLog: with tp 1 an instance is a GPU."""
 
-    index: int  # global GPU index; disaggregated fleets number prefill GPUs first
+    index: int  # global instance index; disaggregated fleets number prefill instances first
     role: str  # "colocated" | "prefill" | "decode"
     start: list = field(default_factory=list)
     end: list = field(default_factory=list)
     decode_seqs: list = field(default_factory=list)  # sequences that emitted a token in the step
     prefill_tokens: list = field(default_factory=list)  # prompt tokens processed in the step
     context_tokens: list = field(default_factory=list)  # KV tokens the decoding sequences attend to
+    tp: int = 1  # GPUs in the instance
+    gpu_type: str = "h100"  # their type (a GPU_PRESETS key)
+    # The GPU numbers it spans, numbered across the fleet (prefill pool first); default:
+    # index x tp onwards, right when every instance has the same tp.
+    gpu_ids: tuple = ()
+    label: str = ""  # "GPU 3" / "GPUs 0–1"; default from gpu_ids
+    # model.attention: step index -> (attention_units, reread_tokens) of steps with prompt
+    # chunks, for the power model (cost.PoolCost.energy_j); empty otherwise.
+    attention_args: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.gpu_ids:
+            self.gpu_ids = tuple(range(self.index * self.tp, (self.index + 1) * self.tp))
+        if not self.label:
+            self.label = instance_label(self.gpu_ids)
 
     def __len__(self):
         return len(self.start)

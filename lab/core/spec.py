@@ -44,9 +44,12 @@ MAX_TRACE_TIME_S = 1e12
 REQUEST_MARGIN_SD = 10
 
 # Model shapes: KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes.
+# `hidden` sizes the tensor-parallel all-reduces; `heads` (query heads) the attention FLOPs.
 LLM_PRESETS = {
-    "llama3-8b": {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
-    "llama3-70b": {"params": 70.6e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2},
+    "llama3-8b": {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2,
+                  "hidden": 4096, "heads": 32},
+    "llama3-70b": {"params": 70.6e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2,
+                   "hidden": 8192, "heads": 64},
 }
 # GPUs: HBM capacity (GB), HBM bandwidth (TB/s), dense BF16 peak (TFLOP/s), NVLink
 # bandwidth for tensor-parallel all-reduces (GB/s) and each all-reduce's fixed latency (us),
