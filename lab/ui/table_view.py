@@ -23,6 +23,7 @@ from lab.core.blame import LINK_PARTS  # the TTFT parts only a split fleet has
 from lab.core.report import gpu_rows, write_requests_csv
 
 from .blame_view import CAUSE_LABELS
+from .fleet_words import gpu_type_text
 from .metrics_view import fmt_share
 from .targets import target_phrase
 from .theme import CSS
@@ -47,13 +48,16 @@ def gpu_table_html(result, slo):
     rows = gpu_rows(result, slo.per_token_target_ms)
     phrase = target_phrase(slo)
     target = f"decode steps longer than {phrase}" if phrase else "none without a per-token target"
+    logs = result.gpus
     body = "".join(
-        f'<tr data-gpu="{r["gpu"]}"><th scope="row">GPU {r["gpu"]}</th><td>{html.escape(r["role"])}</td>'
+        f'<tr data-gpu="{r["gpu"]}"><th scope="row">{html.escape(log.label)}</th><td>{html.escape(r["role"])}</td>'
+        f'<td>{html.escape(gpu_type_text(log.gpu_type, log.tp))}</td>'
         f'<td>{r["steps"]:,}</td><td data-busy="{r["busy_share"]:.6f}">{fmt_share(r["busy_share"])}</td>'
         f'<td data-slow="{r["slow_steps"]}">{r["slow_steps"]:,}</td></tr>'
-        for r in rows)
-    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU over the whole run (slow steps: {target})</caption>'
-            f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">steps</th>'
+        for r, log in zip(rows, logs))
+    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU (per instance of tensor-parallel '
+            f'GPUs) over the whole run (slow steps: {target})</caption>'
+            f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">built of</th><th scope="col">steps</th>'
             f'<th scope="col">busy</th><th scope="col">slow steps</th></tr></thead><tbody>{body}</tbody></table>')
 
 
