@@ -606,6 +606,26 @@ def test_schema_enums_match_the_core():
             assert props["min"]["type"] == ("integer" if kind == "int" else "number")
 
 
+
+def test_schema_knows_every_fleet_and_model_field():
+    """The schema lists every field the spec reads, so an editor does not flag a valid
+    mission (fleet.prefill_tp was missing while missions used it) and enums match the core."""
+    import dataclasses
+
+    from lab.core.spec import GPU_KEYS, GPU_PRESETS, LLM_PRESETS, Fleet, Model
+
+    scenario = json.loads((MISSIONS / "schema.json").read_text(encoding="utf-8"))["definitions"]["scenario"]["properties"]
+    fleet, model = scenario["fleet"]["properties"], scenario["model"]["properties"]
+    assert set(fleet) == {f.name for f in dataclasses.fields(Fleet)}
+    assert set(model) == {f.name for f in dataclasses.fields(Model)}
+    for name in ("prefill_gpu", "decode_gpu"):
+        assert fleet[name]["enum"] == list(GPU_PRESETS)
+    assert model["gpu"]["enum"] == list(GPU_PRESETS) and model["llm"]["enum"] == list(LLM_PRESETS)
+    assert fleet["dispatch"]["enum"] == list(Fleet.DISPATCH) and fleet["decode_pick"]["enum"] == list(Fleet.DECODE_PICK)
+    overrides = model["gpu_overrides"]["properties"]
+    assert list(overrides) == list(GPU_PRESETS)
+    assert all(list(o["properties"]) == list(GPU_KEYS) for o in overrides.values())
+
 # ---------------------------------------------------------------- issue 11's controls
 
 def _fleet_mission(controls, fleet=None, model=None):
