@@ -1,6 +1,7 @@
 """Fixtures for the UI tests: the test missions' catalog, a `lab serve` subprocess and Debian's Chromium.
 
-`catalog`: tests/ui/missions (ui-mixing-hurts, ui-decode-drowns, ...), checked to load.
+`catalog`: tests/ui/missions (ui-mixing-hurts, ui-decode-drowns, ui-fleet-built: a 70B fleet in TP with
+H100 prefill and A100 decode), checked to load.
 `app_timers`: lab.ui.app's timers held, to fire by hand (`fire(callback)`), for the app tests
 that need no browser.
 
