@@ -21,6 +21,12 @@ TABLE = (
     ("Fleet", (("gpus", "GPUs", "{:.0f}"), ("prefill_gpus", "prefill", "{:.0f}"), ("decode_gpus", "decode", "{:.0f}"))),
     ("Utilisation", (("util_gpu", "all GPUs", "{:.0%}"), ("util_prefill", "prefill", "{:.0%}"), ("util_decode", "decode", "{:.0%}"), ("util_link", "link", "{:.0%}"))),
     ("KV transfer (wait+wire)", (("transfer_p50_ms", "p50", "{:.1f} ms"), ("transfer_p99_ms", "p99", "{:.1f} ms"))),
+    ("Cost (illustrative $)", (("usd_per_hour", "fleet", "${:,.2f}/h"), ("prefill_usd_per_hour", "prefill", "${:,.2f}/h"),
+                               ("decode_usd_per_hour", "decode", "${:,.2f}/h"), ("usd_per_million_tokens", "per M output tokens", "${:,.3f}"),
+                               ("usd_per_good_request", "per good request", "${:.6f}"))),
+    ("Power and energy", (("power_w_mean", "mean", "{:,.0f} W"), ("prefill_power_w_mean", "prefill", "{:,.0f} W"),
+                          ("decode_power_w_mean", "decode", "{:,.0f} W"), ("energy_j_per_token", "per output token", "{:,.2f} J"),
+                          ("energy_j_per_request", "per request", "{:,.0f} J"))),
 )
 
 def format_metrics(metrics):
@@ -72,17 +78,50 @@ def describe_run(scenario, result):
         prompt = sum(r.prompt_tokens for r in reqs) / len(reqs)
         output = sum(r.output_tokens for r in reqs) / len(reqs)
         lines[0] += f"; prompts mean {prompt:,.0f} tokens (max {max(r.prompt_tokens for r in reqs):,}), outputs mean {output:,.0f}"
-        step = core.step_time_fn(model)
-        seqs = min(32, scenario.fleet.max_batch_seqs)
-        context = round(prompt + output / 2)
-        lines.append(
-            f"{model.cost} cost model, {model.llm} on {model.gpu}: prefill {prompt:,.0f} tokens {step(0, 0, round(prompt)) * 1000:.1f} ms; "
-            f"decode {seqs} seqs x {context:,} ctx {step(seqs, seqs * context, 0) * 1000:.1f} ms; "
-            f"KV {model.kv_bytes_per_token / 1024:.0f} KiB/token, {model.kv_tokens_per_gpu:,} tokens/GPU"
-        )
-    else:
-        lines.append(f"{model.cost} cost model, {model.llm} on {model.gpu}; KV {model.kv_tokens_per_gpu:,} tokens/GPU")
+    seqs = min(32, scenario.fleet.max_batch_seqs)
+    # One line per pool whose instances differ (tp, GPU type, power cap); one line if they agree.
+    costs = {}
+    for pool, cost in zip(scenario.pools(), core.pool_costs(scenario)):
+        costs.setdefault((cost.gpu, cost.tp, cost.power_cap_w), (pool.role, cost))
+    for role, cost in costs.values():
+        where = f"{cost.gpu}" if cost.tp == 1 and cost.power_cap_w is None else cost.describe()
+        who = f"{role}: " if len(costs) > 1 else ""
+        unit = "GPU" if cost.tp == 1 else "instance"
+        kv = f"KV {model.kv_bytes_per_token / 1024:.0f} KiB/token, {cost.kv_tokens:,} tokens/{unit}"
+        if reqs:
+            step = cost.step_s
+            context = round(prompt + output / 2)
+            lines.append(
+                f"{who}{model.cost} cost model, {model.llm} on {where}: prefill {prompt:,.0f} tokens {step(0, 0, round(prompt)) * 1000:.1f} ms; "
+                f"decode {seqs} seqs x {context:,} ctx {step(seqs, seqs * context, 0) * 1000:.1f} ms; {kv}"
+            )
+        else:
+            lines.append(f"{who}{model.cost} cost model, {model.llm} on {where}; {kv}")
     return lines
+
+
+def describe_fleet(scenario):
+    """'8 colocated GPUs (4 instances of TP 2), whole prefill' and the like, for `lab run`."""
+    fleet, model = scenario.fleet, scenario.model
+
+    pools = scenario.pools()
+    mixed = any(pool.gpu != model.gpu for pool in pools)  # then every pool names its GPU type
+
+    def pool_text(pool, noun):
+        extra = []
+        if pool.tp > 1:
+            extra.append(f"{pool.instances} instance{'s' if pool.instances != 1 else ''} of TP {pool.tp}")
+        if mixed:
+            extra.append(pool.gpu)
+        if pool.power_cap_w is not None:
+            extra.append(f"capped at {pool.power_cap_w:g} W")
+        return f"{pool.gpus} {noun}" + (f" ({', '.join(extra)})" if extra else "")
+
+    if fleet.layout == "colocated":
+        chunk = f", chunked prefill {fleet.chunk_tokens} tokens" if fleet.chunk_tokens else ", whole prefill"
+        return pool_text(pools[0], "colocated GPUs") + chunk
+    return (f"{pool_text(pools[0], 'prefill')} + {pool_text(pools[1], 'decode GPUs')}, "
+            f"link {fleet.link.gbytes_per_s:g} GB/s {fleet.link.sharing}")
 
 
 def cmd_run(args):
@@ -104,11 +143,7 @@ def cmd_run(args):
         out.update(why)  # core.BLAME_NAMES, after the metrics
         print(json.dumps(out, indent=2))
     else:
-        fleet = scenario.fleet
-        shape = (f"{fleet.gpus} colocated GPUs" + (f", chunked prefill {fleet.chunk_tokens} tokens" if fleet.chunk_tokens else ", whole prefill")
-                 if fleet.layout == "colocated" else
-                 f"{fleet.prefill_gpus} prefill + {fleet.decode_gpus} decode GPUs, link {fleet.link.gbytes_per_s:g} GB/s {fleet.link.sharing}")
-        print(f"{args.file}: {shape}")
+        print(f"{args.file}: {describe_fleet(scenario)}")
         for line in describe_run(scenario, result):
             print(f"  {line}")
         print(format_metrics(metrics))
@@ -124,7 +159,7 @@ def cmd_run(args):
                   f"{metrics['unfinished']} requests unfinished (counted as SLO misses)")
         dropped = sum(1 for r in result.requests if r.dropped)
         if dropped:
-            print(f"  note: {dropped} requests can never fit in one GPU's KV memory and were dropped")
+            print(f"  note: {dropped} requests can never fit in one instance's KV memory and were dropped")
         print(f"  simulated {result.end_time:.1f} s in {elapsed * 1000:.0f} ms")
     if args.requests_csv:
         print(f"wrote {len(rows)} rows to {args.requests_csv}", file=sys.stderr)

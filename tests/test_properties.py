@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lab.core import generate_requests, load_scenario, request_gaps, request_metrics, simulate, summarize
+from lab.core.spec import GPU_PRESETS
 
 from reference_sim import reference_simulate
 from test_reference import diff_engine_reference
@@ -110,7 +111,10 @@ def check_invariants(res):
     sc = res.scenario
     fleet = sc.fleet
     reqs = res.requests
-    cap_kv = sc.model.kv_tokens_per_gpu
+    # KV capacity per instance, by instance index (pools differ in GPU type and tp)
+    caps = [sc.model.kv_tokens_per_instance(p.gpu, p.tp) for p in sc.pools() for _ in range(p.instances)]
+    holds_all = caps[-1]  # a colocated or decode instance holds prompt + output
+    holds_prompt = caps[0]  # a prefill instance holds the prompt while it prefills
     metrics = summarize(res)
     expected = generate_requests(sc.workload, sc.seed)
 
@@ -121,7 +125,7 @@ def check_invariants(res):
     assert metrics["finished"] + metrics["unfinished"] == len(reqs)
     assert metrics["finished"] == sum(1 for r in reqs if r.finished)
     for r in reqs:
-        if r.prompt_tokens + r.output_tokens > cap_kv:
+        if r.prompt_tokens + r.output_tokens > holds_all or r.prompt_tokens > holds_prompt:
             assert r.dropped and not r.finished and r.prefill_start is None
             continue
         assert not r.dropped
@@ -151,7 +155,7 @@ def check_invariants(res):
             assert log.start[k] <= res.end_time
             assert 0 <= log.decode_seqs[k] <= fleet.max_batch_seqs
             assert log.decode_seqs[k] + log.prefill_tokens[k] > 0
-            assert log.context_tokens[k] <= cap_kv
+            assert log.context_tokens[k] <= caps[log.index]
             if log.role == "prefill":
                 assert log.decode_seqs[k] == 0 and log.context_tokens[k] == 0
             elif log.role == "decode":
@@ -160,9 +164,11 @@ def check_invariants(res):
                 assert log.prefill_tokens[k] <= fleet.chunk_tokens
     roles = [g.role for g in res.gpus]
     if fleet.layout == "colocated":
-        assert roles == ["colocated"] * fleet.gpus
+        assert roles == ["colocated"] * (fleet.gpus // fleet.tp)
     else:
-        assert roles == ["prefill"] * fleet.prefill_gpus + ["decode"] * fleet.decode_gpus
+        assert roles == ["prefill"] * (fleet.prefill_gpus // fleet.prefill_tp) + ["decode"] * (fleet.decode_gpus // fleet.decode_tp)
+    # instances span consecutive GPUs, numbered across the fleet
+    assert [i for g in res.gpus for i in g.gpu_ids] == list(range(fleet.total_gpus))
 
     # transfers: never before the prefill ends; the fifo link carries one at a time
     link = fleet.link
@@ -223,7 +229,7 @@ def check_invariants(res):
         for _, _, kv, n in sorted(events):
             used += kv
             seqs += n
-            assert used <= cap_kv, f"GPU {gpu} holds {used} KV tokens > {cap_kv}"
+            assert used <= caps[gpu], f"instance {gpu} holds {used} KV tokens > {caps[gpu]}"
             assert seqs <= fleet.max_batch_seqs, f"GPU {gpu} holds {seqs} sequences"
 
     # tokens: every token a decode step emits belongs to a request's gap list
@@ -239,6 +245,14 @@ def check_invariants(res):
     for key, value in metrics.items():
         if isinstance(value, float):
             assert math.isfinite(value), key
+
+    # energy: every GPU draws at least its idle watts and at most its TDP (or cap) all run long
+    idle = sum(p.gpus * sc.model.gpu_spec(p.gpu)["idle_w"] for p in sc.pools())
+    full = sum(p.gpus * (p.power_cap_w or sc.model.gpu_spec(p.gpu)["tdp_w"]) for p in sc.pools())
+    if res.end_time > 0:
+        assert idle * (1 - 1e-9) <= metrics["power_w_mean"] <= full * (1 + 1e-9)
+    usd = sum(p.gpus * sc.model.gpu_spec(p.gpu)["usd_per_hour"] for p in sc.pools())
+    assert metrics["usd_per_hour"] == pytest.approx(usd, rel=1e-12)
 
 
 def check_layer_chunks(res):
@@ -378,4 +392,54 @@ def tie_heavy(draw):
 def test_engine_equals_reference_with_exact_ties(case):
     raw, requests = case
     problems = diff_engine_reference(load_scenario(raw), requests)
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- fleets as they are built
+
+
+@st.composite
+def built_fleets(draw, **kwargs):
+    """`scenarios()` with tensor parallelism, a GPU type and a power cap per pool: each
+    pool's GPU count is its instance count x its tp; caps lie between idle and TDP."""
+    raw = draw(scenarios(**kwargs))
+    fleet, model = raw["fleet"], raw["model"]
+    if draw(st.booleans()):
+        model["llm"] = "llama3-70b"  # needs tp >= 2 on every preset GPU
+        model.pop("kv_capacity_tokens", None)
+    low = 2 if model.get("llm") == "llama3-70b" else 1
+    tps = st.sampled_from([t for t in (1, 2, 4) if t >= low])
+
+    def cap(gpu):
+        spec = GPU_PRESETS[gpu]
+        share = draw(st.sampled_from([None, 0.1, 0.5, 1.0]))
+        return None if share is None else spec["idle_w"] + share * (spec["tdp_w"] - spec["idle_w"])
+
+    if fleet["layout"] == "colocated":
+        fleet["tp"] = draw(tps)
+        fleet["gpus"] *= fleet["tp"]
+        fleet["power_cap_w"] = cap(model["gpu"])
+    else:
+        for role in ("prefill", "decode"):
+            tp = draw(tps)
+            gpu = draw(st.sampled_from(sorted(GPU_PRESETS)))
+            fleet[f"{role}_tp"] = tp
+            fleet[f"{role}_gpus"] *= tp
+            fleet[f"{role}_gpu"] = gpu
+            fleet[f"{role}_power_cap_w"] = cap(gpu)
+    if draw(st.booleans()):
+        model["gpu_overrides"] = {"a100": {"usd_per_hour": 0.9, "hbm_tb_s": 1.6}}
+    return raw
+
+
+@PROPERTY_SETTINGS
+@given(built_fleets(drain=any_drain, max_duration=4.0))
+def test_invariants_hold_on_built_fleets(raw):
+    check_invariants(simulate(load_scenario(raw)))
+
+
+@PROPERTY_SETTINGS
+@given(built_fleets(max_duration=4.0))
+def test_engine_equals_reference_on_built_fleets(raw):
+    problems = diff_engine_reference(load_scenario(raw))
     assert not problems, "\n".join(problems)

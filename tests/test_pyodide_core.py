@@ -68,6 +68,17 @@ SCENARIOS = {
         },
         seed=6,
     ),
+    # Fleets as they are built: TP per pool, a GPU type per pool, power caps (the cap's
+    # clock factor and every power and energy figure must agree bit for bit too).
+    "disagg-tp-mixed-gpus-capped": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 4, "decode_gpus": 4, "prefill_tp": 2, "decode_tp": 4,
+         "prefill_gpu": "h100", "decode_gpu": "a100", "prefill_power_cap_w": 450, "decode_power_cap_w": 250},
+        model={"cost": "roofline", "llm": "llama3-70b", "gpu_overrides": {"a100": {"usd_per_hour": 1.1}}},
+        workload={"rate": 3, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 4000}},
+        seed=8,
+    ),
+    "colocated-tp2-capped-linear": _scenario(
+        {"layout": "colocated", "gpus": 4, "tp": 2, "chunk_tokens": 512, "power_cap_w": 333}, seed=9),
 }
 
 

@@ -179,6 +179,28 @@ CASES = {
     "disagg-70b": scenario(DISAGG, **{"model.llm": "llama3-70b", "model.kv_capacity_tokens": 50000, "workload.rate": 2}),
 }
 
+# Fleets as they are built: tensor parallelism, a GPU type and a power cap per pool.
+CASES.update({
+    "colocated-tp2-roofline-chunked-capped": scenario(COLOCATED, **{"fleet.gpus": 4, "fleet.tp": 2, "fleet.chunk_tokens": 512,
+                                                                   "fleet.power_cap_w": 350, "model.cost": "roofline",
+                                                                   "workload.rate": 10}),
+    "colocated-70b-tp4-kv-limited": scenario(COLOCATED, **{"fleet.gpus": 8, "fleet.tp": 4, "model.cost": "roofline",
+                                                          "model.llm": "llama3-70b", "model.memory_utilization": 0.447,
+                                                          "workload.rate": 4, **{f"workload.{k}": v for k, v in MIXED_LENGTHS.items()}}),
+    "disagg-tp-mixed-gpus-capped": scenario(DISAGG, **{"fleet.prefill_gpus": 2, "fleet.prefill_tp": 2, "fleet.decode_gpus": 4,
+                                                       "fleet.decode_gpu": "a100", "fleet.decode_power_cap_w": 250,
+                                                       "fleet.prefill_power_cap_w": 500, "model.cost": "roofline",
+                                                       "workload.rate": 8}),
+    "disagg-70b-prefill-tp2-decode-tp4-layerwise": scenario(DISAGG, **{"fleet.prefill_gpus": 4, "fleet.prefill_tp": 2,
+                                                                      "fleet.decode_gpus": 4, "fleet.decode_tp": 4,
+                                                                      "fleet.link.layerwise": True, "model.cost": "roofline",
+                                                                      "model.llm": "llama3-70b", "model.memory_utilization": 0.89,
+                                                                      "workload.rate": 3}),
+    "disagg-linear-tp-h200-decode": scenario(DISAGG, **{"fleet.prefill_gpus": 1, "fleet.decode_gpus": 4, "fleet.decode_tp": 2,
+                                                        "fleet.decode_gpu": "h200", "model.tp_efficiency": 0.7,
+                                                        "workload.rate": 6}),
+})
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_reference(name):
@@ -210,6 +232,13 @@ def test_cases_exercise_what_they_claim():
     assert any(t.start > t.reserved for t in ref.transfers)
     ref = reference_simulate(CASES["disagg-layerwise-fifo"])
     assert any(t.reserved < t.ready for t in ref.transfers)
+    # the built fleets really have instances of several GPUs, and the 70B one really drops
+    # requests too big for an instance (the 8,544-token prefill instances) and queues on KV
+    res = sim(CASES["disagg-70b-prefill-tp2-decode-tp4-layerwise"])
+    assert [g.tp for g in res.gpus] == [2, 2, 4] and any(r.dropped for r in res.requests)
+    assert any("prefill instance" in (r.dropped or "") for r in res.requests)
+    res = sim(CASES["colocated-70b-tp4-kv-limited"])
+    assert any(r.dropped for r in res.requests) and any(r.finished for r in res.requests)
 
 
 # ---------------------------------------------------------------- exact ties

@@ -10,6 +10,11 @@ Conventions (also in the README):
 - A request meets the SLO when it finished and meets every target the SLO sets.
 - Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
   default `np.percentile(..., method="linear")`.
+- Cost and energy (README "Fleets as they are built"): a run costs the fleet's GPUs x
+  each one's $/hour x the run's length (`end_time`); energy is every instance's step
+  power x step time plus idle watts for the rest of the run, x its GPUs (`cost.PoolCost`).
+  Per token means per output token of a finished request (the tokens
+  `throughput_tokens_per_s` counts); per request, per finished request.
 - A run cut short says so: `run_cut` is the bound that stopped it (`Result.capped`:
   "drain_s" or "max_steps", None when every request ran to its end) and `run_end_s` the
   simulated time it stopped. They describe the run, not its quality, so they are not
@@ -21,6 +26,8 @@ from bisect import bisect_right
 from itertools import accumulate
 from operator import sub
 
+from .cost import pool_costs
+
 __all__ = [
     "METRIC_NAMES",
     "RUN_NAMES",
@@ -28,6 +35,7 @@ __all__ = [
     "weighted_percentile",
     "request_metrics",
     "summarize",
+    "cost_and_energy",
     "request_gaps",
     "step_gaps_of",
 ]
@@ -42,6 +50,10 @@ METRIC_NAMES = (
     "gpus", "prefill_gpus", "decode_gpus",
     "util_gpu", "util_prefill", "util_decode", "util_link",
     "transfer_p50_ms", "transfer_p99_ms",
+    "usd_per_hour", "usd_per_million_tokens", "usd_per_good_request",
+    "energy_j_per_token", "energy_j_per_request", "power_w_mean",
+    "prefill_usd_per_hour", "decode_usd_per_hour", "prefill_energy_j", "decode_energy_j",
+    "prefill_power_w_mean", "decode_power_w_mean",
 )
 
 # How the run ended; in every summary, after the metrics.
@@ -191,6 +203,50 @@ def _pooled_gaps(result, step_gaps):
     return values, counts
 
 
+def _per(total, count):
+    return total / count if count else None
+
+
+def cost_and_energy(result, finished, met, out_tokens):
+    """The cost, energy and power metrics (see the module docstring), by name."""
+    scenario = result.scenario
+    span = result.end_time
+    costs = pool_costs(scenario)
+    by_role = {pool.role: cost for pool, cost in zip(scenario.pools(), costs)}
+    usd_hour = {pool.role: pool.gpus * cost.gpu_usd_per_hour for pool, cost in zip(scenario.pools(), costs)}
+    energy = dict.fromkeys(by_role, 0.0)
+    parts = {role: [] for role in by_role}
+    for log in result.gpus:
+        role = log.role if log.role in by_role else next(iter(by_role))  # (hand-built logs)
+        parts[role].append(by_role[role].energy_j(log, span))
+    for role, joules in parts.items():
+        energy[role] = math.fsum(joules)
+    fleet_usd_hour = math.fsum(usd_hour.values())
+    fleet_energy = math.fsum(energy.values())
+    run_usd = fleet_usd_hour * span / 3600.0
+    split = scenario.fleet.layout == "disaggregated"
+
+    def pool(role, values, per_s=False):
+        if not split:
+            return None
+        return _per(values[role], span) if per_s else values[role]
+
+    return {
+        "usd_per_hour": fleet_usd_hour,
+        "usd_per_million_tokens": _per(run_usd * 1e6, out_tokens),
+        "usd_per_good_request": _per(run_usd, met),
+        "energy_j_per_token": _per(fleet_energy, out_tokens),
+        "energy_j_per_request": _per(fleet_energy, finished),
+        "power_w_mean": _per(fleet_energy, span),
+        "prefill_usd_per_hour": pool("prefill", usd_hour),
+        "decode_usd_per_hour": pool("decode", usd_hour),
+        "prefill_energy_j": pool("prefill", energy),
+        "decode_energy_j": pool("decode", energy),
+        "prefill_power_w_mean": pool("prefill", energy, per_s=True),
+        "decode_power_w_mean": pool("decode", energy, per_s=True),
+    }
+
+
 def summarize(result, rows=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
     step_gaps = [step_gaps_of(g) for g in result.gpus]
@@ -211,15 +267,19 @@ def summarize(result, rows=None):
     span = result.end_time if result.end_time > 0 else 1.0
     busy = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
     count = {"colocated": 0, "prefill": 0, "decode": 0}
+    gpu_busy = []  # busy GPU-seconds: an instance's busy time counts once per GPU it spans
     for log in result.gpus:
-        busy[log.role] += min(log.busy_s(), span)
+        b = min(log.busy_s(), span)
+        busy[log.role] += b
         count[log.role] += 1
+        gpu_busy.append(b * log.tp)
     wire = math.fsum(min(e, span) - s for t in result.transfers for s, e in t.wire_spans() if s < span)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
-    def util(role):
+    def util(role):  # a pool's instances all have its tp: per instance = per GPU
         return busy[role] / (count[role] * span) if count[role] else None
 
+    log_gpus = sum(log.tp for log in result.gpus)
     return {
         "requests": n,
         "finished": finished,
@@ -240,12 +300,13 @@ def summarize(result, rows=None):
         "gpus": gpus,
         "prefill_gpus": fleet.prefill_gpus if fleet.layout == "disaggregated" else 0,
         "decode_gpus": fleet.decode_gpus if fleet.layout == "disaggregated" else 0,
-        "util_gpu": math.fsum(busy.values()) / (len(result.gpus) * span) if result.gpus else None,
+        "util_gpu": math.fsum(gpu_busy) / (log_gpus * span) if result.gpus else None,
         "util_prefill": util("prefill"),
         "util_decode": util("decode"),
         "util_link": wire / span if fleet.layout == "disaggregated" else None,
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
+        **cost_and_energy(result, finished, met, out_tokens),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }
