@@ -11,18 +11,19 @@ from lab.core.cost import instance_costs  # noqa: E402
 from lab.ui.canvas import max_rows, timeline_data  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, sandbox_mission  # noqa: E402
 from lab.ui.controls import Controls, locked_html  # noqa: E402
+from lab.ui.metrics_view import fmt_joules, fmt_usd, fmt_watts  # noqa: E402
 from lab.ui.queues import kv_usage  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 from lab.ui.story import story_html  # noqa: E402
 from lab.ui.table_view import gpu_table_html  # noqa: E402
 
-FLEET = "ui-fleet-built"  # tests/ui/missions/03-fleet-built.json: 70B, H100 prefill TP 2, A100 decode TP 4
+FLEET = "ui-fleet-built"  # tests/ui/fleet_missions/01-fleet-built.json: 70B, H100 prefill TP 2, A100 decode TP 4
 M1 = "ui-mixing-hurts"
 
 
 @pytest.fixture(scope="module")
-def built(catalog):
-    state = LabState.from_query(catalog, f"?mission={FLEET}")
+def built(fleet_catalog):
+    state = LabState.from_query(fleet_catalog, f"?mission={FLEET}")
     state.run()
     return state
 
@@ -32,21 +33,21 @@ def labels_of(state):
     return [meta["labels"][i] for i in range(meta["rows"])]
 
 
-def test_rows_are_instances_named_by_their_gpus_and_type_when_the_pools_differ(built, catalog):
+def test_rows_are_instances_named_by_their_gpus_and_type_when_the_pools_differ(built, fleet_catalog):
     assert labels_of(built) == [
         "prefill queue", "GPUs 0–1 · prefill · H100 ×2", "GPUs 2–3 · prefill · H100 ×2", "link queue", "link (KV)",
         "GPUs 4–7 · decode · A100 ×4"]
     # One GPU type in the whole fleet: no type on the rows.
-    same = LabState.from_query(catalog, f"?mission={FLEET}&decode_gpu=h100")
+    same = LabState.from_query(fleet_catalog, f"?mission={FLEET}&decode_gpu=h100")
     same.run()
     assert labels_of(same)[1] == "GPUs 0–1 · prefill" and labels_of(same)[-1] == "GPUs 4–7 · decode"
-    colo = LabState.from_query(catalog, f"?mission={FLEET}&layout=colocated&tp=4")
+    colo = LabState.from_query(fleet_catalog, f"?mission={FLEET}&layout=colocated&tp=4")
     colo.run()
     assert labels_of(colo) == ["prefill queue", "GPUs 0–3 · colocated", "GPUs 4–7 · colocated"]
 
 
-def test_the_canvas_is_sized_for_the_most_instances_and_the_longest_label(catalog):
-    rows, longest = max_rows(catalog.get(FLEET))
+def test_the_canvas_is_sized_for_the_most_instances_and_the_longest_label(catalog, fleet_catalog):
+    rows, longest = max_rows(fleet_catalog.get(FLEET))
     # Split: 8 prefill GPUs at TP 1 + 8 decode GPUs at TP 1, the link and two queues; colocated 12 / 2 + 1.
     assert rows == 8 + 8 + 3
     assert len(longest) == len("GPUs 14–15 · decode · H100 ×2")  # as long as "GPUs 8–15 · decode · H100 ×8"
@@ -79,8 +80,8 @@ def test_the_story_and_the_table_name_instances_by_label(built):
 
 # ---------------------------------------------------------------- controls
 
-def test_a_gpu_count_slider_moves_in_whole_instances(catalog):
-    state = LabState.from_query(catalog, f"?mission={FLEET}")
+def test_a_gpu_count_slider_moves_in_whole_instances(fleet_catalog):
+    state = LabState.from_query(fleet_catalog, f"?mission={FLEET}")
     controls = Controls(state, on_change=state.change)
     prefill, decode = controls.widgets["prefill_gpus"], controls.widgets["decode_gpus"]
     assert (prefill.start, prefill.end, prefill.step) == (2, 8, 2)  # TP 2
@@ -140,3 +141,55 @@ def test_the_locked_list_leaves_out_fleet_knobs_at_the_plain_default(catalog, bu
         assert label not in text
     # A mission that locks a knob off its default lists it.
     assert "Model: <b>Llama 3 70B</b>" in locked_html(built) and "Step cost model: <b>Roofline</b>" in locked_html(built)
+
+
+# ---------------------------------------------------------------- cost and energy
+
+def test_cost_and_energy_cards_show_the_cores_metrics(built):
+    from lab.ui.metrics_view import metrics_html
+
+    m = built.metrics
+    page = metrics_html(m, built.scenario)
+    assert page.index('data-metric="goodput"') < page.index('data-metric="cost"') < page.index('data-metric="energy"')
+    # Each value is the core's, formatted: cost per good request shown per 1,000 requests.
+    assert f'data-value="usd_per_good_request">{fmt_usd(m["usd_per_good_request"] * 1000)}<' in page
+    assert f'data-value="usd_per_hour">{fmt_usd(m["usd_per_hour"])}<' in page
+    assert f'data-value="usd_per_million_tokens">{fmt_usd(m["usd_per_million_tokens"])}<' in page
+    assert f'data-value="energy_j_per_token">{fmt_joules(m["energy_j_per_token"])}<' in page
+    assert f'data-value="power_w_mean">{fmt_watts(m["power_w_mean"])}<' in page
+    # 4 H100 at $2.50/h and 4 A100 at $1.30/h (the illustrative presets).
+    assert fmt_usd(m["usd_per_hour"]) == "$15.20"
+    none_good = metrics_html({**m, "usd_per_good_request": None}, built.scenario)
+    assert 'data-value="usd_per_good_request">—<' in none_good
+
+
+def test_money_energy_and_power_formats():
+    assert [fmt_usd(v) for v in (None, 0.00023, 0.0016, 0.23, 1.59, 20, 1234.5)] == [
+        "—", "$0.00023", "$0.0016", "$0.23", "$1.59", "$20.00", "$1,234"]
+    assert [fmt_joules(v) for v in (None, 0.5, 2.13, 640, 3200, 1.4e6)] == [
+        "—", "0.5\u00a0J", "2.1\u00a0J", "640\u00a0J", "3.2\u00a0kJ", "1.4\u00a0MJ"]
+    assert [fmt_watts(v) for v in (None, 310.4, 3210)] == ["—", "310\u00a0W", "3.2\u00a0kW"]
+
+
+def test_the_table_view_gives_cost_and_energy_per_pool(built):
+    from lab.ui.table_view import pool_table_html
+
+    m = built.metrics
+    table = pool_table_html(built.result, m)
+    assert '<tr data-pool="prefill"><th scope="row">prefill</th><td>4 × H100 in TP 2</td>' in table
+    assert '<tr data-pool="decode"><th scope="row">decode</th><td>4 × A100 in TP 4</td>' in table
+    assert f'<td>{fmt_usd(m["decode_usd_per_hour"])}</td><td>{fmt_watts(m["decode_power_w_mean"])}</td>' in table
+    assert f'<td>{fmt_watts(m["decode_power_w_mean"] / 4)}</td><td>{fmt_joules(m["decode_energy_j"])}</td>' in table
+    assert '<tr data-pool="fleet">' in table and "illustrative" in table
+
+
+def test_the_twin_compares_cost_and_energy_and_names_what_fleets_are_built_of(built, fleet_catalog):
+    from lab.ui.twin_view import fleet_phrase, metric_deltas
+
+    cheaper = LabState.from_query(fleet_catalog, f"?mission={FLEET}&prefill_gpu=a100")
+    cheaper.run()
+    rows = {r["name"]: r for r in metric_deltas(cheaper.metrics, built.metrics)}
+    assert rows["usd_per_hour"]["verdict"] == "better" and rows["usd_per_hour"]["change"] == "−$4.80"
+    for name in ("usd_per_good_request", "energy_j_per_token", "power_w_mean"):
+        assert rows[name]["verdict"] in ("better", "worse", "same"), name
+    assert fleet_phrase(built.scenario) == "4 × H100 in TP 2 prefill + 4 × A100 in TP 4 decode, 50 GB/s link"

@@ -33,7 +33,7 @@ def ran(catalog):
 # ---------------------------------------------------------------- catalog
 
 def test_catalog_lists_missions_in_order_and_finds_the_sandbox(catalog):
-    assert [m.id for m in catalog.missions] == [M1, M2, "ui-fleet-built"]
+    assert [m.id for m in catalog.missions] == [M1, M2]
     assert catalog.get(SANDBOX_ID).id == SANDBOX_ID
     assert catalog.get("nope") is None
     assert catalog.get(None) is None
