@@ -55,7 +55,11 @@ def fmt_joules(value):
     for scale, unit in ((1e6, "MJ"), (1e3, "kJ")):
         if value >= scale:
             return f"{value / scale:,.1f}{NBSP}{unit}"
-    return f"{value:,.0f}{NBSP}J" if value >= 100 else f"{value:.2g}{NBSP}J" if value >= 0.01 else f"{value:.1e}{NBSP}J"
+    if value >= 10:
+        return f"{value:,.0f}{NBSP}J"
+    if value >= 1:
+        return f"{value:.1f}{NBSP}J"
+    return f"{value:.2g}{NBSP}J" if value >= 0.01 else f"{value:.1e}{NBSP}J"
 
 
 def fmt_watts(value):
@@ -171,7 +175,7 @@ def cost_cards(m):
     per_good = m.get("usd_per_good_request")
     shown = None if per_good is None else per_good * PER_REQUESTS
     cost = _card(
-        f"Cost per {PER_REQUESTS:,} good requests", _value("usd_per_good_request", fmt_usd(shown)),
+        "Cost per good request", _value("usd_per_good_request", fmt_usd(shown)) + f"{NBSP}<small>per 1k</small>",
         f'{_value("usd_per_hour", fmt_usd(m.get("usd_per_hour")))}/h · '
         f'{_value("usd_per_million_tokens", fmt_usd(m.get("usd_per_million_tokens")))} per M tokens', None, "cost")
     energy = _card(

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 from lab.core.missions import CONTROL_SPECS
 
 from .blame_view import BLAME_CSS, blame_bar_html
-from .fleet_words import pool_text
+from .fleet_words import is_plain, pool_text
 from .metrics_view import NBSP, PER_REQUESTS, fmt_joules, fmt_ms, fmt_seconds, fmt_share, fmt_usd, fmt_watts
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
 from .state import fleet_settings, format_value
@@ -80,7 +80,7 @@ def fleet_phrase(scenario):
     a fleet built of more than plain H100s says of what ("2 × H100 in TP 2 prefill + 4 × A100 in TP 4 decode")."""
     f = scenario.fleet
     pools = scenario.pools()
-    plain = all(p.tp == 1 and p.gpu == "h100" and p.power_cap_w is None for p in pools)
+    plain = is_plain(scenario)
     if f.layout == "colocated":
         chunk = f"{f.chunk_tokens:,}-token prefill chunks" if f.chunk_tokens else "whole prefill"
         gpus = f"{f.total_gpus} colocated GPUs" if plain else f"{pool_text(pools[0])} colocated"

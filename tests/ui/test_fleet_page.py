@@ -48,12 +48,28 @@ def test_rows_are_instances_named_by_their_gpus_and_type_when_the_pools_differ(b
 
 def test_the_canvas_is_sized_for_the_most_instances_and_the_longest_label(catalog, fleet_catalog):
     rows, longest = max_rows(fleet_catalog.get(FLEET))
-    # Split: 8 prefill GPUs at TP 1 + 8 decode GPUs at TP 1, the link and two queues; colocated 12 / 2 + 1.
-    assert rows == 8 + 8 + 3
+    # 70B fits no GPU at TP 1, so the most instances are 8 prefill GPUs / 2 + 8 decode GPUs / 2, and the
+    # link and two queues (colocated: 12 / 2 + 1).
+    assert rows == 8 // 2 + 8 // 2 + 3
     assert len(longest) == len("GPUs 14–15 · decode · H100 ×2")  # as long as "GPUs 8–15 · decode · H100 ×8"
     rows, longest = max_rows(sandbox_mission())
     assert rows == 12 + 12 + 3 and len(longest) == len("GPUs 10–11 · prefill · H100 ×2")
     assert max_rows(catalog.get(M1))[1] == "GPU 7 · colocated"  # no tp, one GPU type: as before
+
+
+def test_a_gpu_type_takes_a_second_line_only_where_rows_have_room(built, fleet_catalog):
+    from lab.ui.canvas import Canvas, TWO_LINE_PX, rows_html, split_label
+
+    labels = labels_of(built)
+    assert split_label(labels[1]) == ("GPUs 0–1 · prefill", "H100 ×2") and split_label("link (KV)") == ("link (KV)", None)
+    roomy = rows_html(labels, TWO_LINE_PX * len(labels))
+    assert 'GPUs 0–1 · prefill<span class="ty">H100 ×2</span>' in roomy
+    thin = rows_html(labels, (TWO_LINE_PX - 1) * len(labels))
+    assert "GPUs 0–1 · prefill</div>" in thin and "H100" not in thin
+    # The gutter is as wide as the longest first line, not the type: a phone keeps its timeline.
+    canvas = Canvas(LabState.from_query(fleet_catalog, f"?mission={FLEET}"))
+    _, longest = max_rows(fleet_catalog.get(FLEET))
+    assert canvas._gutter_px < len(longest) * 6.8
 
 
 def test_kv_bands_fill_against_each_instances_own_capacity(built):
@@ -168,6 +184,7 @@ def test_money_energy_and_power_formats():
         "—", "$0.00023", "$0.0016", "$0.23", "$1.59", "$20.00", "$1,234"]
     assert [fmt_joules(v) for v in (None, 0.5, 2.13, 640, 3200, 1.4e6)] == [
         "—", "0.5\u00a0J", "2.1\u00a0J", "640\u00a0J", "3.2\u00a0kJ", "1.4\u00a0MJ"]
+    assert fmt_joules(2.98) == "3.0\u00a0J" and fmt_joules(12.5) == "12\u00a0J"
     assert [fmt_watts(v) for v in (None, 310.4, 3210)] == ["—", "310\u00a0W", "3.2\u00a0kW"]
 
 
