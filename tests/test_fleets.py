@@ -162,8 +162,20 @@ def test_capping_an_h100_at_350_w_slows_prefill_about_1_33x_and_leaves_decode_al
     # a memory-bound decode step draws about 0.35 of the dynamic range: ~310 W alone, a bit
     # more at batch 32 (a larger compute share), which the cap trims without slowing it
     assert 310 <= free.power_w(1, 2000, 0) < 315
+    assert capped.power_w(1, 2000, 0) == free.power_w(1, 2000, 0)  # under the cap: unchanged
     decode_w = free.power_w(32, 64_000, 0)
     assert 350 < decode_w < 400 and capped.power_w(32, 64_000, 0) == 350
+
+
+def test_a_cap_never_raises_a_steps_power():
+    """The clock a cap lowers must not read as a larger compute share (more watts)."""
+    for cost_model in ("roofline", "linear"):
+        m = model(cost=cost_model)
+        free = PoolCost(m, "h100", 2)
+        for cap in (150, 250, 350, 500, 700):
+            capped = PoolCost(m, "h100", 2, cap)
+            for args in STEPS:
+                assert capped.power_w(*args) == min(free.power_w(*args), cap), (cost_model, cap, args)
 
 
 def test_step_power_formula():
@@ -239,15 +251,17 @@ def test_requests_too_big_for_a_pools_instance_are_dropped_with_the_pool_named()
 
 
 def energy_by_hand(sc, log, span):
-    """README: per step, idle + (TDP - idle) x (0.35 + 0.65 x compute / step), at most the
-    cap; idle watts between steps; x the instance's GPUs."""
+    """README: per step, idle + (TDP - idle) x (0.35 + 0.65 x compute / step) of the step at
+    full clock, at most the cap, for the step's (capped) time; idle watts between steps;
+    x the instance's GPUs."""
     pool = next(p for p in sc.pools() if p.role == log.role)
-    cost = PoolCost(sc.model, pool.gpu, pool.tp, pool.power_cap_w)
+    full_clock = PoolCost(sc.model, pool.gpu, pool.tp)
     spec = dict(GPU_PRESETS[pool.gpu], **(sc.model.gpu_overrides or {}).get(pool.gpu, {}))
     joules, busy = 0.0, 0.0
     for s, e, n, p, c in zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
-        _, compute_s, _ = cost.parts(n, c, p)
-        watts = spec["idle_w"] + (spec["tdp_w"] - spec["idle_w"]) * (0.35 + 0.65 * compute_s / (e - s))
+        _, compute_s, _ = full_clock.parts(n, c, p)
+        share = compute_s / full_clock.step_s(n, c, p)
+        watts = spec["idle_w"] + (spec["tdp_w"] - spec["idle_w"]) * (0.35 + 0.65 * share)
         if pool.power_cap_w is not None:
             watts = min(watts, pool.power_cap_w)
         joules += watts * (e - s)
@@ -337,6 +351,8 @@ def test_capping_the_decode_pool_saves_watts_at_no_tpot_cost_and_capping_prefill
     pre = summarize(simulate(scenario({**base, "prefill_power_cap_w": 300}, {"cost": "roofline"}, workload=wl)))
     assert dec["decode_power_w_mean"] < free["decode_power_w_mean"]
     assert dec["tpot_p50_ms"] == free["tpot_p50_ms"]  # memory-bound decode steps keep their time
+    mild = summarize(simulate(scenario({**base, "decode_power_cap_w": 600}, {"cost": "roofline"}, workload=wl)))
+    assert mild["decode_power_w_mean"] == pytest.approx(free["decode_power_w_mean"], rel=1e-9)  # a cap above its draw: no change
     assert pre["ttft_p50_s"] > 1.3 * free["ttft_p50_s"]  # prefill runs at 0.69 of its clock
     assert pre["prefill_power_w_mean"] < free["prefill_power_w_mean"]
 

@@ -88,6 +88,10 @@ class PoolCost:
             self._linear()
         else:
             self._roofline()
+        # A capped step draws what it would uncapped, at most the cap: the share comes from
+        # the full-clock step (the lower clock is how the GPU stays under the cap; reading
+        # the share off the slowed step would make a cap raise a decode step's watts).
+        self._uncapped = self if power_cap_w is None else PoolCost(model, self.gpu, tp, None)
 
     @classmethod
     def for_pool(cls, model, pool):
@@ -194,33 +198,46 @@ class PoolCost:
     # ------------------------------------------------------------------ power
 
     def power_w(self, decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-        """Watts one of the instance's GPUs draws during such a step."""
-        _, compute_s, _ = self.parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
-        step = self.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        """Watts one of the instance's GPUs draws during such a step: its full-clock power
+        (compute share of the uncapped step), at most the cap."""
+        free = self._uncapped
+        _, compute_s, _ = free.parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
+        step = free.step_s(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
         return step_power_w(self.spec, self.power_cap_w, compute_s, step)
 
-    def energy_j(self, log, span):
+    def energy_j(self, log, span, busy=None):
         """Joules all tp GPUs of one instance drew over a run of `span` seconds: each
-        step's power x its time, and idle watts for the rest of the span."""
-        busy = log.busy_s()
+        step's power x its time, and idle watts for the rest of the span.
+        `busy`: `log.busy_s()`, if the caller has it."""
+        if busy is None:
+            busy = log.busy_s()
         idle_s = span - busy if span > busy else 0.0
         spec = self.spec
         dynamic = spec["tdp_w"] - spec["idle_w"]
         attention_args = getattr(log, "attention_args", None)
-        if self.power_cap_w is None and not attention_args:
+        if self.power_cap_w is None and not self.model.attention:
             # Uncapped, power x time = (idle + 0.35 dyn) x time + 0.65 dyn x compute time,
-            # and compute time is linear in the log's columns: no per-step work.
+            # and (without attention terms) compute time is linear in the log's columns.
             compute = (self._compute_per_decode_seq * sum(log.decode_seqs)
                        + self._compute_per_prefill_token * sum(log.prefill_tokens))
             active = ((spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE) * busy
                       + dynamic * (1.0 - MEMORY_BOUND_SHARE) * compute)
         else:
+            # Per step: the full-clock step's compute share (as power_w, inlined: this loop
+            # runs once per logged step), at most the cap, for the step's own time.
             extra = attention_args or {}
-            power = self.power_w
+            parts = self._uncapped.parts
+            summed = self.model.cost == "linear"  # linear adds the parts; roofline takes the max
+            base = spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE
+            slope = dynamic * (1.0 - MEMORY_BOUND_SHARE)
+            cap = self.power_cap_w if self.power_cap_w is not None else math.inf
             terms = []
             for j, (s, e, n, p, c) in enumerate(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens,
                                                     log.context_tokens)):
-                terms.append(power(n, c, p, *extra.get(j, ())) * (e - s))
+                memory_s, compute_s, comm_s = parts(n, c, p, *extra.get(j, ())) if extra else parts(n, c, p)
+                step = memory_s + compute_s if summed else (memory_s if memory_s > compute_s else compute_s) + comm_s
+                watts = base + slope * (compute_s / step)
+                terms.append((watts if watts < cap else cap) * (e - s))
             active = math.fsum(terms)
         return self.tp * (active + spec["idle_w"] * idle_s)
 

@@ -156,16 +156,14 @@ class _Simulation:
     def _drop_oversized(self):
         """Requests no instance could ever hold: prompt + output over a colocated or decode
         instance's KV capacity, or the prompt over a prefill instance's."""
-        limits = []
-        for gpus, what in ((self.decode_gpus or self.gpus, "output"), (self.prefill_gpus, "prompt")):
-            if gpus:
-                g = gpus[0]
-                limits.append((what, g.kv_tokens, _holder(g)))
+        checks = [((self.decode_gpus or self.gpus)[0], True)]  # (instance, holds the output too)
+        if self.prefill_gpus:
+            checks.append((self.prefill_gpus[0], False))
         for rec in self.records:
-            for what, kv, holder in limits:
-                need = rec.prompt_tokens + (rec.output_tokens if what == "output" else 0)
-                if need > kv:
-                    rec.dropped = f"needs {need:,} KV tokens; {holder} holds {kv:,}"
+            for gpu, with_output in checks:
+                need = rec.prompt_tokens + (rec.output_tokens if with_output else 0)
+                if need > gpu.kv_tokens:
+                    rec.dropped = f"needs {need:,} KV tokens; {_holder(gpu)} holds {gpu.kv_tokens:,}"
                     break
 
     def _push_next_arrival(self, index):
@@ -188,9 +186,11 @@ class _Simulation:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _start_step(self, gpu, t, prefill_tokens, schedule=True):
+    def _start_step(self, gpu, t, prefill_tokens, schedule=True, attention=None):
         """Log a step beginning at t and (if `schedule`) put its end on the heap.
 
+        `attention`: (attention_units, reread_tokens) of the step's prompt chunks with
+        model.attention (see cost.py), kept in the log for the power model.
         Returns the step's end, or None when there is nothing to do and the GPU idles.
         """
         if not gpu.decoding and not prefill_tokens:
@@ -198,9 +198,13 @@ class _Simulation:
             gpu.busy = False
             return None
         gpu.busy = True
-        duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
-        end = t + duration
         log = gpu.log
+        if attention is None:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        else:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, *attention)
+            log.attention_args[len(log.start)] = attention
+        end = t + duration
         log.start.append(t)
         log.end.append(end)
         log.decode_seqs.append(gpu.decoding)
@@ -525,11 +529,12 @@ class _Simulation:
 
 
 def _holder(gpu):
-    """What holds a request's KV, for drop reasons: 'a GPU' or 'a decode instance (2 x h100)'."""
-    log = gpu.log
-    if log.tp == 1:
-        return "a GPU" if gpu.role == "colocated" else f"a {gpu.role} GPU"
-    return f"a {gpu.role} instance ({log.tp} x {log.gpu_type})" if gpu.role != "colocated" else f"an instance ({log.tp} x {log.gpu_type})"
+    """Who holds a request's KV, for drop reasons: "a GPU", "a decode GPU", "an instance
+    (2 x h100)", "a prefill instance (2 x h100)"."""
+    role = "" if gpu.role == "colocated" else f"{gpu.role} "
+    if gpu.log.tp == 1:
+        return f"a {role}GPU"
+    return f"{'an' if not role else 'a'} {role}instance ({gpu.log.tp} x {gpu.log.gpu_type})"
 
 
 def _cut_at(gpus, records, stop):
@@ -545,6 +550,8 @@ def _cut_at(gpus, records, stop):
             keep -= 1
         for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
+        for j in [j for j in log.attention_args if j >= keep]:
+            del log.attention_args[j]
     for rec in records:
         if rec.finish is not None and rec.finish > stop:
             rec.finish = None

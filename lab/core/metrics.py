@@ -207,8 +207,9 @@ def _per(total, count):
     return total / count if count else None
 
 
-def cost_and_energy(result, finished, met, out_tokens):
-    """The cost, energy and power metrics (see the module docstring), by name."""
+def cost_and_energy(result, finished, met, out_tokens, busy=None):
+    """The cost, energy and power metrics (see the module docstring), by name.
+    `busy`: each log's `busy_s()`, when the caller has them (they are the costly part)."""
     scenario = result.scenario
     span = result.end_time
     costs = pool_costs(scenario)
@@ -216,9 +217,9 @@ def cost_and_energy(result, finished, met, out_tokens):
     usd_hour = {pool.role: pool.gpus * cost.gpu_usd_per_hour for pool, cost in zip(scenario.pools(), costs)}
     energy = dict.fromkeys(by_role, 0.0)
     parts = {role: [] for role in by_role}
-    for log in result.gpus:
+    for i, log in enumerate(result.gpus):
         role = log.role if log.role in by_role else next(iter(by_role))  # (hand-built logs)
-        parts[role].append(by_role[role].energy_j(log, span))
+        parts[role].append(by_role[role].energy_j(log, span, None if busy is None else busy[i]))
     for role, joules in parts.items():
         energy[role] = math.fsum(joules)
     fleet_usd_hour = math.fsum(usd_hour.values())
@@ -268,8 +269,9 @@ def summarize(result, rows=None):
     busy = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
     count = {"colocated": 0, "prefill": 0, "decode": 0}
     gpu_busy = []  # busy GPU-seconds: an instance's busy time counts once per GPU it spans
-    for log in result.gpus:
-        b = min(log.busy_s(), span)
+    log_busy = [log.busy_s() for log in result.gpus]
+    for log, raw in zip(result.gpus, log_busy):
+        b = min(raw, span)
         busy[log.role] += b
         count[log.role] += 1
         gpu_busy.append(b * log.tp)
@@ -306,7 +308,7 @@ def summarize(result, rows=None):
         "util_link": wire / span if fleet.layout == "disaggregated" else None,
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
-        **cost_and_energy(result, finished, met, out_tokens),
+        **cost_and_energy(result, finished, met, out_tokens, log_busy),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }
