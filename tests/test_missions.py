@@ -695,3 +695,14 @@ def test_long_prompt_and_attention_controls_apply_only_when_their_rule_is_on():
     assert m.apply({"layout": "disaggregated", "prefill_chunk_tokens": 0}).fleet.prefill_chunk_tokens is None
     with pytest.raises(LabError, match=r"^controls\.prefill_chunk_tokens\.step: offers prefill_chunk_tokens 8; a chunk is 0"):
         _fleet_mission({"layout": {}, "prefill_chunk_tokens": {"min": 0, "max": 64, "step": 8}})
+
+
+def test_a_gpu_count_control_end_needs_whole_instances_at_some_offered_tp():
+    # decode_gpus 2 is no whole number of TP-4 instances, but TP 2 (offered) makes it one.
+    m = _fleet_mission({"layout": {}, "decode_gpus": {"min": 2, "max": 8}, "decode_tp": {"choices": [2, 4]}},
+                       fleet={"layout": "disaggregated", "decode_gpus": 4, "decode_tp": 4})
+    assert m.controls["decode_gpus"].min == 2
+    with pytest.raises(LabError, match=r"^controls\.decode_gpus\.min: 2 is not a valid fleet\.decode_gpus: 2 GPUs is not a whole "
+                                       r"number of instances of decode_tp = 4 GPUs: use a multiple of 4$"):
+        _fleet_mission({"layout": {}, "decode_gpus": {"min": 2, "max": 8}},
+                       fleet={"layout": "disaggregated", "decode_gpus": 4, "decode_tp": 4})

@@ -479,14 +479,22 @@ def _read_controls(data, scenario):
                 )
             if not _on_grid(value, c.min, c.step):
                 raise LabError(where, f"{_fmt(value)} is not a setting of controls.{name}: it moves from {_fmt(c.min)} in steps of {_fmt(c.step)}")
+            # A GPU count need only be whole instances at some tp the mission offers.
+            tp_control = controls.get(COUNT_TP.get(name))
+            with_tps = [{}] + ([{tp_control.path: t} for t in tp_control.choices] if tp_control else [])
             for end_key in ("min", "max"):
                 end = getattr(c, end_key)
                 if end == value:
                     continue
-                try:
-                    scenario.with_changes({c.path: c.field_value(end)})
-                except LabError as exc:
-                    raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {exc.detail}") from None
+                first = None
+                for extra in with_tps:
+                    try:
+                        scenario.with_changes({c.path: c.field_value(end), **extra})
+                        break
+                    except LabError as exc:
+                        first = first or exc
+                else:
+                    raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {first.detail}")
     for name in ("chunk_tokens", "prefill_chunk_tokens"):
         if name not in controls:
             continue

@@ -35,6 +35,7 @@ tooltip derives the GPU, start and duration from other columns (every column is 
 websocket frame per update); layers that stay empty are not resent.
 """
 
+import dataclasses
 import html
 import math
 
@@ -91,6 +92,7 @@ KV_GAP = 0.06  # ... and the gap between the band and the step boxes below it
 PREFILL_QUEUE = "prefill queue"  # the queue rows' labels
 LINK_QUEUE = "link queue"
 LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row label
+TWO_LINE_PX = 26  # rows at least this far apart write a GPU type on a line of its own (rows_html)
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
 
@@ -168,6 +170,14 @@ def row_label(label, role, kind=None):
     return f"{text} · {gpu_type_text(*kind)}" if kind else text
 
 
+def split_label(text):
+    """A row label as (what the gutter's first line says, the GPU type or None)."""
+    parts = text.split(" · ")
+    if len(parts) == 3:
+        return " · ".join(parts[:2]), parts[2]
+    return text, None
+
+
 def _pool_label(first, tp):
     return instance_label(tuple(range(first, first + tp)))
 
@@ -190,9 +200,19 @@ def max_rows(mission):
             return int(control.max)
         return int(default or 0)
 
-    def sizes(name, default):
+    def choices(name, default):
         control = controls.get(name)
         return tuple(control.choices) if control is not None else (default,)
+
+    llms = choices("llm", scenario.model.llm)
+
+    def sizes(name, default, gpus):
+        """The tp values of a pool whose weights fit some GPU type it can have (70B never runs at TP 1)."""
+        tps = choices(name, default)
+        model = scenario.model
+        fit = [tp for tp in tps if model.kv_capacity_tokens is not None or any(
+            dataclasses.replace(model, llm=llm).derived_kv_capacity_tokens(gpu, tp) >= 1 for llm in llms for gpu in gpus)]
+        return tuple(fit) or tps
 
     def longest(last, tps, role, typed):
         """The longest label of an instance of `role` whose GPUs end by GPU `last`."""
@@ -204,13 +224,14 @@ def max_rows(mission):
     rows, labels = 1, ["link (KV)", PREFILL_QUEUE, LINK_QUEUE]
     if "colocated" in layouts:
         n = most("gpus", fleet.total_gpus)
-        tps = sizes("tp", fleet.tp)
+        tps = sizes("tp", fleet.tp, choices("gpu", scenario.model.gpu))
         rows = max(rows, n // min(tps) + 1)  # and the prefill queue
         labels.append(longest(max(n - 1, 0), tps, "colocated", False))
     if "disaggregated" in layouts:
         p = most("prefill_gpus", fleet.prefill_gpus or 1)
         d = most("decode_gpus", fleet.decode_gpus or 1)
-        ptps, dtps = sizes("prefill_tp", fleet.prefill_tp), sizes("decode_tp", fleet.decode_tp)
+        ptps = sizes("prefill_tp", fleet.prefill_tp, choices("prefill_gpu", fleet.prefill_gpu or scenario.model.gpu))
+        dtps = sizes("decode_tp", fleet.decode_tp, choices("decode_gpu", fleet.decode_gpu or scenario.model.gpu))
         rows = max(rows, p // min(ptps) + d // min(dtps) + 3)  # and the prefill queue, the link queue and the link
         typed = _types_can_differ(mission)
         labels += [longest(max(p - 1, 0), ptps, "prefill", typed), longest(max(p + d - 1, 0), dtps, "decode", typed)]
@@ -257,13 +278,21 @@ def box_geometry(half):
 
 def rows_html(labels, frame, font="12px"):
     """The row labels for the gutter beside the figure: each centred on its row of the
-    plot area, which starts FRAME_TOP_PX down the figure and is `frame` px tall."""
+    plot area, which starts FRAME_TOP_PX down the figure and is `frame` px tall.
+
+    A row that names its GPU type ("GPUs 0–1 · prefill · H100 ×2") writes the type on a
+    second, smaller line when rows are at least TWO_LINE_PX apart, and leaves it out when
+    they are thinner (the hover and the Table view still say it): the gutter is only as
+    wide as "GPUs 0–1 · prefill", so the timeline keeps its width on a phone."""
     pitch = frame / max(len(labels), 1)
-    items = "".join(
-        f'<div style="top:{FRAME_TOP_PX + (i + 0.5) * pitch:.1f}px">{html.escape(text)}</div>'
-        for i, text in enumerate(labels)
-    )
-    return f'<div class="stf-rows" style="font-size:{font}" data-rows="{len(labels)}">{items}</div>'
+    items = []
+    for i, text in enumerate(labels):
+        head, kind = split_label(text)
+        shown = html.escape(head)
+        if kind and pitch >= TWO_LINE_PX:
+            shown += f'<span class="ty">{html.escape(kind)}</span>'
+        items.append(f'<div style="top:{FRAME_TOP_PX + (i + 0.5) * pitch:.1f}px">{shown}</div>')
+    return f'<div class="stf-rows" style="font-size:{font}" data-rows="{len(labels)}">{"".join(items)}</div>'
 
 
 def _decode_only_s(cost, batch, ctx):
@@ -503,7 +532,7 @@ class Canvas(param.Parameterized):
         self._rows_max, longest = max_rows(state.mission)
         self._frame_px = (frame_px(self._rows_max, EMBED_ROW_PX, EMBED_FRAME_MAX_PX) if embed
                           else frame_px(self._rows_max))
-        self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
+        self._gutter_px = int(len(split_label(longest)[0]) * LABEL_PX_PER_CHAR) + 14
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
@@ -593,7 +622,10 @@ class Canvas(param.Parameterized):
         gpu_of_row = CustomJSHover(args={"labels": self.row_labels}, code="""
             const ys = labels.data.y, texts = labels.data.text;
             for (let i = 0; i < ys.length; i++) {
-                if (ys[i] == value) return String(texts[i]).split(" · ")[0];
+                if (ys[i] == value) {  // "GPUs 0–1", with its type when the row names one: "GPUs 0–1 (H100 ×2)"
+                    const parts = String(texts[i]).split(" · ");
+                    return parts.length == 3 ? parts[0] + " (" + parts[2] + ")" : parts[0];
+                }
             }
             return "row " + value;""")
         in_ms = CustomJSHover(code="""

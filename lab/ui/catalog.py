@@ -20,36 +20,37 @@ __all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TR
 
 SANDBOX_ID = "sandbox"
 
-# Every control, with the ranges the sandbox offers (display order = this order).
+# Every control, with the ranges the sandbox offers (display order = this order: the model, then
+# the colocated fleet, each pool of a split fleet, the link, the traffic and the routing).
 _SANDBOX_CONTROLS = {
     "layout": {},
+    "llm": {},
+    "cost": {},
+    "attention": {},
     "gpus": {"min": 1, "max": 16},
-    "prefill_gpus": {"min": 1, "max": 12},
-    "decode_gpus": {"min": 1, "max": 12},
+    "gpu": {},
+    "tp": {},
+    "power_cap_w": {"min": 0, "max": 700, "step": 25},
     "chunk_tokens": {"min": 0, "max": 8192, "step": 256},
-    "rate": {"min": 1, "max": 40, "step": 0.5},
+    "prefill_gpus": {"min": 1, "max": 12},
+    "prefill_gpu": {},
+    "prefill_tp": {},
+    "prefill_power_cap_w": {"min": 0, "max": 700, "step": 25},
+    "prefill_chunk_tokens": {"min": 0, "max": 8192, "step": 256},
+    "decode_gpus": {"min": 1, "max": 12},
+    "decode_gpu": {},
+    "decode_tp": {},
+    "decode_power_cap_w": {"min": 0, "max": 700, "step": 25},
     "link_gbytes_per_s": {"min": 0.5, "max": 200, "step": 0.5},
     "link_sharing": {},
     "layerwise": {},
     "first_token": {},
+    "rate": {"min": 1, "max": 40, "step": 0.5},
     "prefill_batch_tokens": {"min": 512, "max": 32768, "step": 512},
-    "llm": {},
-    "cost": {},
-    "gpu": {},
-    "tp": {},
-    "prefill_gpu": {},
-    "prefill_tp": {},
-    "decode_gpu": {},
-    "decode_tp": {},
-    "power_cap_w": {"min": 0, "max": 700, "step": 25},
-    "prefill_power_cap_w": {"min": 0, "max": 700, "step": 25},
-    "decode_power_cap_w": {"min": 0, "max": 700, "step": 25},
-    "prefill_chunk_tokens": {"min": 0, "max": 8192, "step": 256},
     "dispatch": {},
     "long_prompt_tokens": {"min": 500, "max": 32000, "step": 500},
     "long_gpus": {"min": 1, "max": 15},
     "decode_pick": {},
-    "attention": {},
 }
 
 _SANDBOX_SCENARIO = {

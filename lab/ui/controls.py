@@ -46,6 +46,7 @@ CHOICE_LABELS = {
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): "routing by length",
                   ("model.cost", "roofline"): "the roofline cost model"}
 INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus")  # sliders that count GPUs of a pool
+WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
 LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
@@ -266,6 +267,8 @@ class Controls:
         if control.kind == "choice":
             labels = CHOICE_LABELS.get(name, {})
             options = {labels.get(c, format_value(c)): c for c in control.choices}
+            if len(options) > 3:  # four buttons outgrow the sidebar: they wrap onto a second line
+                common["stylesheets"] = [WRAP_GROUP_CSS]
             widget = pn.widgets.RadioButtonGroup(name=label, options=options, value=value, button_type="primary",
                                                  button_style="outline", **common)
             widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value")

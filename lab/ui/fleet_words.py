@@ -7,7 +7,7 @@ share, so "GPUs 0–1" and "H100 ×2" read the same everywhere. An instance's ow
 
 import html
 
-__all__ = ["gpu_type_text", "instance_name", "pool_text"]
+__all__ = ["gpu_type_text", "instance_name", "pool_text", "is_plain"]
 
 
 def gpu_type_text(gpu, tp=1):
@@ -31,3 +31,9 @@ def pool_text(pool):
     if pool.power_cap_w is not None:
         text += f" capped at {pool.power_cap_w:g} W"
     return text
+
+
+def is_plain(scenario):
+    """Whether the fleet is the lab's plain one: every pool of single H100s, uncapped."""
+    return all(p.tp == 1 and p.gpu == "h100" and p.power_cap_w is None for p in scenario.pools())
+

@@ -150,6 +150,7 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-rows { position: relative; height: 100%%; }
 .stf-rows > div { position: absolute; right: 6px; transform: translateY(-50%%); white-space: nowrap; line-height: 1.1;
                   color: var(--ink); }
+.stf-rows > div .ty { display: block; text-align: right; font-size: 0.85em; color: var(--muted); }
 .stf-locked-compact { font-size: 12px; color: var(--muted); }
 .stf-locked-compact > summary { cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
                                 list-style-position: inside; }
