@@ -304,6 +304,53 @@ def test_mission_11_the_prefill_clock_moves_the_transfer_into_the_first_gap():
     assert not any(m.evaluate(b))
 
 
+
+def test_mission_12_each_pool_takes_the_tensor_parallelism_its_target_needs():
+    m = by_id("tp-per-phase")
+    assert m.scenario.model.llm == "llama3-70b" and (m.scenario.fleet.prefill_tp, m.scenario.fleet.decode_tp) == (2, 2)
+    result = simulate(m.scenario)
+    # TP 2 leaves a decode instance KV room for only three or four answers: every miss waits for it.
+    assert result.gpus[-1].tp == 2 and m.scenario.model.kv_tokens_per_instance("h100", 2) < 4 * 2200  # prompt + answer ~2,200
+    assert summarize(result)["slo_attainment"] == 0
+    assert blame_summary(request_blame(result))["missed_by_cause"]["kv_wait"] >= 0.9
+    # The two 12-GPU answers mirror each other: the wide pool is the one whose target is tight.
+    fast_tokens = on_seeds(m, {"prefill_tp": 4, "decode_gpus": 8, "decode_tp": 8})
+    fast_first = on_seeds(m, {"prefill_gpus": 8, "prefill_tp": 8, "decode_tp": 4})
+    assert all(r["tpot_p99_ms"] <= 10 < f["tpot_p99_ms"] for r, f in zip(fast_tokens, fast_first))
+    assert all(f["ttft_p90_s"] <= 0.25 < r["ttft_p90_s"] for r, f in zip(fast_tokens, fast_first))
+    # TP 8 everywhere also meets the TTFT target, on 16 GPUs: below star 3's goodput per GPU.
+    wide = run(m.apply({"prefill_gpus": 8, "prefill_tp": 8, "decode_gpus": 8, "decode_tp": 8}))
+    assert wide["ttft_p90_s"] <= 0.25 and wide["goodput_rps_per_gpu"] < m.stars[2].when[1].value
+
+
+def test_mission_13_decode_on_the_cheaper_gpu_costs_less_per_good_answer():
+    m = by_id("cheaper-decode")
+    h100 = on_seeds(m, {"decode_gpus": 4})
+    a100 = on_seeds(m, {"decode_gpus": 4, "decode_gpu": "a100"})
+    # The same answers within the SLO, each cheaper, on every seed; the A100's slower steps still fit 30 ms.
+    for h, a in zip(h100, a100):
+        assert h["slo_attainment"] >= 0.95 and a["slo_attainment"] >= 0.95
+        assert a["usd_per_good_request"] < 0.85 * h["usd_per_good_request"]
+        assert h["tpot_p99_ms"] < 15 < a["tpot_p99_ms"] < 30
+    # Prefill on A100s is the wrong way round: a third of the compute for half the price.
+    swapped = run(m.apply({"decode_gpus": 4, "prefill_gpu": "a100"}))
+    assert swapped["slo_attainment"] < 0.5 and swapped["ttft_p90_s"] > 2 * h100[0]["ttft_p90_s"]
+
+
+def test_mission_14_a_decode_cap_is_free_and_a_prefill_cap_costs_ttft():
+    m = by_id("power-cap")
+    start = simulate(m.scenario)
+    decode_capped = simulate(m.apply({"decode_power_cap_w": 200}))
+    # The decode GPU waits on memory: capped to 200 W its steps take exactly as long, for fewer watts.
+    assert [(g.start, g.end) for g in start.gpus] == [(g.start, g.end) for g in decode_capped.gpus]
+    a, b = summarize(start), summarize(decode_capped)
+    assert 195 < b["decode_power_w_mean"] <= 200 < a["decode_power_w_mean"] and b["power_w_mean"] < a["power_w_mean"]  # (idle between steps)
+    # The prefill GPUs compute: capping them slows every prompt, so TTFT grows while the watts fall.
+    prefill_capped = run(m.apply({"prefill_power_cap_w": 400}))
+    assert prefill_capped["ttft_p90_s"] > 1.4 * a["ttft_p90_s"] and prefill_capped["prefill_power_w_mean"] < a["prefill_power_w_mean"]
+    too_deep = run(m.apply({"prefill_power_cap_w": 300}))  # the queue runs away
+    assert too_deep["ttft_p90_s"] > 2.5 * a["ttft_p90_s"] and too_deep["slo_attainment"] < 0.99
+
 def test_each_outro_names_the_next_mission_and_the_last_says_it_is_the_last():
     shipped = list_missions()
     assert [mm.order for mm in shipped] == list(range(1, len(shipped) + 1))
