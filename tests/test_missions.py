@@ -351,6 +351,31 @@ def test_mission_14_a_decode_cap_is_free_and_a_prefill_cap_costs_ttft():
     too_deep = run(m.apply({"prefill_power_cap_w": 300}))  # the queue runs away
     assert too_deep["ttft_p90_s"] > 2.5 * a["ttft_p90_s"] and too_deep["slo_attainment"] < 0.99
 
+
+def test_mission_15_one_long_prompt_blocks_what_it_shares():
+    m = by_id("one-long-prompt")
+    fleet = m.scenario.fleet
+    assert (fleet.dispatch, fleet.chunk_tokens, fleet.long_prompt_tokens, fleet.long_gpus) == ("round_robin", None, 8000, 1)
+    result = simulate(m.scenario)
+    longs = [r for r in result.requests if r.prompt_tokens == 30000]
+    assert 3 <= len(longs) <= 12  # about one every 10 s
+    # Bound at arrival, short prompts wait behind a long one's 1.5 s step, and the answers beside it freeze.
+    start = summarize(result)
+    assert start["ttft_p99_s"] > 1.0 and start["worst_gap_p99_ms"] > 1400
+    queued = run(m.apply({"dispatch": "queue"}))
+    assert queued["ttft_p99_s"] < 0.3 and queued["worst_gap_p99_ms"] > 1400  # the wait goes, the freeze stays
+    chunked = run(m.apply({"chunk_tokens": 512}))
+    assert chunked["worst_gap_p99_ms"] < 50 and chunked["ttft_p99_s"] > 1.0  # the freeze goes, the wait stays
+    # Routed, no short prompt meets a long one: every long prompt prefills on the last GPU.
+    routed = simulate(m.apply({"dispatch": "length_split"}))
+    last = len(routed.gpus) - 1
+    assert all((r.prefill_gpu == last) == (r.prompt_tokens >= 8000) for r in routed.requests if r.prefill_gpu >= 0)
+    assert summarize(routed)["ttft_p99_s"] < 0.3
+    # ...at the price of the short answers' GPUs: two of three, so their median TPOT rises.
+    both = on_seeds(m, {"dispatch": "queue", "chunk_tokens": 512})
+    split = on_seeds(m, {"dispatch": "length_split", "chunk_tokens": 512})
+    assert all(b["tpot_p50_ms"] < 13 < s["tpot_p50_ms"] for b, s in zip(both, split))
+
 def test_each_outro_names_the_next_mission_and_the_last_says_it_is_the_last():
     shipped = list_missions()
     assert [mm.order for mm in shipped] == list(range(1, len(shipped) + 1))
