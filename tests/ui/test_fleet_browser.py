@@ -114,3 +114,18 @@ def test_the_70b_fleet_on_a_phone(browser, new_page, fleet):
         shot(page, "fleet-70b-tp-390.png")
     finally:
         ctx.close()
+
+
+def test_axe_finds_nothing_serious_on_the_70b_fleet_with_the_table_open(page, fleet):
+    from axe_check import axe_missing, axe_violations, describe  # tests/ is on sys.path
+
+    if axe_missing():
+        pytest.skip(axe_missing())
+    B.open_lab(page, fleet, f"mission={FLEET}")
+    sibling("test_a11y_browser").open_table(page)
+    pools = page.locator(".stf-pool-table tr[data-pool]")
+    assert pools.count() == 3  # prefill, decode, the fleet
+    power = page.get_by_role("slider", name="Decode power cap")
+    assert power.get_attribute("aria-valuetext") == "no cap"  # 0 means none
+    found = axe_violations(page)
+    assert found == [], describe(found)
