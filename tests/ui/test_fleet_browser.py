@@ -49,6 +49,11 @@ def test_a_tp_fleet_draws_a_labelled_row_per_instance(page, fleet):
     for kind in page.locator(".stf-rows .ty").all():
         box = kind.bounding_box()
         assert box["x"] >= gutter_box["x"] - 0.5 and box["x"] + box["width"] <= gutter_box["x"] + gutter_box["width"] + 0.5
+    # A star whose test names a long cost metric wraps inside the sidebar, never widens it.
+    pane = page.locator(".stf-stars-pane").bounding_box()
+    for star in page.locator(".stf-star").all():
+        box = star.bounding_box()
+        assert box["x"] + box["width"] <= pane["x"] + pane["width"] + 0.5, (box, pane)
     shot(page, "fleet-70b-tp-1366.png")
 
 
