@@ -228,3 +228,22 @@ def test_the_story_says_which_queue_a_routed_request_waited_in(catalog):
     assert f"for <b>GPU {rec.prefill_gpu}</b>, the one it was bound to at arrival (round robin)" in text
     text, _ = queued("dispatch=length_split&long_prompt_tokens=2000")  # every 2,500-token prompt is long
     assert "among those for long prompts (routing by length)" in text
+
+
+def test_a_layout_switch_carries_tp_to_the_greyed_out_pools(catalog):
+    """70B on a colocated TP-2 fleet: the split pools' tp controls are greyed out (inert) while
+    colocated, and at TP 1 the weights do not fit, so the switch sets them (and says so)."""
+    state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&tp=2&cost=roofline&llm=llama3-70b")
+    controls = Controls(state, on_change=state.change)
+    assert state.settings["tp"] == 2 and not state.notes
+    assert state.change("layout", "disaggregated")
+    assert (state.settings["prefill_tp"], state.settings["decode_tp"]) == (2, 2)  # the colocated tp, carried
+    assert state.error == "" and "Also set Prefill tensor parallel (GPUs per instance) 2 and Decode tensor " \
+        "parallel (GPUs per instance) 2" in state.carried
+    assert controls.carried.visible and "greyed out before the switch" in controls.carried.object
+    assert state.change("decode_gpus", 4) and state.carried == ""  # the next change clears the note
+    # Back to colocated: its tp (2) still fits, nothing to carry.
+    assert state.change("layout", "colocated") and state.carried == ""
+    # A switch the greyed-out tp cannot rescue (4 colocated GPUs in TP 8: tp applies, it is no
+    # carry) is refused with the spec's message as before.
+    assert state.change("tp", 8) is False and "fleet.gpus: 4 GPUs is not a whole number" in state.error
