@@ -205,6 +205,8 @@ class Controls:
                                    css_classes=["stf-locked"])
         self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
                                   visible=False, css_classes=["stf-control-error"])
+        self.carried = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
+                                    visible=False, css_classes=["stf-control-carried"])
         self.reset_button = pn.widgets.Button(
             name="↺ Back to the start", button_type="light", margin=(8, 10, 4, 10), width=170,
             description="Put every control back where the mission starts", css_classes=["stf-reset"],
@@ -221,9 +223,9 @@ class Controls:
         else:
             tail = [self.reset_button, self.locked]
         replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []
-        self.view = pn.Column(*rows, self.hint, self.error, *tail, *replay, sizing_mode="stretch_width",
+        self.view = pn.Column(*rows, self.hint, self.error, self.carried, *tail, *replay, sizing_mode="stretch_width",
                               margin=0, css_classes=["stf-controls"])
-        state.param.watch(self._sync, ["settings", "scenario", "error"])
+        state.param.watch(self._sync, ["settings", "scenario", "error", "carried"])
         self._sync()
 
     def a11y_specs(self):
@@ -349,6 +351,9 @@ class Controls:
             f'<p class="stf-notes stf-error" role="alert">Not applied: {html.escape(state.error)}</p>' if state.error else ""
         )
         self.error.visible = bool(state.error)
+        self.carried.object = (f'<p class="stf-notes stf-carried" role="status">{html.escape(state.carried)}</p>'
+                               if state.carried and not state.error else "")
+        self.carried.visible = bool(self.carried.object)
         # Looks and acts disabled at the start, by style only: toggling `disabled` makes Bokeh
         # re-render the button and re-lay out the whole page on every first step off the start.
         self.reset_button.styles = INERT_STYLE if state.is_start else LIVE_STYLE

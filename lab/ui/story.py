@@ -251,6 +251,22 @@ def _ttft_bar(blame, ttft):
     return f'<div class="stf-story-bar" role="img" aria-label="TTFT {fmt_seconds(ttft)}: {html.escape(label)}">{spans}</div>'
 
 
+ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded"}
+
+
+def _queue_words(fleet, rec, result, split):
+    """Which queue a request waited in: the fleet's (dispatch `queue`), its long- or short-prompt
+    group's (`length_split`), or the one instance it was bound to at arrival."""
+    anyone = "a prefill GPU" if split else "a GPU with a free slot and KV room"
+    if fleet.dispatch == "length_split":
+        group = "long" if rec.prompt_tokens >= fleet.long_prompt_tokens else "short"
+        return f"{anyone} among those for {group} prompts (routing by length)"
+    if fleet.dispatch in ROUTING_WORDS and rec.prefill_gpu >= 0:
+        return (f"{_b(instance_name(result, rec.prefill_gpu))}, the one it was bound to at arrival "
+                f"({ROUTING_WORDS[fleet.dispatch]})")
+    return anyone
+
+
 def story_html(request, blame, result, scenario):
     """The story of one request (see the module docstring). `request`: its request_metrics row."""
     rid = request["id"]
@@ -279,7 +295,7 @@ def story_html(request, blame, result, scenario):
     if blame.open_part:
         open_note = f" (still here when the run ended at {_t(result.end_time)})"
     if parts["queue"] > 0:
-        where = "a prefill GPU" if split else "a GPU with a free slot and KV room"
+        where = _queue_words(fleet, rec, result, split)
         items.append(_part_item("queue", parts["queue"], f"Queued {_b(fmt_seconds(parts['queue']))} for {where}"
                                 f"{open_note if blame.open_part == 'queue' else ''}."))
     if rec.prefill_start is not None and (parts["prefill"] > 0 or parts["chunk_wait"] > 0):

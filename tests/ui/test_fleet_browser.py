@@ -49,6 +49,11 @@ def test_a_tp_fleet_draws_a_labelled_row_per_instance(page, fleet):
     for kind in page.locator(".stf-rows .ty").all():
         box = kind.bounding_box()
         assert box["x"] >= gutter_box["x"] - 0.5 and box["x"] + box["width"] <= gutter_box["x"] + gutter_box["width"] + 0.5
+    # A star whose test names a long cost metric wraps inside the sidebar, never widens it.
+    pane = page.locator(".stf-stars-pane").bounding_box()
+    for star in page.locator(".stf-star").all():
+        box = star.bounding_box()
+        assert box["x"] + box["width"] <= pane["x"] + pane["width"] + 0.5, (box, pane)
     shot(page, "fleet-70b-tp-1366.png")
 
 
@@ -114,3 +119,18 @@ def test_the_70b_fleet_on_a_phone(browser, new_page, fleet):
         shot(page, "fleet-70b-tp-390.png")
     finally:
         ctx.close()
+
+
+def test_axe_finds_nothing_serious_on_the_70b_fleet_with_the_table_open(page, fleet):
+    from axe_check import axe_missing, axe_violations, describe  # tests/ is on sys.path
+
+    if axe_missing():
+        pytest.skip(axe_missing())
+    B.open_lab(page, fleet, f"mission={FLEET}")
+    sibling("test_a11y_browser").open_table(page)
+    pools = page.locator(".stf-pool-table tr[data-pool]")
+    assert pools.count() == 3  # prefill, decode, the fleet
+    power = page.get_by_role("slider", name="Decode power cap")
+    assert power.get_attribute("aria-valuetext") == "no cap"  # 0 means none
+    found = axe_violations(page)
+    assert found == [], describe(found)

@@ -210,3 +210,40 @@ def test_the_twin_compares_cost_and_energy_and_names_what_fleets_are_built_of(bu
     for name in ("usd_per_good_request", "energy_j_per_token", "power_w_mean"):
         assert rows[name]["verdict"] in ("better", "worse", "same"), name
     assert fleet_phrase(built.scenario) == "4 × H100 in TP 2 prefill + 4 × A100 in TP 4 decode, 50 GB/s link"
+
+
+def test_the_story_says_which_queue_a_routed_request_waited_in(catalog):
+    from lab.ui.story import story_html
+
+    def queued(query):
+        state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&rate=30&{query}")
+        state.run()
+        row = next(r for r, b in zip(state.rows, state.blames) if b.parts["queue"] > 0)
+        text = story_html(row, state.blames[row["id"]], state.result, state.scenario)
+        return text[text.index('data-part="queue"'):].split("</li>")[0], state.result.requests[row["id"]]
+
+    text, _ = queued("dispatch=queue")
+    assert "for a GPU with a free slot and KV room" in text
+    text, rec = queued("dispatch=round_robin")
+    assert f"for <b>GPU {rec.prefill_gpu}</b>, the one it was bound to at arrival (round robin)" in text
+    text, _ = queued("dispatch=length_split&long_prompt_tokens=2000")  # every 2,500-token prompt is long
+    assert "among those for long prompts (routing by length)" in text
+
+
+def test_a_layout_switch_carries_tp_to_the_greyed_out_pools(catalog):
+    """70B on a colocated TP-2 fleet: the split pools' tp controls are greyed out (inert) while
+    colocated, and at TP 1 the weights do not fit, so the switch sets them (and says so)."""
+    state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&tp=2&cost=roofline&llm=llama3-70b")
+    controls = Controls(state, on_change=state.change)
+    assert state.settings["tp"] == 2 and not state.notes
+    assert state.change("layout", "disaggregated")
+    assert (state.settings["prefill_tp"], state.settings["decode_tp"]) == (2, 2)  # the colocated tp, carried
+    assert state.error == "" and "Also set Prefill tensor parallel (GPUs per instance) 2 and Decode tensor " \
+        "parallel (GPUs per instance) 2" in state.carried
+    assert controls.carried.visible and "greyed out before the switch" in controls.carried.object
+    assert state.change("decode_gpus", 4) and state.carried == ""  # the next change clears the note
+    # Back to colocated: its tp (2) still fits, nothing to carry.
+    assert state.change("layout", "colocated") and state.carried == ""
+    # A switch the greyed-out tp cannot rescue (4 colocated GPUs in TP 8: tp applies, it is no
+    # carry) is refused with the spec's message as before.
+    assert state.change("tp", 8) is False and "fleet.gpus: 4 GPUs is not a whole number" in state.error
