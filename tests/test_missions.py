@@ -304,6 +304,78 @@ def test_mission_11_the_prefill_clock_moves_the_transfer_into_the_first_gap():
     assert not any(m.evaluate(b))
 
 
+
+def test_mission_12_each_pool_takes_the_tensor_parallelism_its_target_needs():
+    m = by_id("tp-per-phase")
+    assert m.scenario.model.llm == "llama3-70b" and (m.scenario.fleet.prefill_tp, m.scenario.fleet.decode_tp) == (2, 2)
+    result = simulate(m.scenario)
+    # TP 2 leaves a decode instance KV room for only three or four answers: every miss waits for it.
+    assert result.gpus[-1].tp == 2 and m.scenario.model.kv_tokens_per_instance("h100", 2) < 4 * 2200  # prompt + answer ~2,200
+    assert summarize(result)["slo_attainment"] == 0
+    assert blame_summary(request_blame(result))["missed_by_cause"]["kv_wait"] >= 0.9
+    # The two 12-GPU answers mirror each other: the wide pool is the one whose target is tight.
+    fast_tokens = on_seeds(m, {"prefill_tp": 4, "decode_gpus": 8, "decode_tp": 8})
+    fast_first = on_seeds(m, {"prefill_gpus": 8, "prefill_tp": 8, "decode_tp": 4})
+    assert all(r["tpot_p99_ms"] <= 10 < f["tpot_p99_ms"] for r, f in zip(fast_tokens, fast_first))
+    assert all(f["ttft_p90_s"] <= 0.25 < r["ttft_p90_s"] for r, f in zip(fast_tokens, fast_first))
+    # TP 8 everywhere also meets the TTFT target, on 16 GPUs: below star 3's goodput per GPU.
+    wide = run(m.apply({"prefill_gpus": 8, "prefill_tp": 8, "decode_gpus": 8, "decode_tp": 8}))
+    assert wide["ttft_p90_s"] <= 0.25 and wide["goodput_rps_per_gpu"] < m.stars[2].when[1].value
+
+
+def test_mission_13_decode_on_the_cheaper_gpu_costs_less_per_good_answer():
+    m = by_id("cheaper-decode")
+    h100 = on_seeds(m, {"decode_gpus": 4})
+    a100 = on_seeds(m, {"decode_gpus": 4, "decode_gpu": "a100"})
+    # The same answers within the SLO, each cheaper, on every seed; the A100's slower steps still fit 30 ms.
+    for h, a in zip(h100, a100):
+        assert h["slo_attainment"] >= 0.95 and a["slo_attainment"] >= 0.95
+        assert a["usd_per_good_request"] < 0.85 * h["usd_per_good_request"]
+        assert h["tpot_p99_ms"] < 15 < a["tpot_p99_ms"] < 30
+    # Prefill on A100s is the wrong way round: a third of the compute for half the price.
+    swapped = run(m.apply({"decode_gpus": 4, "prefill_gpu": "a100"}))
+    assert swapped["slo_attainment"] < 0.5 and swapped["ttft_p90_s"] > 2 * h100[0]["ttft_p90_s"]
+
+
+def test_mission_14_a_decode_cap_is_free_and_a_prefill_cap_costs_ttft():
+    m = by_id("power-cap")
+    start = simulate(m.scenario)
+    decode_capped = simulate(m.apply({"decode_power_cap_w": 200}))
+    # The decode GPU waits on memory: capped to 200 W its steps take exactly as long, for fewer watts.
+    assert [(g.start, g.end) for g in start.gpus] == [(g.start, g.end) for g in decode_capped.gpus]
+    a, b = summarize(start), summarize(decode_capped)
+    assert 195 < b["decode_power_w_mean"] <= 200 < a["decode_power_w_mean"] and b["power_w_mean"] < a["power_w_mean"]  # (idle between steps)
+    # The prefill GPUs compute: capping them slows every prompt, so TTFT grows while the watts fall.
+    prefill_capped = run(m.apply({"prefill_power_cap_w": 400}))
+    assert prefill_capped["ttft_p90_s"] > 1.4 * a["ttft_p90_s"] and prefill_capped["prefill_power_w_mean"] < a["prefill_power_w_mean"]
+    too_deep = run(m.apply({"prefill_power_cap_w": 300}))  # the queue runs away
+    assert too_deep["ttft_p90_s"] > 2.5 * a["ttft_p90_s"] and too_deep["slo_attainment"] < 0.99
+
+
+def test_mission_15_one_long_prompt_blocks_what_it_shares():
+    m = by_id("one-long-prompt")
+    fleet = m.scenario.fleet
+    assert (fleet.dispatch, fleet.chunk_tokens, fleet.long_prompt_tokens, fleet.long_gpus) == ("round_robin", None, 8000, 1)
+    result = simulate(m.scenario)
+    longs = [r for r in result.requests if r.prompt_tokens == 30000]
+    assert 3 <= len(longs) <= 12  # about one every 10 s
+    # Bound at arrival, short prompts wait behind a long one's 1.5 s step, and the answers beside it freeze.
+    start = summarize(result)
+    assert start["ttft_p99_s"] > 1.0 and start["worst_gap_p99_ms"] > 1400
+    queued = run(m.apply({"dispatch": "queue"}))
+    assert queued["ttft_p99_s"] < 0.3 and queued["worst_gap_p99_ms"] > 1400  # the wait goes, the freeze stays
+    chunked = run(m.apply({"chunk_tokens": 512}))
+    assert chunked["worst_gap_p99_ms"] < 50 and chunked["ttft_p99_s"] > 1.0  # the freeze goes, the wait stays
+    # Routed, no short prompt meets a long one: every long prompt prefills on the last GPU.
+    routed = simulate(m.apply({"dispatch": "length_split"}))
+    last = len(routed.gpus) - 1
+    assert all((r.prefill_gpu == last) == (r.prompt_tokens >= 8000) for r in routed.requests if r.prefill_gpu >= 0)
+    assert summarize(routed)["ttft_p99_s"] < 0.3
+    # ...at the price of the short answers' GPUs: two of three, so their median TPOT rises.
+    both = on_seeds(m, {"dispatch": "queue", "chunk_tokens": 512})
+    split = on_seeds(m, {"dispatch": "length_split", "chunk_tokens": 512})
+    assert all(b["tpot_p50_ms"] < 13 < s["tpot_p50_ms"] for b, s in zip(both, split))
+
 def test_each_outro_names_the_next_mission_and_the_last_says_it_is_the_last():
     shipped = list_missions()
     assert [mm.order for mm in shipped] == list(range(1, len(shipped) + 1))
@@ -604,3 +676,105 @@ def test_schema_enums_match_the_core():
             assert props["choices"]["items"]["enum"] == list(choices)
         else:
             assert props["min"]["type"] == ("integer" if kind == "int" else "number")
+
+
+
+def test_schema_knows_every_fleet_and_model_field():
+    """The schema lists every field the spec reads, so an editor does not flag a valid
+    mission (fleet.prefill_tp was missing while missions used it) and enums match the core."""
+    import dataclasses
+
+    from lab.core.spec import GPU_KEYS, GPU_PRESETS, LLM_PRESETS, Fleet, Model
+
+    scenario = json.loads((MISSIONS / "schema.json").read_text(encoding="utf-8"))["definitions"]["scenario"]["properties"]
+    fleet, model = scenario["fleet"]["properties"], scenario["model"]["properties"]
+    assert set(fleet) == {f.name for f in dataclasses.fields(Fleet)}
+    assert set(model) == {f.name for f in dataclasses.fields(Model)}
+    for name in ("prefill_gpu", "decode_gpu"):
+        assert fleet[name]["enum"] == list(GPU_PRESETS)
+    assert model["gpu"]["enum"] == list(GPU_PRESETS) and model["llm"]["enum"] == list(LLM_PRESETS)
+    assert fleet["dispatch"]["enum"] == list(Fleet.DISPATCH) and fleet["decode_pick"]["enum"] == list(Fleet.DECODE_PICK)
+    overrides = model["gpu_overrides"]["properties"]
+    assert list(overrides) == list(GPU_PRESETS)
+    assert all(list(o["properties"]) == list(GPU_KEYS) for o in overrides.values())
+
+# ---------------------------------------------------------------- issue 11's controls
+
+def _fleet_mission(controls, fleet=None, model=None):
+    """A small split-capable mission over a 70B roofline fleet, with the given controls."""
+    return Mission.from_dict({
+        "id": "fleet-controls", "title": "t", "order": 1, "summary": "s", "brief": "b",
+        "scenario": {
+            "workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 1000, "output_tokens": 50},
+            "fleet": {"layout": "colocated", "gpus": 4, "tp": 2, "prefill_gpus": 2, "decode_gpus": 2,
+                      "prefill_tp": 2, "decode_tp": 2, **(fleet or {})},
+            "model": {"cost": "roofline", "llm": "llama3-70b", **(model or {})},
+            "slo": {"ttft_s": 1.0},
+        },
+        "controls": controls,
+        "stars": [{"label": "meet", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.9}]}],
+    })
+
+
+def test_tp_controls_offer_whole_servers_and_the_spec_refuses_partial_instances():
+    m = _fleet_mission({"layout": {}, "tp": {}, "gpus": {"min": 2, "max": 8}, "prefill_tp": {"choices": [2, 4]}})
+    assert m.controls["tp"].choices == (1, 2, 4, 8)
+    assert m.controls["prefill_tp"].choices == (2, 4)
+    assert m.settings()["tp"] == 2
+    assert m.apply({"tp": 4, "gpus": 8}).fleet.tp == 4
+    with pytest.raises(LabError, match=r"^controls\.tp: 3 is not one of 1, 2, 4, 8$"):
+        m.apply({"tp": 3})
+    # The count must hold whole instances: the spec names the count field and both numbers.
+    with pytest.raises(LabError, match=r"^fleet\.gpus: 5 GPUs is not a whole number of instances of tp = 2 GPUs: use a multiple of 2$"):
+        m.apply({"gpus": 5})
+    with pytest.raises(LabError, match=r"^fleet\.tp: llama3-70b .* does not fit on 1 h100"):
+        m.apply({"tp": 1})
+
+
+def test_power_cap_controls_read_zero_as_no_cap():
+    m = _fleet_mission({"layout": {}, "decode_power_cap_w": {"min": 0, "max": 700, "step": 50}})
+    assert m.scenario.fleet.decode_power_cap_w is None and m.settings()["decode_power_cap_w"] == 0
+    split = m.apply({"layout": "disaggregated", "decode_power_cap_w": 350})
+    assert split.fleet.decode_power_cap_w == 350.0 and m.settings(split)["decode_power_cap_w"] == 350
+    assert m.apply({"layout": "disaggregated", "decode_power_cap_w": 0}).fleet.decode_power_cap_w is None
+    with pytest.raises(LabError, match=r"^fleet\.decode_power_cap_w: 50 W is outside h100's range"):
+        m.apply({"layout": "disaggregated", "decode_power_cap_w": 50})
+    # A control's end must be a valid cap for the pool's GPU (0 = none is always one).
+    with pytest.raises(LabError, match=r"^controls\.decode_power_cap_w\.min: 50 is not a valid fleet\.decode_power_cap_w: 50 W is outside"):
+        _fleet_mission({"layout": {}, "decode_power_cap_w": {"min": 50, "max": 700, "step": 50}},
+                       fleet={"layout": "disaggregated", "decode_power_cap_w": 600})
+
+
+def test_gpu_type_controls_default_to_the_model_gpu():
+    m = _fleet_mission({"layout": {}, "prefill_gpu": {}, "decode_gpu": {"choices": ["a100", "h100"]}})
+    assert m.settings()["prefill_gpu"] == "h100" and m.settings()["decode_gpu"] == "h100"
+    s = m.apply({"layout": "disaggregated", "decode_gpu": "a100"})
+    assert [p.gpu for p in s.pools()] == ["h100", "a100"]
+    with pytest.raises(LabError, match=r"^controls\.decode_gpu: 'h200' is not one of 'a100', 'h100'$"):
+        m.apply({"decode_gpu": "h200"})
+
+
+def test_long_prompt_and_attention_controls_apply_only_when_their_rule_is_on():
+    m = _fleet_mission({"layout": {}, "dispatch": {}, "long_prompt_tokens": {"min": 1000, "max": 9000, "step": 1000},
+                        "long_gpus": {"min": 2, "max": 2}, "attention": {}, "cost": {}, "prefill_chunk_tokens": {"min": 0, "max": 4096, "step": 512}},
+                       fleet={"long_prompt_tokens": 4000, "long_gpus": 2})
+    names = lambda s: [c.name for c in m.active_controls(s)]  # noqa: E731
+    assert names(m.scenario) == ["layout", "dispatch", "attention", "cost"]
+    routed = m.apply({"dispatch": "length_split"})
+    assert names(routed) == ["layout", "dispatch", "long_prompt_tokens", "long_gpus", "attention", "cost"]
+    linear = m.apply({"cost": "linear", "layout": "disaggregated"})
+    assert names(linear) == ["layout", "dispatch", "cost", "prefill_chunk_tokens"]
+    assert m.apply({"layout": "disaggregated", "prefill_chunk_tokens": 0}).fleet.prefill_chunk_tokens is None
+    with pytest.raises(LabError, match=r"^controls\.prefill_chunk_tokens\.step: offers prefill_chunk_tokens 8; a chunk is 0"):
+        _fleet_mission({"layout": {}, "prefill_chunk_tokens": {"min": 0, "max": 64, "step": 8}})
+
+
+def test_a_gpu_count_control_end_needs_whole_instances_at_some_offered_tp():
+    # decode_gpus 2 is no whole number of TP-4 instances, but TP 2 (offered) makes it one.
+    m = _fleet_mission({"layout": {}, "decode_gpus": {"min": 2, "max": 8}, "decode_tp": {"choices": [2, 4]}},
+                       fleet={"layout": "disaggregated", "decode_gpus": 4, "decode_tp": 4})
+    assert m.controls["decode_gpus"].min == 2
+    with pytest.raises(LabError, match=r"^controls\.decode_gpus\.min: 2 is not a valid fleet\.decode_gpus: 2 GPUs is not a whole "
+                                       r"number of instances of decode_tp = 4 GPUs: use a multiple of 4$"):
+        _fleet_mission({"layout": {}, "decode_gpus": {"min": 2, "max": 8}},
+                       fleet={"layout": "disaggregated", "decode_gpus": 4, "decode_tp": 4})

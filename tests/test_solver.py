@@ -279,3 +279,13 @@ def test_coarse_grids():
     assert sum(1 for p in points if p < 50) > sum(1 for p in points if p >= 50)
     layout = Control.from_dict("layout", {}, "c")
     assert _coarse(layout, "colocated", 1) == ["colocated", "disaggregated"]
+
+
+def test_small_values_and_margins_keep_three_significant_digits():
+    # Dollars per good request are thousandths: a margin of 0.00024 must not print as +0.000.
+    from lab.core.solver import _fmt_margin, _fmt_value
+
+    assert _fmt_value(0.00156) == "0.00156"
+    assert _fmt_margin(0.000237) == "+0.000237"
+    assert _fmt_margin(-0.0004) == "-0.0004"
+    assert _fmt_value(0.5) == "0.500" and _fmt_value(0.0) == "0" and _fmt_value(0.012) == "0.012"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import fields as F
 from .errors import LabError
 from .loading import MAX_JSON_BYTES, parse_json, read_text
-from .spec import Fleet, Link, Scenario
+from .spec import GPU_PRESETS, LLM_PRESETS, Fleet, Link, Model, Scenario
 from .stars import evaluate_stars, parse_stars
 from .workload import resolve_trace_path
 
@@ -34,6 +34,11 @@ __all__ = [
     "CONTROL_SPECS",
     "Control",
     "Mission",
+    "NONE_AS_ZERO",
+    "TP_CHOICES",
+    "control_applies",
+    "control_value",
+    "instance_size",
     "load_mission",
     "load_each",
     "list_missions",
@@ -55,7 +60,28 @@ CONTROL_PATHS = {
     "first_token": "fleet.first_token",
     "rate": "workload.rate",
     "prefill_batch_tokens": "fleet.prefill_batch_tokens",
+    "tp": "fleet.tp",
+    "prefill_tp": "fleet.prefill_tp",
+    "decode_tp": "fleet.decode_tp",
+    "prefill_gpu": "fleet.prefill_gpu",
+    "decode_gpu": "fleet.decode_gpu",
+    "power_cap_w": "fleet.power_cap_w",
+    "prefill_power_cap_w": "fleet.prefill_power_cap_w",
+    "decode_power_cap_w": "fleet.decode_power_cap_w",
+    "dispatch": "fleet.dispatch",
+    "long_prompt_tokens": "fleet.long_prompt_tokens",
+    "long_gpus": "fleet.long_gpus",
+    "decode_pick": "fleet.decode_pick",
+    "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
+    "attention": "model.attention",
+    "gpu": "model.gpu",
+    "llm": "model.llm",
+    "cost": "model.cost",
 }
+
+# Tensor parallelism is offered in powers of two: an instance spans 1, 2, 4 or 8 GPUs of one
+# NVLink domain (the spec allows any tp up to 8; a control offers the sizes servers use).
+TP_CHOICES = (1, 2, 4, 8)
 
 # Per control: kind, default label, the layouts it matters for, and for choices every
 # allowed value (a mission may offer a subset). Numeric controls need min and max.
@@ -71,7 +97,73 @@ CONTROL_SPECS = {
     "first_token": ("choice", "First token counted at", ("disaggregated",), Fleet.FIRST_TOKEN),
     "rate": ("float", "Request rate (req/s)", ("colocated", "disaggregated"), None),
     "prefill_batch_tokens": ("int", "Prefill batch (tokens)", ("colocated", "disaggregated"), None),
+    "tp": ("choice", "Tensor parallel (GPUs per instance)", ("colocated",), TP_CHOICES),
+    "prefill_tp": ("choice", "Prefill tensor parallel (GPUs per instance)", ("disaggregated",), TP_CHOICES),
+    "decode_tp": ("choice", "Decode tensor parallel (GPUs per instance)", ("disaggregated",), TP_CHOICES),
+    "prefill_gpu": ("choice", "Prefill GPU type", ("disaggregated",), tuple(GPU_PRESETS)),
+    "decode_gpu": ("choice", "Decode GPU type", ("disaggregated",), tuple(GPU_PRESETS)),
+    "power_cap_w": ("int", "Power cap (W per GPU; 0 = none)", ("colocated",), None),
+    "prefill_power_cap_w": ("int", "Prefill power cap (W per GPU; 0 = none)", ("disaggregated",), None),
+    "decode_power_cap_w": ("int", "Decode power cap (W per GPU; 0 = none)", ("disaggregated",), None),
+    "dispatch": ("choice", "Routing (which GPU takes a prompt)", ("colocated", "disaggregated"), Fleet.DISPATCH),
+    "long_prompt_tokens": ("int", "Long prompts from (tokens)", ("colocated", "disaggregated"), None),
+    "long_gpus": ("int", "GPUs kept for long prompts", ("colocated", "disaggregated"), None),
+    "decode_pick": ("choice", "Decode GPU for each prompt", ("disaggregated",), Fleet.DECODE_PICK),
+    "prefill_chunk_tokens": ("int", "Prefill-pool chunk (tokens; 0 = whole prompt)", ("disaggregated",), None),
+    "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
+    "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
+    "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
+    "cost": ("choice", "Step cost model", ("colocated", "disaggregated"), Model.COSTS),
 }
+
+# Controls whose 0 stands for the field's None: a whole prompt (no chunk budget), no power cap.
+NONE_AS_ZERO = ("chunk_tokens", "prefill_chunk_tokens", "power_cap_w", "prefill_power_cap_w", "decode_power_cap_w")
+# Controls that matter only when another field has one value (beyond the layout): the long-prompt
+# split only with length_split routing, attention only in the roofline.
+CONTROL_REQUIRES = {
+    "long_prompt_tokens": ("fleet.dispatch", "length_split"),
+    "long_gpus": ("fleet.dispatch", "length_split"),
+    "attention": ("model.cost", "roofline"),
+}
+# GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
+COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}
+
+
+def _field(scenario, dotted):
+    node = scenario
+    for part in dotted.split("."):
+        node = getattr(node, part, None)
+    return node
+
+
+def control_value(name, scenario):
+    """Control `name`'s value in `scenario`, as the control shows it: 0 for a None in
+    NONE_AS_ZERO, a pool's GPU type as model.gpu when unset, a colocated size as the
+    split's total when unset."""
+    fleet = scenario.fleet
+    if name in NONE_AS_ZERO:
+        return _field(scenario, CONTROL_PATHS[name]) or 0
+    if name == "gpus":
+        return fleet.gpus if fleet.gpus is not None else fleet.total_gpus
+    if name in ("prefill_gpu", "decode_gpu"):
+        return getattr(fleet, name) or scenario.model.gpu
+    return _field(scenario, CONTROL_PATHS[name])
+
+
+def control_applies(name, scenario):
+    """Whether control `name` changes anything in `scenario`: its layout, and CONTROL_REQUIRES."""
+    if scenario.fleet.layout not in CONTROL_SPECS[name][2]:
+        return False
+    need = CONTROL_REQUIRES.get(name)
+    return need is None or _field(scenario, need[0]) == need[1]
+
+
+def instance_size(name, scenario):
+    """GPUs per instance of the pool a GPU-count control counts (1 for other controls)."""
+    if name == "long_gpus":
+        return scenario.fleet.tp if scenario.fleet.layout == "colocated" else scenario.fleet.prefill_tp
+    tp_key = COUNT_TP.get(name)
+    return getattr(scenario.fleet, tp_key) if tp_key else 1
 
 MISSION_KEYS = ("id", "title", "order", "summary", "brief", "scenario", "controls", "stars", "outro")
 # "$schema" may point an editor at missions/schema.json; the loader ignores it.
@@ -122,22 +214,21 @@ class Control:
         return CONTROL_SPECS[self.name][2]
 
     def applies(self, scenario):
-        """Whether the control changes anything for this scenario's layout."""
-        return scenario.fleet.layout in self.layouts
+        """Whether the control changes anything for this scenario (its layout, CONTROL_REQUIRES)."""
+        return control_applies(self.name, scenario)
 
     def value(self, scenario):
-        """The control's current value in `scenario` (chunk_tokens: 0 = whole prompt)."""
-        fleet = scenario.fleet
-        if self.name == "chunk_tokens":
-            return fleet.chunk_tokens or 0
-        if self.name == "gpus":
-            return fleet.gpus if fleet.gpus is not None else fleet.total_gpus
-        node = scenario
-        for part in self.path.split("."):
-            node = getattr(node, part)
+        """The control's current value in `scenario` (see control_value: 0 = whole prompt, no cap)."""
+        node = control_value(self.name, scenario)
         if self.kind == "float" and node is not None:
             return float(node)
+        if self.kind == "int" and isinstance(node, float) and node.is_integer():
+            return int(node)
         return node
+
+    def field_value(self, value):
+        """The scenario field's value for a checked control value (0 -> None in NONE_AS_ZERO)."""
+        return None if self.name in NONE_AS_ZERO and value == 0 else value
 
     def check(self, value, path=None):
         """`value` normalised for this control, or LabError naming the control."""
@@ -277,7 +368,7 @@ class Mission:
             if control is None:
                 allowed = ", ".join(self.controls) or "none"
                 raise LabError(where, f"this mission does not let students change {name}; it allows: {allowed}")
-            changes[control.path] = control.check(value, where)
+            changes[control.path] = control.field_value(control.check(value, where))
         if not changes:
             return base
         return base.with_changes(changes)
@@ -388,20 +479,30 @@ def _read_controls(data, scenario):
                 )
             if not _on_grid(value, c.min, c.step):
                 raise LabError(where, f"{_fmt(value)} is not a setting of controls.{name}: it moves from {_fmt(c.min)} in steps of {_fmt(c.step)}")
+            # A GPU count need only be whole instances at some tp the mission offers.
+            tp_control = controls.get(COUNT_TP.get(name))
+            with_tps = [{}] + ([{tp_control.path: t} for t in tp_control.choices] if tp_control else [])
             for end_key in ("min", "max"):
                 end = getattr(c, end_key)
                 if end == value:
                     continue
-                try:
-                    scenario.with_changes({c.path: end})
-                except LabError as exc:
-                    raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {exc.detail}") from None
-    if "chunk_tokens" in controls:
-        c = controls["chunk_tokens"]
+                first = None
+                for extra in with_tps:
+                    try:
+                        scenario.with_changes({c.path: c.field_value(end), **extra})
+                        break
+                    except LabError as exc:
+                        first = first or exc
+                else:
+                    raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {first.detail}")
+    for name in ("chunk_tokens", "prefill_chunk_tokens"):
+        if name not in controls:
+            continue
+        c = controls[name]
         for v in (c.min, c.min + (c.step or 1)):
             if 0 < v < 16 and v <= c.max:
-                raise LabError("controls.chunk_tokens.min" if v == c.min else "controls.chunk_tokens.step",
-                               f"offers chunk_tokens {_fmt(v)}; a chunk is 0 (whole prompt) or at least 16 tokens")
+                raise LabError(f"controls.{name}.min" if v == c.min else f"controls.{name}.step",
+                               f"offers {name} {_fmt(v)}; a chunk is 0 (whole prompt) or at least 16 tokens")
     return controls
 
 

@@ -211,6 +211,10 @@ def _fmt_value(value):
             return f"{value:,.0f}"
         if abs(value) >= 1:
             return f"{value:.2f}"
+        if value and abs(value) < 0.01:
+            # Dollars per request (0.00123) and other small metrics: 3 significant digits,
+            # so a margin of 0.0004 does not read as +0.000.
+            return f"{value:.3g}"
         return f"{value:.3f}"
     return str(value)
 

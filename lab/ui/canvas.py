@@ -35,6 +35,7 @@ tooltip derives the GPU, start and duration from other columns (every column is 
 websocket frame per update); layers that stay empty are not resent.
 """
 
+import dataclasses
 import html
 import math
 
@@ -55,8 +56,10 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from lab.core.cost import step_time_fn
+from lab.core.cost import instance_costs
+from lab.core.result import instance_label
 
+from .fleet_words import gpu_type_text
 from .queues import kv_usage, link_queue, prefill_queue
 from .state import WINDOW_S
 from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
@@ -64,7 +67,7 @@ from .story import step_at
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
-__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html",
+__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html", "row_label",
            "legend_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
 
 MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
@@ -89,6 +92,7 @@ KV_GAP = 0.06  # ... and the gap between the band and the step boxes below it
 PREFILL_QUEUE = "prefill queue"  # the queue rows' labels
 LINK_QUEUE = "link queue"
 LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row label
+TWO_LINE_PX = 26  # rows at least this far apart write a GPU type on a line of its own (rows_html)
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
 
@@ -146,10 +150,11 @@ def _rows(result):
     link_row = link_queue_row = None
     prefill = sum(1 for g in result.gpus if g.role == "prefill")
     split = any(g.role == "decode" for g in result.gpus)
+    typed = len({g.gpu_type for g in result.gpus}) > 1
     for log in result.gpus:
         row = 1 + log.index + (2 if (split and log.role == "decode") else 0)
         rows.append(row)
-        labels[row] = _label(log.index, log.role)
+        labels[row] = row_label(log.label, log.role, (log.gpu_type, log.tp) if typed else None)
     if split:
         link_queue_row, link_row = 1 + prefill, 2 + prefill
         labels[link_queue_row] = LINK_QUEUE
@@ -157,16 +162,33 @@ def _rows(result):
     return rows, link_row, link_queue_row, labels
 
 
-def _label(index, role):
-    return f"GPU {index} · {role}"
+def row_label(label, role, kind=None):
+    """A GPU row's label: the instance's GpuLog.label and role ("GPUs 0–1 · prefill"), and
+    with `kind` = (GPU type, tp), given when the fleet mixes GPU types, what it is built of
+    ("GPUs 0–1 · prefill · H100 ×2"). The hover takes the part before the first " · "."""
+    text = f"{label} · {role}"
+    return f"{text} · {gpu_type_text(*kind)}" if kind else text
+
+
+def split_label(text):
+    """A row label as (what the gutter's first line says, the GPU type or None)."""
+    parts = text.split(" · ")
+    if len(parts) == 3:
+        return " · ".join(parts[:2]), parts[2]
+    return text, None
+
+
+def _pool_label(first, tp):
+    return instance_label(tuple(range(first, first + tp)))
 
 
 def max_rows(mission):
     """(most canvas rows the mission's controls can reach, longest row label).
 
-    The canvas is sized for this once, so moving a GPU-count control never changes the
-    figure's height: in the browser that would re-lay out the whole page (every plot
-    re-measured and repainted), which is most of the cost of a change.
+    The canvas is sized for this once, so moving a GPU-count or tp control never changes
+    the figure's height: in the browser that would re-lay out the whole page (every plot
+    re-measured and repainted), which is most of the cost of a change. A row is an
+    instance, so the most rows come with the most GPUs at the smallest tp.
     """
     scenario = mission.scenario
     controls = mission.controls
@@ -178,18 +200,53 @@ def max_rows(mission):
             return int(control.max)
         return int(default or 0)
 
+    def choices(name, default):
+        control = controls.get(name)
+        return tuple(control.choices) if control is not None else (default,)
+
+    llms = choices("llm", scenario.model.llm)
+
+    def sizes(name, default, gpus):
+        """The tp values of a pool whose weights fit some GPU type it can have (70B never runs at TP 1)."""
+        tps = choices(name, default)
+        model = scenario.model
+        fit = [tp for tp in tps if model.kv_capacity_tokens is not None or any(
+            dataclasses.replace(model, llm=llm).derived_kv_capacity_tokens(gpu, tp) >= 1 for llm in llms for gpu in gpus)]
+        return tuple(fit) or tps
+
+    def longest(last, tps, role, typed):
+        """The longest label of an instance of `role` whose GPUs end by GPU `last`."""
+        texts = [row_label(_pool_label(max(last - tp + 1, 0), tp), role, ("h100", tp) if typed else None)
+                 for tp in tps]
+        return max(texts, key=len)
+
     layouts = list(controls["layout"].choices) if "layout" in controls else [fleet.layout]
     rows, labels = 1, ["link (KV)", PREFILL_QUEUE, LINK_QUEUE]
     if "colocated" in layouts:
         n = most("gpus", fleet.total_gpus)
-        rows = max(rows, n + 1)  # and the prefill queue
-        labels.append(_label(max(n - 1, 0), "colocated"))
+        tps = sizes("tp", fleet.tp, choices("gpu", scenario.model.gpu))
+        rows = max(rows, n // min(tps) + 1)  # and the prefill queue
+        labels.append(longest(max(n - 1, 0), tps, "colocated", False))
     if "disaggregated" in layouts:
         p = most("prefill_gpus", fleet.prefill_gpus or 1)
         d = most("decode_gpus", fleet.decode_gpus or 1)
-        rows = max(rows, p + d + 3)  # and the prefill queue, the link queue and the link
-        labels += [_label(max(p - 1, 0), "prefill"), _label(max(p + d - 1, 0), "decode")]
+        ptps = sizes("prefill_tp", fleet.prefill_tp, choices("prefill_gpu", fleet.prefill_gpu or scenario.model.gpu))
+        dtps = sizes("decode_tp", fleet.decode_tp, choices("decode_gpu", fleet.decode_gpu or scenario.model.gpu))
+        rows = max(rows, p // min(ptps) + d // min(dtps) + 3)  # and the prefill queue, the link queue and the link
+        typed = _types_can_differ(mission)
+        labels += [longest(max(p - 1, 0), ptps, "prefill", typed), longest(max(p + d - 1, 0), dtps, "decode", typed)]
     return rows, max(labels, key=len)
+
+
+def _types_can_differ(mission):
+    """Whether the split fleet's pools can have different GPU types (rows then name theirs)."""
+    controls = mission.controls
+    fleet, model = mission.scenario.fleet, mission.scenario.model
+    if "prefill_gpu" in controls or "decode_gpu" in controls:
+        return True
+    if "gpu" in controls and (fleet.prefill_gpu is None) != (fleet.decode_gpu is None):
+        return True
+    return (fleet.prefill_gpu or model.gpu) != (fleet.decode_gpu or model.gpu)
 
 
 def frame_px(rows, row_px=ROW_PX, max_px=FRAME_MAX_PX):
@@ -221,21 +278,31 @@ def box_geometry(half):
 
 def rows_html(labels, frame, font="12px"):
     """The row labels for the gutter beside the figure: each centred on its row of the
-    plot area, which starts FRAME_TOP_PX down the figure and is `frame` px tall."""
+    plot area, which starts FRAME_TOP_PX down the figure and is `frame` px tall.
+
+    A row that names its GPU type ("GPUs 0–1 · prefill · H100 ×2") writes the type on a
+    second, smaller line when rows are at least TWO_LINE_PX apart, and leaves it out when
+    they are thinner (the hover and the Table view still say it): the gutter is only as
+    wide as "GPUs 0–1 · prefill", so the timeline keeps its width on a phone."""
     pitch = frame / max(len(labels), 1)
-    items = "".join(
-        f'<div style="top:{FRAME_TOP_PX + (i + 0.5) * pitch:.1f}px">{html.escape(text)}</div>'
-        for i, text in enumerate(labels)
-    )
-    return f'<div class="stf-rows" style="font-size:{font}" data-rows="{len(labels)}">{items}</div>'
+    items = []
+    for i, text in enumerate(labels):
+        head, kind = split_label(text)
+        shown = html.escape(head)
+        if kind and pitch >= TWO_LINE_PX:
+            shown += f'<span class="ty">{html.escape(kind)}</span>'
+        items.append(f'<div style="top:{FRAME_TOP_PX + (i + 0.5) * pitch:.1f}px">{shown}</div>')
+    return f'<div class="stf-rows" style="font-size:{font}" data-rows="{len(labels)}">{"".join(items)}</div>'
 
 
-def _decode_only_s(model, batch, ctx):
-    """Per step: how long it would take without its prompt tokens (the decode part)."""
-    if model.cost == "linear":
+def _decode_only_s(cost, batch, ctx):
+    """Per step: how long it would take on its instance (`cost`, a PoolCost) without its
+    prompt tokens (the decode part)."""
+    model = cost.model
+    if model.cost == "linear" and cost.tp == 1:  # the constants as they are: vectorised
         ms = model.decode_step_ms + model.decode_ms_per_seq * batch + model.decode_ms_per_context_token * ctx
         return ms / 1000.0
-    step_s = step_time_fn(model)
+    step_s = cost.step_s
     return np.fromiter((step_s(int(b), int(c), 0) for b, c in zip(batch, ctx)), dtype=float, count=len(batch))
 
 
@@ -250,7 +317,7 @@ def timeline_data(result, target_ms, frame=None):
     """
     rows, link_row, link_queue_row, labels = _rows(result)
     half = row_geometry(len(labels), frame or frame_px(len(labels)))[0]
-    model = result.scenario.model
+    costs = instance_costs(result.scenario)
     limit = (target_ms / 1000.0) if target_ms else math.inf
     parts = {"decode": [], "slow": [], "prefill": [], "strip": []}
     for log, row in zip(result.gpus, rows):
@@ -277,7 +344,7 @@ def timeline_data(result, target_ms, frame=None):
         if mixed.any():
             idx = np.nonzero(mixed)[0]
             ctx = np.asarray(log.context_tokens, dtype=float)[idx]
-            decode_only = _decode_only_s(model, batch[idx].astype(float), ctx)
+            decode_only = _decode_only_s(costs[log.index], batch[idx].astype(float), ctx)
             width = dur[idx]
             share = np.clip((width - decode_only) / np.where(width > 0, width, 1.0), 0.0, 1.0)
             parts["strip"].append({
@@ -340,7 +407,7 @@ def timeline_data(result, target_ms, frame=None):
         "slow": _narrow(np.clip(slow_time / (gpus * width), 0, 1)),
         "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
     }
-    peaks = _queue_layers(result, out, rows, link_queue_row, half)
+    peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
     return out
@@ -351,12 +418,13 @@ def _quads(left, right, top, bottom, n):
             "n": _narrow(n)}
 
 
-def _queue_layers(result, out, rows, link_queue_row, half):
+def _queue_layers(result, out, rows, link_queue_row, half, costs):
     """Fill out's QUEUE_LAYERS (see the module docstring); returns {row: peak} of the queue rows.
 
     A queue row's area grows up from its box's bottom, full height at the run's peak (at
     least 1); the link queue stacks its waiting-for-room part on its waiting-for-link part.
-    A KV band's fill grows up from the band's bottom, full at the GPU's capacity.
+    A KV band's fill grows up from the band's bottom, full at the instance's capacity
+    (`costs`: each instance's PoolCost).
     """
     peaks = {}
     left, right, n = prefill_queue(result)
@@ -380,7 +448,7 @@ def _queue_layers(result, out, rows, link_queue_row, half):
         out["link_q"] = _empty(_QUAD_COLS)
         out["room_q"] = _empty(_QUAD_COLS)
     geo = box_geometry(half)
-    capacity = float(result.scenario.model.kv_tokens_per_gpu)
+    capacity = [float(cost.kv_tokens) for cost in costs]  # by instance: pools differ
     row_of = {log.index: row for log, row in zip(result.gpus, rows)}
     usage = kv_usage(result)
     band = geo["band_bottom"] - geo["band_top"]
@@ -389,7 +457,7 @@ def _queue_layers(result, out, rows, link_queue_row, half):
     for gpu, (lo, hi, tokens) in usage.items():
         r = row_of[gpu]
         tracks.append((r, len(tokens)))
-        share = np.clip(tokens / capacity, 0.0, 1.0)
+        share = np.clip(tokens / capacity[gpu], 0.0, 1.0)  # of this instance's KV capacity
         fills.append((lo, hi, r + geo["band_bottom"] - band * share, np.full(len(lo), r + geo["band_bottom"]), share,
                       np.full(len(lo), r + geo["band_top"])))
     if tracks:
@@ -464,7 +532,7 @@ class Canvas(param.Parameterized):
         self._rows_max, longest = max_rows(state.mission)
         self._frame_px = (frame_px(self._rows_max, EMBED_ROW_PX, EMBED_FRAME_MAX_PX) if embed
                           else frame_px(self._rows_max))
-        self._gutter_px = int(len(longest) * LABEL_PX_PER_CHAR) + 14
+        self._gutter_px = int(len(split_label(longest)[0]) * LABEL_PX_PER_CHAR) + 14
         self.on_user_window = None  # called after the student moved the window (not playback)
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
@@ -517,6 +585,7 @@ class Canvas(param.Parameterized):
         # figure. (Labels inside the figure would be clipped to the plot area.)
         fig.yaxis.visible = False
         self.row_labels = ColumnDataSource({"y": [], "text": []})  # for the tooltips
+        self.instance_names = ColumnDataSource({"text": []}, name="canvas-instances")  # GpuLog.label by instance
         self._queue_renderers = self._add_queue_glyphs(fig)
         # A GPU row's step boxes sit under its KV band (box_geometry): a Dodge, so a new row
         # height only changes its `value`; the prefill strip of a mixed step sits at the
@@ -553,7 +622,10 @@ class Canvas(param.Parameterized):
         gpu_of_row = CustomJSHover(args={"labels": self.row_labels}, code="""
             const ys = labels.data.y, texts = labels.data.text;
             for (let i = 0; i < ys.length; i++) {
-                if (ys[i] == value) return String(texts[i]).split(" · ")[0];
+                if (ys[i] == value) {  // "GPUs 0–1", with its type when the row names one: "GPUs 0–1 (H100 ×2)"
+                    const parts = String(texts[i]).split(" · ");
+                    return parts.length == 3 ? parts[0] + " (" + parts[2] + ")" : parts[0];
+                }
             }
             return "row " + value;""")
         in_ms = CustomJSHover(code="""
@@ -570,12 +642,17 @@ class Canvas(param.Parameterized):
                                     point_policy="follow_mouse", attachment="above"))
         wire_tips = """
 <div style="font: 12px %s; min-width: 170px">
-  <div style="font-weight:600; margin-bottom:2px">KV of request @req: GPU @src → GPU @dst</div>
+  <div style="font-weight:600; margin-bottom:2px">KV of request @req: @src{custom} → @dst{custom}</div>
   <div>size: <b>@mb{0,0} MB</b></div>
   <div>waited: @wait_ms{0,0.0} ms · on the wire: <b>@wire_ms{0,0.0} ms</b></div>
   <div>prefill ended at @ready_ms{0,0.0} ms</div>
 </div>""".replace("%s", FONT_STACK)
-        fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above"))
+        # src and dst are instance indices: the instance's label ("GPUs 0–1") comes from the run.
+        instance_name = CustomJSHover(args={"names": self.instance_names}, code="""
+            const t = names.data.text[value];
+            return t === undefined ? "GPU " + value : String(t);""")
+        fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above",
+                                formatters={"@src": instance_name, "@dst": instance_name}))
         # The step a request's story points at: a thick dark frame around its whole row's height.
         r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
                            fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
@@ -762,6 +839,7 @@ class Canvas(param.Parameterized):
             self._labels = labels
             fig.y_range.update(start=n - 0.5, end=-0.5)
             self.row_labels.data = {"y": list(range(n)), "text": [labels[i] for i in range(n)]}
+            self.instance_names.data = {"text": [log.label for log in result.gpus]}
             half, font = row_geometry(n, self._frame_px)
             self.labels_pane.object = rows_html([labels[i] for i in range(n)], self._frame_px, font)
             self._set_geometry(half)

@@ -20,24 +20,45 @@ __all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TR
 
 SANDBOX_ID = "sandbox"
 
-# Every control, with the ranges the sandbox offers (display order = this order).
+# Every control, with the ranges the sandbox offers (display order = this order: the model, then
+# the colocated fleet, each pool of a split fleet, the link, the traffic and the routing).
 _SANDBOX_CONTROLS = {
     "layout": {},
+    "llm": {},
+    "cost": {},
+    "attention": {},
     "gpus": {"min": 1, "max": 16},
-    "prefill_gpus": {"min": 1, "max": 12},
-    "decode_gpus": {"min": 1, "max": 12},
+    "gpu": {},
+    "tp": {},
+    "power_cap_w": {"min": 0, "max": 700, "step": 25},
     "chunk_tokens": {"min": 0, "max": 8192, "step": 256},
-    "rate": {"min": 1, "max": 40, "step": 0.5},
+    "prefill_gpus": {"min": 1, "max": 12},
+    "prefill_gpu": {},
+    "prefill_tp": {},
+    "prefill_power_cap_w": {"min": 0, "max": 700, "step": 25},
+    "prefill_chunk_tokens": {"min": 0, "max": 8192, "step": 256},
+    "decode_gpus": {"min": 1, "max": 12},
+    "decode_gpu": {},
+    "decode_tp": {},
+    "decode_power_cap_w": {"min": 0, "max": 700, "step": 25},
     "link_gbytes_per_s": {"min": 0.5, "max": 200, "step": 0.5},
     "link_sharing": {},
     "layerwise": {},
     "first_token": {},
+    "rate": {"min": 1, "max": 40, "step": 0.5},
     "prefill_batch_tokens": {"min": 512, "max": 32768, "step": 512},
+    "dispatch": {},
+    "long_prompt_tokens": {"min": 500, "max": 32000, "step": 500},
+    "long_gpus": {"min": 1, "max": 15},
+    "decode_pick": {},
 }
 
 _SANDBOX_SCENARIO = {
     "workload": {"rate": 12, "duration_s": 60, "prompt_tokens": 2500, "output_tokens": 220},
-    "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2},
+    # long_prompt_tokens and long_gpus matter only once the student picks length_split routing;
+    # each pool's GPU type is its own control (not model.gpu, the colocated fleet's).
+    "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2,
+              "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100"},
     "slo": {"ttft_s": 1.5, "tpot_ms": 25},
     "seed": 0,
 }
@@ -49,7 +70,9 @@ The workload: 12 requests/s of 2,500-token prompts with 220-token answers, for 6
 against a TTFT target of 1.5 s and a TPOT target of 25 ms.
 
 Try a colocated fleet with whole prefills, then chunk them, then split the fleet and
-starve the link. Or replay a trace of your own: upload a CSV under the controls.
+starve the link. Switch to Llama 3 70B on the roofline and give each pool its own tensor
+parallelism, GPU type and power cap, and watch the cost and energy cards. Or replay a trace
+of your own: upload a CSV under the controls.
 """
 
 # Where real request traces come from (shown next to the sandbox's upload, and in README.md).

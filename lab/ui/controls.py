@@ -13,7 +13,9 @@ import html
 
 import panel as pn
 
-from lab.core.missions import CONTROL_SPECS
+import math
+
+from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, control_applies, instance_size
 
 from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
@@ -24,19 +26,45 @@ from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 __all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "locked_html", "replay_html", "sources_html"]
 
 # How choice values read on buttons.
+_GPU_NAMES = {"h100": "H100", "a100": "A100", "h200": "H200"}
 CHOICE_LABELS = {
     "layout": {"colocated": "Colocated", "disaggregated": "Split (prefill | decode)"},
     "link_sharing": {"fifo": "One shared link (FIFO)", "independent": "Independent"},
     "layerwise": {False: "Off", True: "On"},
     "first_token": {"decode": "Decode GPU", "prefill": "Prefill GPU"},
+    "gpu": _GPU_NAMES,
+    "prefill_gpu": _GPU_NAMES,
+    "decode_gpu": _GPU_NAMES,
+    "dispatch": {"queue": "One queue", "round_robin": "Round robin", "least_loaded": "Least loaded",
+                 "length_split": "By length"},
+    "decode_pick": {"most_free_kv": "Most free KV", "fewest_seqs": "Fewest sequences"},
+    "attention": {False: "Off", True: "On"},
+    "llm": {"llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B"},
+    "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
 }
+# What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
+REQUIRES_WORDS = {("fleet.dispatch", "length_split"): "routing by length",
+                  ("model.cost", "roofline"): "the roofline cost model"}
+INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus")  # sliders that count GPUs of a pool
+WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
 LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
 UNITS = {
     "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
     "link_gbytes_per_s": "GB/s", "rate": "req/s", "prefill_batch_tokens": "tokens",
+    "power_cap_w": "W", "prefill_power_cap_w": "W", "decode_power_cap_w": "W", "long_prompt_tokens": "tokens",
+    "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens",
 }
+# What 0 reads as, for the controls whose 0 is "none" (NONE_AS_ZERO).
+ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "power_cap_w": "no cap",
+              "prefill_power_cap_w": "no cap", "decode_power_cap_w": "no cap"}
+# Locked controls at these values are the lab's plain fleet, so the "Locked" list leaves them
+# out (a mission about chunking need not list every issue-11 knob at its default).
+QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "prefill_power_cap_w": 0,
+                  "decode_power_cap_w": 0, "dispatch": "queue", "decode_pick": "most_free_kv",
+                  "prefill_chunk_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
+                  "prefill_gpu": "h100", "decode_gpu": "h100"}
 
 
 def _pretty(name, value):
@@ -44,14 +72,36 @@ def _pretty(name, value):
         return "—"
     if name in CHOICE_LABELS:
         return CHOICE_LABELS[name].get(value, format_value(value))
-    if name == "chunk_tokens" and not value:
-        return "whole prompt"
+    if name in ZERO_WORDS and not value:
+        return ZERO_WORDS[name]
     unit = UNITS.get(name, "")
     if isinstance(value, float):
         text = f"{value:,.2f}".rstrip("0").rstrip(".")
     else:
         text = f"{value:,}"
     return f"{text} {unit}".strip()
+
+
+def idle_reason(name, scenario, short=False):
+    """When a control that does nothing in `scenario` would matter: "a split (disaggregated)
+    fleet", "routing by length", ... (`short`: "split fleet")."""
+    if scenario.fleet.layout not in CONTROL_SPECS[name][2]:
+        if "disaggregated" in CONTROL_SPECS[name][2]:
+            return "split fleet" if short else "a split (disaggregated) fleet"
+        return "colocated fleet" if short else "a colocated fleet"
+    return REQUIRES_WORDS.get(CONTROL_REQUIRES.get(name), "")
+
+
+def _quiet(state, name):
+    """A locked control the list leaves out: at the lab's plain default (QUIET_DEFAULTS), or
+    waiting for a field (CONTROL_REQUIRES) that is locked at another value, so it never matters."""
+    if name in QUIET_DEFAULTS and state.value_of(name) == QUIET_DEFAULTS[name]:
+        return True
+    need = CONTROL_REQUIRES.get(name)
+    if need is None:
+        return False
+    owner = next((n for n, p in CONTROL_PATHS.items() if p == need[0]), None)
+    return owner not in state.mission.controls and not control_applies(name, state.scenario)
 
 
 def locked_html(state, compact=False):
@@ -65,7 +115,8 @@ def locked_html(state, compact=False):
     """
     mission = state.mission
     layouts = mission.controls["layout"].choices if "layout" in mission.controls else (state.scenario.fleet.layout,)
-    names = [n for n in CONTROL_SPECS if n not in mission.controls and any(lay in CONTROL_SPECS[n][2] for lay in layouts)]
+    names = [n for n in CONTROL_SPECS if n not in mission.controls and any(lay in CONTROL_SPECS[n][2] for lay in layouts)
+             and not _quiet(state, n)]
     now = [n for n in names if state.applies(n)]
     if not names or (compact and not now):
         return ""
@@ -87,8 +138,7 @@ def locked_html(state, compact=False):
         if n in now:
             items.append(f"<li>{LOCK_SVG} {name}: <b>{value}</b></li>")
         else:
-            other = "split" if "disaggregated" in CONTROL_SPECS[n][2] else "colocated"
-            items.append(f'<li class="idle">{LOCK_SVG} {name}: <b>{value}</b> <i>({other} fleet)</i></li>')
+            items.append(f'<li class="idle">{LOCK_SVG} {name}: <b>{value}</b> <i>({idle_reason(n, state.scenario, short=True)})</i></li>')
     return ('<div class="stf-section">Locked in this mission</div>'
             f'<ul class="stf-lock stf-locked-list" data-locked="{len(now)}" style="list-style:none;padding:0;margin:2px 0">'
             f'{"".join(items)}</ul>')
@@ -155,6 +205,8 @@ class Controls:
                                    css_classes=["stf-locked"])
         self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
                                   visible=False, css_classes=["stf-control-error"])
+        self.carried = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
+                                    visible=False, css_classes=["stf-control-carried"])
         self.reset_button = pn.widgets.Button(
             name="↺ Back to the start", button_type="light", margin=(8, 10, 4, 10), width=170,
             description="Put every control back where the mission starts", css_classes=["stf-reset"],
@@ -171,9 +223,9 @@ class Controls:
         else:
             tail = [self.reset_button, self.locked]
         replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []
-        self.view = pn.Column(*rows, self.hint, self.error, *tail, *replay, sizing_mode="stretch_width",
+        self.view = pn.Column(*rows, self.hint, self.error, self.carried, *tail, *replay, sizing_mode="stretch_width",
                               margin=0, css_classes=["stf-controls"])
-        state.param.watch(self._sync, ["settings", "scenario", "error"])
+        state.param.watch(self._sync, ["settings", "scenario", "error", "carried"])
         self._sync()
 
     def a11y_specs(self):
@@ -184,7 +236,7 @@ class Controls:
             if control.kind == "choice":
                 out[f"stf-control-{name}"] = choice_spec(label)
             else:
-                zero = _pretty(name, 0) if name == "chunk_tokens" else None  # 0 = whole prefill
+                zero = ZERO_WORDS.get(name)  # 0 = whole prompt, no cap
                 out[f"stf-control-{name}"] = slider_spec(label, UNITS.get(name, ""), self.widgets[name].step, zero)
         return out
 
@@ -217,6 +269,8 @@ class Controls:
         if control.kind == "choice":
             labels = CHOICE_LABELS.get(name, {})
             options = {labels.get(c, format_value(c)): c for c in control.choices}
+            if len(options) > 3:  # four buttons outgrow the sidebar: they wrap onto a second line
+                common["stylesheets"] = [WRAP_GROUP_CSS]
             widget = pn.widgets.RadioButtonGroup(name=label, options=options, value=value, button_type="primary",
                                                  button_style="outline", **common)
             widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value")
@@ -233,6 +287,24 @@ class Controls:
         widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value_throttled")
         return widget
 
+    def _whole_instances(self, name, widget):
+        """A GPU-count slider moves in whole instances of its pool's tp: its notches are the
+        control's values that are multiples of tp (through the current value). If the current
+        value is not one (a link set it; the spec refuses it) or it is the only one, the
+        control's own range stays and the spec's message says why a value is refused."""
+        control = self.state.mission.controls[name]
+        own = (int(control.min), int(control.max), int(control.step or 1))
+        size = instance_size(name, self.state.scenario)
+        value = self.state.settings.get(name)
+        notches = own
+        if size > 1 and isinstance(value, int) and value % size == 0:
+            step = own[2] * size // math.gcd(own[2], size)
+            lo, hi = value - (value - own[0]) // step * step, value + (own[1] - value) // step * step
+            if hi > lo:
+                notches = (lo, hi, step)
+        if (widget.start, widget.end, widget.step) != notches:
+            widget.param.update(start=notches[0], end=notches[1], step=notches[2])
+
     def _changed(self, name, value):
         if self._syncing:
             return
@@ -248,6 +320,8 @@ class Controls:
                 value = state.settings.get(name)
                 if value is not None and widget.value != value:
                     widget.value = value
+                if name in INSTANCE_COUNTS:
+                    self._whole_instances(name, widget)
                 idle = not state.applies(name)
                 widget.disabled = idle
                 widget.styles = {**self._styles.get(name, {}), **(INERT_STYLE if idle else LIVE_STYLE)}
@@ -258,12 +332,18 @@ class Controls:
         idle = [n for n in self.widgets if not state.applies(n)]
         self.idle = idle
         if idle:
-            layout = state.scenario.fleet.layout
-            other = "split (disaggregated)" if layout == "colocated" else "colocated"
-            names = ", ".join(html.escape(self.widgets[n].name) for n in idle)
-            self.hint.object = (f'<span class="stf-lock">Greyed out: these matter only for a {other} fleet ({names}).</span>'
-                                if len(idle) <= 2 else
-                                f'<span class="stf-lock">Greyed-out controls matter only for a {other} fleet.</span>')
+            by_reason = {}
+            for n in idle:
+                by_reason.setdefault(idle_reason(n, state.scenario), []).append(n)
+            if len(idle) <= 2:
+                parts = [f"{' and '.join(html.escape(self.widgets[n].name) for n in names)} "
+                         f"matter{'s' if len(names) == 1 else ''} only with {html.escape(why)}"
+                         for why, names in by_reason.items()]
+                self.hint.object = f'<span class="stf-lock">Greyed out: {"; ".join(parts)}.</span>'
+            else:
+                parts = [f"with {html.escape(why)}" for why in by_reason]
+                self.hint.object = (f'<span class="stf-lock">Greyed-out controls matter only '
+                                    f'{" or ".join(parts)}.</span>')
         self.hint.visible = bool(idle)
         self.locked.object = locked_html(state, compact=self.embed)
         self.locked.visible = bool(self.locked.object)
@@ -271,6 +351,9 @@ class Controls:
             f'<p class="stf-notes stf-error" role="alert">Not applied: {html.escape(state.error)}</p>' if state.error else ""
         )
         self.error.visible = bool(state.error)
+        self.carried.object = (f'<p class="stf-notes stf-carried" role="status">{html.escape(state.carried)}</p>'
+                               if state.carried and not state.error else "")
+        self.carried.visible = bool(self.carried.object)
         # Looks and acts disabled at the start, by style only: toggling `disabled` makes Bokeh
         # re-render the button and re-lay out the whole page on every first step off the start.
         self.reset_button.styles = INERT_STYLE if state.is_start else LIVE_STYLE

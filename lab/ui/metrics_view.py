@@ -11,7 +11,8 @@ import panel as pn
 from .mission_text import brief_html
 from .theme import CSS, PALETTE
 
-__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share",
+__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd",
+           "fmt_joules", "fmt_watts", "cost_cards", "PER_REQUESTS",
            "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
@@ -34,6 +35,44 @@ def fmt_ms(value):
     if value >= 100:
         return f"{value:,.0f}{NBSP}ms"
     return f"{value:,.1f}{NBSP}ms"
+
+
+def fmt_usd(value):
+    """Dollars: "$20.00", "$1,234"; small sums keep two significant digits ("$0.0016")."""
+    if value is None:
+        return "—"
+    if value >= 1000:
+        return f"${value:,.0f}"
+    if value >= 0.995:
+        return f"${value:,.2f}"
+    return f"${value:.2g}" if value >= 1e-4 else f"${value:.1e}"
+
+
+def fmt_joules(value):
+    """Energy: "2.1 J", "640 J", "3.2 kJ", "1.4 MJ"."""
+    if value is None:
+        return "—"
+    for scale, unit in ((1e6, "MJ"), (1e3, "kJ")):
+        if value >= scale:
+            return f"{value / scale:,.1f}{NBSP}{unit}"
+    if value >= 10:
+        return f"{value:,.0f}{NBSP}J"
+    if value >= 1:
+        return f"{value:.1f}{NBSP}J"
+    return f"{value:.2g}{NBSP}J" if value >= 0.01 else f"{value:.1e}{NBSP}J"
+
+
+def fmt_watts(value):
+    """Power: "310 W", "3.2 kW"."""
+    if value is None:
+        return "—"
+    if value >= 1000:
+        return f"{value / 1000:,.1f}{NBSP}kW"
+    return f"{value:,.0f}{NBSP}W"
+
+
+# Cost per good request is shown per this many requests: a request costs fractions of a cent.
+PER_REQUESTS = 1000
 
 
 def fmt_share(value):
@@ -101,6 +140,7 @@ def metrics_html(metrics, scenario):
         "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
         f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
     ))
+    cards.extend(cost_cards(m))
     bars = []
     if scenario.fleet.layout == "colocated":
         bars.append(_bar("GPUs", m.get("util_gpu"), PALETTE["decode"], "util_gpu"))
@@ -121,6 +161,28 @@ def metrics_html(metrics, scenario):
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'
+
+
+def _value(name, text):
+    """A metric's value, tagged with its METRIC_NAMES name (the page's tests read it)."""
+    return f'<span data-value="{name}">{text}</span>'
+
+
+def cost_cards(m):
+    """The cost and energy cards beside goodput per GPU (lab.core.metrics' cost_and_energy):
+    cost per 1,000 good requests (usd_per_good_request x 1,000) with the fleet's $/hour and $ per
+    million output tokens; energy per output token with the fleet's mean power and J per request."""
+    per_good = m.get("usd_per_good_request")
+    shown = None if per_good is None else per_good * PER_REQUESTS
+    cost = _card(
+        "Cost per good request", _value("usd_per_good_request", fmt_usd(shown)) + f"{NBSP}<small>per 1k</small>",
+        f'{_value("usd_per_hour", fmt_usd(m.get("usd_per_hour")))}/h · '
+        f'{_value("usd_per_million_tokens", fmt_usd(m.get("usd_per_million_tokens")))} per M tokens', None, "cost")
+    energy = _card(
+        "Energy per token", _value("energy_j_per_token", fmt_joules(m.get("energy_j_per_token"))),
+        f'{_value("power_w_mean", fmt_watts(m.get("power_w_mean")))} drawn · '
+        f'{_value("energy_j_per_request", fmt_joules(m.get("energy_j_per_request")))} per request', None, "energy")
+    return [cost, energy] if "usd_per_hour" in m else []
 
 
 CUT_REASONS = {"drain_s": "drain limit", "max_steps": "step limit"}

@@ -32,6 +32,7 @@ not count either: the student did not choose it on this page.
 
 import dataclasses
 import html
+import itertools
 import math
 import re
 import sys
@@ -44,7 +45,7 @@ import param
 import lab.core as core
 import lab.core.spec as core_spec
 from lab.core.errors import LabError
-from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
+from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, control_value
 from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
@@ -60,6 +61,7 @@ __all__ = [
     "fleet_settings",
     "HIDE_PANELS",
     "format_value",
+    "carried_note",
     "sweep_rates",
     "WINDOW_S",
     "MAX_VALUE_CHARS",
@@ -74,6 +76,7 @@ MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browse
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
 MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
+MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
 _INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
 _FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
 
@@ -246,6 +249,15 @@ def parse_pin(mission, raw, start):
     return pin, []
 
 
+def carried_note(mission, carried):
+    """The sentence for tp controls a layout switch set too (LabState._carry_tp), or ''."""
+    if not carried:
+        return ""
+    names = [f"{mission.controls[n].label or CONTROL_SPECS[n][1]} {format_value(v)}" for n, v in carried.items()]
+    return (f"Also set {' and '.join(names)}: the new layout's fleet does not fit otherwise, and those controls "
+            "were greyed out before the switch.")
+
+
 def sweep_rates(rate, points=8):
     """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
     if not rate or rate <= 0:
@@ -270,6 +282,7 @@ class LabState(param.Parameterized):
     busy = param.Boolean(default=False, doc="Settings changed and the new run is not in yet.")
     notes = param.List(default=[], doc="Notes for the student (HTML-safe), e.g. URL values ignored.")
     error = param.String(default="", doc="Why the last control change was refused.")
+    carried = param.String(default="", doc="What the last change also set, and why (plain text; see _carry_tp); ''.")
     run_error = param.String(default="", doc="Why the last run failed (plain text: views escape it); '' after a good run.")
     replay = param.Dict(default=None, allow_None=True, doc="{name, requests, span_s} of the uploaded trace the "
                         "sandbox replays, else None.")
@@ -382,23 +395,15 @@ class LabState(param.Parameterized):
         return {k: v for k, v in settings.items() if v is not None}
 
     def applies(self, name):
-        """Whether control `name` matters for the current layout."""
-        return self.scenario.fleet.layout in CONTROL_SPECS[name][2]
+        """Whether control `name` matters for the current scenario (its layout; the long-prompt
+        split only with length_split routing, attention only in the roofline)."""
+        return control_applies(name, self.scenario)
 
     def value_of(self, name):
         """The current value of any control, allowed or locked (None when unset)."""
-        control = self.mission.controls.get(name)
-        if control is not None:
+        if name in self.mission.controls:
             return self.settings.get(name)
-        fleet = self.scenario.fleet
-        if name == "chunk_tokens":
-            return fleet.chunk_tokens or 0
-        if name == "gpus":
-            return fleet.total_gpus
-        node = self.scenario
-        for part in CONTROL_PATHS[name].split("."):
-            node = getattr(node, part, None)
-        return node
+        return control_value(name, self.scenario)
 
     def change(self, name, value):
         """Move one control. True if accepted (the state turns busy until `run()`)."""
@@ -411,19 +416,46 @@ class LabState(param.Parameterized):
         """Apply several settings at once (all or nothing). `by_student`: the student did it on
         this page (False for a restored history entry), so a change makes stars count."""
         new = {**self.settings, **values}
+        carried = {}
         try:
             scenario = self.mission.apply(self._clean(new))
         except LabError as exc:
-            self.error = str(exc)
-            return False
+            carried = self._carry_tp(new) if by_student and values.get("layout", self.settings.get("layout")) != \
+                self.settings.get("layout") else {}
+            if not carried:
+                self.error = str(exc)
+                return False
+            new = {**new, **carried}
+            scenario = self.mission.apply(self._clean(new))
         self.error = ""
         with param.parameterized.batch_call_watchers(self):
             if by_student and new != self.settings:
                 self.touched = True
+            self.carried = carried_note(self.mission, carried)
             self.settings = new
             self.scenario = scenario
             self.busy = True
         return True
+
+    def _carry_tp(self, new):
+        """A layout switch the spec refuses for the new layout's tp (70B on TP 1, a GPU count in
+        whole instances): {tp control: value} for the new layout's greyed-out tp controls that
+        make it fit, the old layout's tp tried first; {} if none does. The student could not
+        have set those controls before the switch, so the page does (and says so, `carried`)."""
+        layout = new.get("layout")
+        names, source = (("prefill_tp", "decode_tp"), ("tp",)) if layout == "disaggregated" else (
+            ("tp",), ("prefill_tp", "decode_tp"))
+        names = [n for n in names if n in self.mission.controls and not self.applies(n)]
+        carry = max((new[n] for n in source if isinstance(new.get(n), int)), default=None)
+        options = [sorted(self.mission.controls[n].choices, key=lambda c: (c != carry, c)) for n in names]
+        for combo in itertools.islice(itertools.product(*options), MAX_CARRY_TRIES):
+            trial = dict(zip(names, combo))
+            try:
+                self.mission.apply(self._clean({**new, **trial}))
+            except LabError:
+                continue
+            return {n: v for n, v in trial.items() if v != new.get(n)}
+        return {}
 
     def reset(self):
         """Back to the mission's start (needs a `run()` like any change). A control the link

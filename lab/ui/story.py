@@ -29,6 +29,7 @@ from lab.core.blame import LINK_PARTS, TTFT_PARTS
 from lab.core.metrics import request_gaps
 
 from .blame_view import CAUSE_FILLS, CAUSE_LABELS
+from .fleet_words import instance_name
 from .metrics_view import NBSP, fmt_ms, fmt_seconds
 from .state import WINDOW_S
 from .theme import CSS, INERT_STYLE, LIVE_STYLE
@@ -250,6 +251,22 @@ def _ttft_bar(blame, ttft):
     return f'<div class="stf-story-bar" role="img" aria-label="TTFT {fmt_seconds(ttft)}: {html.escape(label)}">{spans}</div>'
 
 
+ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded"}
+
+
+def _queue_words(fleet, rec, result, split):
+    """Which queue a request waited in: the fleet's (dispatch `queue`), its long- or short-prompt
+    group's (`length_split`), or the one instance it was bound to at arrival."""
+    anyone = "a prefill GPU" if split else "a GPU with a free slot and KV room"
+    if fleet.dispatch == "length_split":
+        group = "long" if rec.prompt_tokens >= fleet.long_prompt_tokens else "short"
+        return f"{anyone} among those for {group} prompts (routing by length)"
+    if fleet.dispatch in ROUTING_WORDS and rec.prefill_gpu >= 0:
+        return (f"{_b(instance_name(result, rec.prefill_gpu))}, the one it was bound to at arrival "
+                f"({ROUTING_WORDS[fleet.dispatch]})")
+    return anyone
+
+
 def story_html(request, blame, result, scenario):
     """The story of one request (see the module docstring). `request`: its request_metrics row."""
     rid = request["id"]
@@ -273,18 +290,18 @@ def story_html(request, blame, result, scenario):
     items = [f'<li data-event="arrival">Arrived at {_b(_t(rec.arrival))}.</li>']
     if rec.dropped:
         items.append('<li data-event="dropped">Dropped at once: its prompt and answer never fit in one GPU\'s KV '
-                     'memory.</li>')
+                     f'memory ({html.escape(rec.dropped)}).</li>')
     open_note = ""
     if blame.open_part:
         open_note = f" (still here when the run ended at {_t(result.end_time)})"
     if parts["queue"] > 0:
-        where = "a prefill GPU" if split else "a GPU with a free slot and KV room"
+        where = _queue_words(fleet, rec, result, split)
         items.append(_part_item("queue", parts["queue"], f"Queued {_b(fmt_seconds(parts['queue']))} for {where}"
                                 f"{open_note if blame.open_part == 'queue' else ''}."))
     if rec.prefill_start is not None and (parts["prefill"] > 0 or parts["chunk_wait"] > 0):
         end = rec.prefill_end
         span = f"{_t(rec.prefill_start)} to {_t(end)}" if end is not None else f"from {_t(rec.prefill_start)}"
-        items.append(_part_item("prefill", parts["prefill"], f"Prefill on {_b(f'GPU {rec.prefill_gpu}')}, {span}: "
+        items.append(_part_item("prefill", parts["prefill"], f"Prefill on {_b(instance_name(result, rec.prefill_gpu))}, {span}: "
                                 f"its own compute {_b(fmt_seconds(parts['prefill']))}"
                                 f"{open_note if blame.open_part == 'prefill' else ''}."))
         if parts["chunk_wait"] > 0:
@@ -293,7 +310,7 @@ def story_html(request, blame, result, scenario):
                                     f"{_b(fmt_seconds(parts['chunk_wait']))} more."))
     tr = result.transfers[rec.transfer] if rec.transfer >= 0 else None
     if split and tr is not None:
-        dst = f"GPU {tr.dst_gpu}"
+        dst = instance_name(result, tr.dst_gpu)
         link = {
             "kv_wait": f"Its KV cache waited {_b(fmt_seconds(parts['kv_wait']))} for room on a decode GPU (KV memory).",
             "link_wait": f"Waited {_b(fmt_seconds(parts['link_wait']))} for the link (transfers ahead of it).",
@@ -335,7 +352,7 @@ def story_html(request, blame, result, scenario):
             bits = [f"{name.replace('_', ' ')} {fmt_seconds(s)}" for name, s in blame.first_gap_parts.items() if s > 0]
             first_gap = f" Its first gap ({fmt_ms(gaps[0] * 1000.0)}): {html.escape(', '.join(bits))}."
         items.append(
-            f'<li data-event="decode">Decode on {_b(f"GPU {rec.decode_gpu}")}: {len(gaps) + 1:,} tokens in all, '
+            f'<li data-event="decode">Decode on {_b(instance_name(result, rec.decode_gpu))}: {len(gaps) + 1:,} tokens in all, '
             f'gaps median {fmt_ms(statistics.median(gaps) * 1000.0)}, worst '
             f'<mark class="stf-worst" data-worst-ms="{worst * 1000.0!r}" data-cause="{blame.worst_gap_cause or ""}">'
             f'{fmt_ms(worst * 1000.0)}</mark> ending at {_t(when)}{target}: {html.escape(cause)}.{first_gap}</li>')

@@ -1,8 +1,8 @@
 """The table alternative to the canvas and the plots: the latest run as rows a screen reader reads.
 
-A collapsed "Table view" card under the metrics. Opened, it shows per GPU its steps, busy
-share and slow steps (the decode steps over the per-token target, the ones the canvas draws
-red, hatched: `Slo.per_token_target_ms`), and per
+A collapsed "Table view" card under the metrics. Opened, it shows per GPU (per instance of
+tensor-parallel GPUs) its type, steps, busy share and slow steps (the decode steps over the per-token target, the ones the canvas draws
+red, hatched: `Slo.per_token_target_ms`), per pool and for the fleet its cost and energy, and per
 request (the first ROWS_SHOWN) its arrival, TTFT and the TTFT's parts (lab.core.blame),
 TPOT, worst gap and whether it met the SLO. "Download CSV" gives every request with the
 columns of `lab run --requests-csv` (lab.core.report writes both).
@@ -23,11 +23,12 @@ from lab.core.blame import LINK_PARTS  # the TTFT parts only a split fleet has
 from lab.core.report import gpu_rows, write_requests_csv
 
 from .blame_view import CAUSE_LABELS
-from .metrics_view import fmt_share
+from .fleet_words import gpu_type_text, pool_text
+from .metrics_view import fmt_joules, fmt_share, fmt_usd, fmt_watts
 from .targets import target_phrase
 from .theme import CSS
 
-__all__ = ["TableView", "gpu_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
+__all__ = ["TableView", "gpu_table_html", "pool_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
 
 ROWS_SHOWN = 50  # request rows on the page; the CSV has them all
 CSV_NAME = "requests.csv"
@@ -47,14 +48,46 @@ def gpu_table_html(result, slo):
     rows = gpu_rows(result, slo.per_token_target_ms)
     phrase = target_phrase(slo)
     target = f"decode steps longer than {phrase}" if phrase else "none without a per-token target"
+    logs = result.gpus
     body = "".join(
-        f'<tr data-gpu="{r["gpu"]}"><th scope="row">GPU {r["gpu"]}</th><td>{html.escape(r["role"])}</td>'
+        f'<tr data-gpu="{r["gpu"]}"><th scope="row">{html.escape(log.label)}</th><td>{html.escape(r["role"])}</td>'
+        f'<td>{html.escape(gpu_type_text(log.gpu_type, log.tp))}</td>'
         f'<td>{r["steps"]:,}</td><td data-busy="{r["busy_share"]:.6f}">{fmt_share(r["busy_share"])}</td>'
         f'<td data-slow="{r["slow_steps"]}">{r["slow_steps"]:,}</td></tr>'
-        for r in rows)
-    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU over the whole run (slow steps: {target})</caption>'
-            f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">steps</th>'
+        for r, log in zip(rows, logs))
+    return (f'<table class="stf-table stf-gpu-table" data-gpus="{len(rows)}"><caption>Per GPU (per instance of tensor-parallel '
+            f'GPUs) over the whole run (slow steps: {target})</caption>'
+            f'<thead><tr><th scope="col">GPU</th><th scope="col">role</th><th scope="col">built of</th><th scope="col">steps</th>'
             f'<th scope="col">busy</th><th scope="col">slow steps</th></tr></thead><tbody>{body}</tbody></table>')
+
+
+def pool_table_html(result, metrics):
+    """Per pool and for the fleet: what it is built of, $/hour, mean power (in all and per GPU)
+    and the run's energy (lab.core.metrics' cost_and_energy: prefill_*, decode_* and the fleet's)."""
+    if "usd_per_hour" not in metrics:
+        return ""
+    scenario = result.scenario
+    span = result.end_time
+    fleet_watts = metrics.get("power_w_mean")
+    # power_w_mean is the fleet's energy over the run's span, so this is that energy again.
+    fleet = (metrics.get("usd_per_hour"), fleet_watts, None if fleet_watts is None else fleet_watts * span)
+    pools = scenario.pools()
+    if scenario.fleet.layout == "disaggregated":
+        rows = [(p.role, pool_text(p), p.gpus, metrics.get(f"{p.role}_usd_per_hour"),
+                 metrics.get(f"{p.role}_power_w_mean"), metrics.get(f"{p.role}_energy_j")) for p in pools]
+        rows.append(("fleet", f"{scenario.fleet.total_gpus} GPUs", scenario.fleet.total_gpus, *fleet))
+    else:
+        rows = [("colocated", pool_text(pools[0]), pools[0].gpus, *fleet)]
+    body = "".join(
+        f'<tr data-pool="{role}"><th scope="row">{role}</th><td>{html.escape(built)}</td>'
+        f'<td>{fmt_usd(usd)}</td><td>{fmt_watts(watts)}</td><td>{fmt_watts(None if watts is None else watts / gpus)}</td>'
+        f'<td>{fmt_joules(joules)}</td></tr>'
+        for role, built, gpus, usd, watts, joules in rows)
+    return (f'<table class="stf-table stf-pool-table"><caption>Cost and energy over the run ({span:,.1f} s; '
+            f'prices and power are illustrative presets)</caption>'
+            '<thead><tr><th scope="col">pool</th><th scope="col">built of</th><th scope="col">$/hour</th>'
+            '<th scope="col">mean power</th><th scope="col">per GPU</th><th scope="col">energy</th></tr></thead>'
+            f'<tbody>{body}</tbody></table>')
 
 
 def requests_table_html(result, rows, blames, shown=ROWS_SHOWN):
@@ -126,7 +159,7 @@ class TableView:
         if s.result is None:
             self.pane.object = '<p class="stf-lock">No run to show.</p>'
             return
-        tables = (gpu_table_html(s.result, s.scenario.slo)
+        tables = (gpu_table_html(s.result, s.scenario.slo) + pool_table_html(s.result, s.metrics)
                   + requests_table_html(s.result, s.rows, self._blame()))
         # A scrolling box is a tab stop with a name, so a keyboard can scroll it (axe: scrollable-region-focusable).
         self.pane.object = (f'<div class="stf-tables" role="region" aria-label="Tables of run {s.run_id}" tabindex="0" '

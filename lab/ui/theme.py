@@ -108,13 +108,14 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 
 /* stars */
 .stf-stars { list-style: none; margin: 0; padding: 0; display: grid; gap: 6px; }
-.stf-star { display: grid; grid-template-columns: 26px 1fr; gap: 2px 8px; align-items: start; background: #fff;
+.stf-star { display: grid; grid-template-columns: 26px minmax(0, 1fr); gap: 2px 8px; align-items: start; background: #fff;
             border: 1px solid #dde2ea; border-radius: 8px; padding: 7px 9px; }
 .stf-star .glyph { font-size: 22px; line-height: 1; color: #b9c1cc; }
 .stf-star.earned .glyph { color: #E69F00; text-shadow: 0 0 1px #7a5200; }
 .stf-star .label { font-weight: 600; font-size: 13.5px; }
 .stf-star .tests { grid-column: 2; font-size: 12px; color: var(--muted); display: flex; flex-wrap: wrap; gap: 4px 10px; }
-.stf-tick { font-variant-numeric: tabular-nums; white-space: nowrap; }
+/* a long test ("usd_per_good_request <= 0.0018 (now 0.00225)") wraps inside its star, never widens it */
+.stf-tick { font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .stf-tick.ok { color: var(--good); }
 .stf-tick.no { color: var(--bad); }
 .stf-star .now { grid-column: 2; font-size: 12px; }
@@ -150,6 +151,7 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-rows { position: relative; height: 100%%; }
 .stf-rows > div { position: absolute; right: 6px; transform: translateY(-50%%); white-space: nowrap; line-height: 1.1;
                   color: var(--ink); }
+.stf-rows > div .ty { display: block; text-align: right; font-size: 0.85em; color: var(--muted); }
 .stf-locked-compact { font-size: 12px; color: var(--muted); }
 .stf-locked-compact > summary { cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
                                 list-style-position: inside; }
@@ -170,7 +172,7 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-stars-compact) .stf-stars-note { font-size: 11.5px; padding: 3px 6px; margin-bottom: 4px; }
 :host(.stf-stars-compact) .stf-stars-note .more { display: none; }
 :host(.stf-keys-compact) .stf-kbd { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-:host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px 1fr; }
+:host(.stf-stars-compact) .stf-star { padding: 4px 7px; grid-template-columns: 20px minmax(0, 1fr); }
 :host(.stf-stars-compact) .stf-star .glyph { font-size: 17px; }
 :host(.stf-stars-compact) .stf-star .label { font-size: 12.5px; }
 :host(.stf-stars-compact) .stf-star .tests { display: none; }

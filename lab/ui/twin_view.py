@@ -20,7 +20,8 @@ from bokeh.plotting import figure
 from lab.core.missions import CONTROL_SPECS
 
 from .blame_view import BLAME_CSS, blame_bar_html
-from .metrics_view import NBSP, fmt_ms, fmt_seconds, fmt_share
+from .fleet_words import is_plain, pool_text
+from .metrics_view import NBSP, PER_REQUESTS, fmt_joules, fmt_ms, fmt_seconds, fmt_share, fmt_usd, fmt_watts
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
 from .state import fleet_settings, format_value
 from .theme import CSS, PALETTE
@@ -39,6 +40,10 @@ TWIN_METRICS = (
     ("worst_gap_p99_ms", "Worst gap p99", -1, fmt_ms, None),
     ("goodput_rps_per_gpu", "Goodput per GPU", +1, lambda v: f"{v:.2f}{NBSP}req/s", lambda d: f"{d:+.2f}"),
     ("gpus", "GPUs", -1, lambda v: f"{v:,}", lambda d: f"{d:+,}"),
+    ("usd_per_good_request", f"Cost per {PER_REQUESTS:,} good requests", -1, lambda v: fmt_usd(v * PER_REQUESTS), None),
+    ("usd_per_hour", "Cost per hour", -1, fmt_usd, None),
+    ("energy_j_per_token", "Energy per token", -1, fmt_joules, None),
+    ("power_w_mean", "Mean power", -1, fmt_watts, None),
 )
 # How a request is compared: {toggle label: (row key, unit label, scale to the shown unit)}.
 MEASURES = {"TTFT": ("ttft_s", "TTFT (s)", 1.0), "Worst gap": ("worst_gap_ms", "worst gap (ms)", 1.0)}
@@ -71,12 +76,18 @@ TWIN_CSS = BLAME_CSS + """
 
 
 def fleet_phrase(scenario):
-    """A fleet in a few words: "4 colocated GPUs, whole prefill", "3 prefill + 1 decode GPUs, 25 GB/s link"."""
+    """A fleet in a few words: "4 colocated GPUs, whole prefill", "3 prefill + 1 decode GPUs, 25 GB/s link";
+    a fleet built of more than plain H100s says of what ("2 × H100 in TP 2 prefill + 4 × A100 in TP 4 decode")."""
     f = scenario.fleet
+    pools = scenario.pools()
+    plain = is_plain(scenario)
     if f.layout == "colocated":
         chunk = f"{f.chunk_tokens:,}-token prefill chunks" if f.chunk_tokens else "whole prefill"
-        return f"{f.total_gpus} colocated GPUs, {chunk}"
-    return f"{f.prefill_gpus} prefill + {f.decode_gpus} decode GPUs, {f.link.gbytes_per_s:g} GB/s link"
+        gpus = f"{f.total_gpus} colocated GPUs" if plain else f"{pool_text(pools[0])} colocated"
+        return f"{gpus}, {chunk}"
+    split = (f"{f.prefill_gpus} prefill + {f.decode_gpus} decode GPUs" if plain
+             else f"{pool_text(pools[0])} prefill + {pool_text(pools[1])} decode")
+    return f"{split}, {f.link.gbytes_per_s:g} GB/s link"
 
 
 def _diff(value, fmt, change):

@@ -1,6 +1,9 @@
 """Fixtures for the UI tests: the test missions' catalog, a `lab serve` subprocess and Debian's Chromium.
 
 `catalog`: tests/ui/missions (ui-mixing-hurts, ui-decode-drowns, ...), checked to load.
+`fleet_catalog`: tests/ui/fleet_missions (ui-fleet-built: Llama 3 70B on H100 prefill instances in TP 2
+and A100 decode instances in TP 4), for the page of fleets as they are built; serve it with
+`missions_server(FLEET_MISSIONS)`.
 `app_timers`: lab.ui.app's timers held, to fire by hand (`fire(callback)`), for the app tests
 that need no browser.
 
@@ -30,6 +33,7 @@ CHROMIUM_ARGS = [
 ]
 SERVER_START_TIMEOUT_S = 90
 UI_MISSIONS = Path(__file__).resolve().parent / "missions"
+FLEET_MISSIONS = Path(__file__).resolve().parent / "fleet_missions"
 LOCAL_PREFIXES = ("http://127.0.0.1", "http://localhost", "ws://127.0.0.1", "ws://localhost", "data:", "blob:", "about:")
 
 
@@ -132,6 +136,15 @@ def catalog():
     from lab.ui.catalog import Catalog
 
     cat = Catalog(UI_MISSIONS)
+    assert not cat.error, cat.error
+    return cat
+
+
+@pytest.fixture(scope="session")
+def fleet_catalog():
+    from lab.ui.catalog import Catalog
+
+    cat = Catalog(FLEET_MISSIONS)
     assert not cat.error, cat.error
     return cat
 
