@@ -43,8 +43,8 @@ CHOICE_LABELS = {
     "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
 }
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
-REQUIRES_WORDS = {("fleet.dispatch", "length_split"): "routing by length",
-                  ("model.cost", "roofline"): "the roofline cost model"}
+REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
+                  ("model.cost", "roofline"): ("the roofline cost model", "roofline")}  # (hint, locked list)
 INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus")  # sliders that count GPUs of a pool
 WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
@@ -89,7 +89,8 @@ def idle_reason(name, scenario, short=False):
         if "disaggregated" in CONTROL_SPECS[name][2]:
             return "split fleet" if short else "a split (disaggregated) fleet"
         return "colocated fleet" if short else "a colocated fleet"
-    return REQUIRES_WORDS.get(CONTROL_REQUIRES.get(name), "")
+    words = REQUIRES_WORDS.get(CONTROL_REQUIRES.get(name), ("", ""))
+    return words[1] if short else words[0]
 
 
 def _quiet(state, name):

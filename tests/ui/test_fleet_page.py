@@ -247,3 +247,22 @@ def test_a_layout_switch_carries_tp_to_the_greyed_out_pools(catalog):
     # A switch the greyed-out tp cannot rescue (4 colocated GPUs in TP 8: tp applies, it is no
     # carry) is refused with the spec's message as before.
     assert state.change("tp", 8) is False and "fleet.gpus: 4 GPUs is not a whole number" in state.error
+
+
+def test_a_locked_long_prompt_split_says_when_it_matters():
+    from lab.core.missions import Mission
+
+    mission = Mission.from_dict({
+        "id": "routed", "title": "t", "order": 1, "summary": "s", "brief": "b",
+        "scenario": {"workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 1000, "output_tokens": 50},
+                     "fleet": {"layout": "colocated", "gpus": 3, "dispatch": "round_robin",
+                               "long_prompt_tokens": 8000, "long_gpus": 1},
+                     "slo": {"ttft_s": 1.0}},
+        "controls": {"dispatch": {"choices": ["round_robin", "length_split"]}},
+        "stars": [{"label": "meet", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.9}]}],
+    })
+    state = LabState(mission)
+    text = locked_html(state)
+    assert 'Long prompts from (tokens): <b>8,000 tokens</b> <i>(length split)</i>' in text
+    assert state.change("dispatch", "length_split")
+    assert "<li>" in text and "Long prompts from (tokens): <b>8,000 tokens</b></li>" in locked_html(state)
