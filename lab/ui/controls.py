@@ -75,6 +75,8 @@ def _pretty(name, value):
     if name in ZERO_WORDS and not value:
         return ZERO_WORDS[name]
     unit = UNITS.get(name, "")
+    if value == 1 and unit in ("GPUs", "tokens"):
+        unit = unit[:-1]  # "1 GPU"
     if isinstance(value, float):
         text = f"{value:,.2f}".rstrip("0").rstrip(".")
     else:

@@ -266,3 +266,10 @@ def test_a_locked_long_prompt_split_says_when_it_matters():
     assert 'Long prompts from (tokens): <b>8,000 tokens</b> <i>(length split)</i>' in text
     assert state.change("dispatch", "length_split")
     assert "<li>" in text and "Long prompts from (tokens): <b>8,000 tokens</b></li>" in locked_html(state)
+
+
+def test_a_locked_count_of_one_reads_in_the_singular():
+    from lab.ui.controls import _pretty
+
+    assert _pretty("decode_gpus", 1) == "1 GPU" and _pretty("decode_gpus", 2) == "2 GPUs"
+    assert _pretty("decode_power_cap_w", 0) == "no cap" and _pretty("decode_power_cap_w", 350) == "350 W"
