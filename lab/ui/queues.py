@@ -12,11 +12,11 @@ out, and neighbours of equal value are merged).
   wire, in two parts: `room` waits for KV room on a decode GPU (prefill end -> reserved,
   including those still unreserved when the run stopped) and `link` waits for the wire
   (the later of prefill end and reservation -> the first byte moves).
-- `kv_usage(result)`: per GPU that holds KV for decoding (colocated, decode), the KV
-  tokens reserved on it. The engine reserves a sequence's whole prompt + output when it
+- `kv_usage(result)`: per instance that holds KV for decoding (colocated, decode; keyed by
+  its GpuLog.index), the KV tokens reserved on it. The engine reserves a sequence's whole prompt + output when it
   admits it (colocated: its prefill starts; split: room is reserved for its transfer) and
   frees it all when the last token is emitted, so this is exactly what admission checks
-  against `model.kv_tokens_per_gpu`, not the tokens written so far (which grow to it one
+  against the instance's capacity (`cost.PoolCost.kv_tokens`), not the tokens written so far (which grow to it one
   per step). A sequence not finished when the run stopped holds its room until then.
 """
 
