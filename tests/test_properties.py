@@ -278,7 +278,8 @@ def check_routing(res):
         for n, r in enumerate(arrived):
             assert r.prefill_gpu in (-1, takers[n % len(takers)]), f"request {r.id}, arrival {n}, on {r.prefill_gpu}"
     if fleet.dispatch == "length_split":
-        long_gpus = set(takers[len(takers) - fleet.long_gpus:])
+        long_instances = fleet.long_gpus // res.scenario.pools()[0].tp
+        long_gpus = set(takers[len(takers) - long_instances:])
         for r in served:
             assert (r.prefill_gpu in long_gpus) == (r.prompt_tokens >= fleet.long_prompt_tokens), r
     # every GPU takes the prompts of its queue in arrival order
@@ -462,6 +463,8 @@ def built_fleets(draw, **kwargs):
             fleet[f"{role}_gpus"] *= tp
             fleet[f"{role}_gpu"] = gpu
             fleet[f"{role}_power_cap_w"] = cap(gpu)
+    if "long_gpus" in fleet:  # routing's long group is whole instances of the prompt-taking pool
+        fleet["long_gpus"] *= fleet["tp"] if fleet["layout"] == "colocated" else fleet["prefill_tp"]
     if draw(st.booleans()):
         model["gpu_overrides"] = {"a100": {"usd_per_hour": 0.9, "hbm_tb_s": 1.6}}
     return raw

@@ -19,7 +19,7 @@
   var SPAN = { runtime: [0, 30], packages: [30, 85], app: [85, 100] };
   var query = new URLSearchParams(window.location.search);
   var embed = /^(1|true|yes)$/i.test(query.get("embed") || "");
-  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [], timeline: [], messages: {} };
+  var state = { stage: "runtime", failed: false, done: false, lastMessage: Date.now(), fetched: [], timeline: [], messages: {}, patches: [] };
   var slowTimer = null;
 
   // The page's scripts (BokehJS, Panel's JS) when the build took them out of <head>
@@ -223,10 +223,25 @@
     } catch (e) { /* no service worker: nothing to keep */ }
   }
 
+  // For tests: each patch's number, its event count and the run it reports (the status
+  // line's data-run), so a test finds the patch that carried a run whatever timers sent around it.
+  var RUN_MARK = /data-run=(?:"|&quot;)(\d+)/;
+  function notePatch(msg) {
+    var events = (msg.patch && msg.patch.events) || [];
+    var run = null;
+    for (var i = 0; i < events.length; i++) {
+      var found = typeof events[i]["new"] === "string" && RUN_MARK.exec(events[i]["new"]);
+      if (found) run = Number(found[1]);
+    }
+    state.patches.push({ n: state.messages.patch, events: events.length, run: run });
+    if (state.patches.length > 200) state.patches.shift();
+  }
+
   function onMessage(event) {
     var msg = event.data || {};
     state.lastMessage = Date.now();
     state.messages[msg.type] = (state.messages[msg.type] || 0) + 1;  // for tests: patches per update
+    if (msg.type === "patch") notePatch(msg);
     if (msg.type === "stf-progress") onProgress(msg);
     else if (msg.type === "stf-error") fail(msg.stage, msg.message, msg.detail, msg.stage === "app" ? "app" : selfHosted() ? "selfhosted" : "network");
     else if (msg.type === "stf-fetched") { state.fetched = msg.urls || []; keepFetched(state.fetched); }
