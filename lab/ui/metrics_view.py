@@ -5,6 +5,7 @@ formatted here; pass/fail is shown with a tick or a cross as well as a colour.
 """
 
 import html
+import math
 
 import panel as pn
 
@@ -223,6 +224,21 @@ STARS_CSS = """
 STARS_WAIT_NOTE = "Stars count once you change a control"
 
 
+def fmt_test_value(actual):
+    """A star test's value as it is now: three significant digits, never e-notation
+    (a fleet's 1,243 W read "1.24e+03")."""
+    if actual is None:
+        return "—"
+    if not isinstance(actual, float):
+        return f"{actual:,}"
+    text = f"{actual:,.3g}"
+    if "e" in text:
+        text = f"{actual:,.0f}" if abs(actual) >= 1 else f"{actual:.3g}"
+        if "e" in text:  # below 0.0001: as many decimals as three significant digits need
+            text = f"{actual:.{2 - math.floor(math.log10(abs(actual)))}f}"
+    return text
+
+
 def stars_html(mission, metrics, now, saved, counting=True):
     """One row per star: saved (★/☆), live tick for the latest run, and each test's value.
 
@@ -238,7 +254,7 @@ def stars_html(mission, metrics, now, saved, counting=True):
         live = i < len(now) and now[i]
         tests = []
         for pred, actual, holds in star.explain(metrics or {}):
-            shown = "—" if actual is None else (f"{actual:,.3g}" if isinstance(actual, float) else f"{actual:,}")
+            shown = fmt_test_value(actual)
             mark = "✓" if holds else "✗"
             tests.append(
                 f'<span class="stf-tick {"ok" if holds else "no"}">{mark} {html.escape(pred.describe())} '

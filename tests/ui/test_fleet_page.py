@@ -188,6 +188,15 @@ def test_money_energy_and_power_formats():
     assert [fmt_watts(v) for v in (None, 310.4, 3210)] == ["—", "310\u00a0W", "3.2\u00a0kW"]
 
 
+def test_a_star_tests_value_never_reads_in_e_notation():
+    from lab.ui.metrics_view import fmt_test_value
+
+    values = (None, 3, 0.0, 0.95, 0.00225, 1.8e-05, 1243.5, -2500.0, 12345678.0)
+    shown = [fmt_test_value(v) for v in values]
+    assert shown == ["—", "3", "0", "0.95", "0.00225", "0.0000180", "1,244", "-2,500", "12,345,678"]
+    assert not any("e" in text for text in shown)
+
+
 def test_the_table_view_gives_cost_and_energy_per_pool(built):
     from lab.ui.table_view import pool_table_html
 
