@@ -580,9 +580,12 @@ class LabApp:
             sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
         )
         title_row = pn.Row(
+            # The title takes the room the stars leave and wraps there (a long title at 390 px
+            # pushed the stars past the screen's edge).
             pn.pane.HTML(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>',
-                         stylesheets=[CSS], margin=(10, 10, 0, 16)),
-            pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0,
+                         stylesheets=[CSS], margin=(10, 10, 0, 16), sizing_mode="stretch_width",
+                         styles={"min-width": "0"}),
+            self.header_stars, sizing_mode="stretch_width", margin=0,
         )
         sidebar = pn.Column(
             section("Brief"), brief, section("Controls"), self.controls.view, section("Stars"),

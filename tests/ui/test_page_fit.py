@@ -74,12 +74,14 @@ def open_lab(page, server, query):
 def _mission_queries():
     colocated = next(m for m in MISSIONS if m.scenario.fleet.layout == "colocated" and "layout" in m.controls)
     split = next(m for m in MISSIONS if m.scenario.fleet.layout == "disaggregated" and "layout" in m.controls)
-    return [f"mission={colocated.id}", f"mission={split.id}", "mission=sandbox"]
+    # The longest title must wrap beside the header's stars, not push them off a phone's screen.
+    longest = max(MISSIONS, key=lambda m: len(m.title))
+    return [f"mission={colocated.id}", f"mission={split.id}", "mission=sandbox", f"mission={longest.id}"]
 
 
 @browser_test
 @pytest.mark.parametrize("embed", [False, True], ids=["page", "embed"])
-@pytest.mark.parametrize("query", _mission_queries(), ids=["colocated", "split", "sandbox"])
+@pytest.mark.parametrize("query", _mission_queries(), ids=["colocated", "split", "sandbox", "longest-title"])
 def test_no_sideways_scroll_from_320_to_1600_px(browser, new_page, server, query, embed):
     ctx = browser.new_context(viewport={"width": WIDTHS[0], "height": 800})
     try:
