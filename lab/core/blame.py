@@ -10,7 +10,8 @@ arrival), to float rounding:
   `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
   With `model.attention` each piece also carries its attention over the p tokens of its
   prompt before it: `step_s(0, 0, c, c * (p + c/2), p)`. The same on a prefill pool
-  chunked by `prefill_chunk_tokens`.
+  chunked by `prefill_chunk_tokens`, and with `long_prefill_tokens` (several prompts under
+  way share a step, each with its own pieces: `_prompt_pieces`).
 - `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
   work (other prompts in the same batch or chunk budget, the decode tokens of other
   sequences sharing a colocated step) and any wait between the steps carrying its chunks
@@ -122,22 +123,27 @@ def _prompt_pieces(result):
     for g, recs in by_gpu.items():
         log = result.gpus[g]
         column, starts = log.prefill_tokens, log.start
-        admitted = 0
-        under_way = []  # [record, tokens left, its pieces], admission order
+        admitted, count = 0, len(recs)
+        next_start = recs[0].prefill_start
+        under_way = []  # [prompt tokens, tokens left, its pieces], admission order
         for j in compress(range(len(column)), column):  # the steps with prompt work
-            while admitted < len(recs) and recs[admitted].prefill_start <= starts[j]:
+            while next_start <= starts[j]:
                 rec = recs[admitted]
-                under_way.append([rec, rec.prompt_tokens, pieces.setdefault(rec.id, [])])
+                under_way.append([rec.prompt_tokens, rec.prompt_tokens, pieces.setdefault(rec.id, [])])
                 admitted += 1
+                next_start = recs[admitted].prefill_start if admitted < count else math.inf
             budget = column[j]
+            ended = False
             for item in under_way:
-                if not budget:
-                    break
-                take = prefill_slice(item[0].prompt_tokens, item[1], budget, long_tokens)
+                take = prefill_slice(item[0], item[1], budget, long_tokens)
                 item[2].append((j, take))
                 item[1] -= take
+                ended = ended or not item[1]
                 budget -= take
-            under_way = [item for item in under_way if item[1]]
+                if not budget:
+                    break
+            if ended:
+                under_way = [item for item in under_way if item[1]]
     return pieces
 
 
