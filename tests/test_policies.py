@@ -3,7 +3,7 @@
 import pytest
 
 from lab.core import load_scenario, simulate
-from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, queue_plan
+from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, prefill_slice, queue_plan
 
 # ---------------------------------------------------------------- the functions
 
@@ -152,8 +152,6 @@ def test_least_loaded_counts_a_decoding_sequence_context():
 
 
 def test_prefill_slice_caps_only_prompts_over_the_threshold():
-    from lab.core.policies import prefill_slice
-
     assert prefill_slice(30_000, 30_000, 2048, None) == 2048  # no cap: all the budget
     assert prefill_slice(30_000, 30_000, 2048, 512) == 512  # a long prompt: at most 512
     assert prefill_slice(30_000, 300, 2048, 512) == 300  # its last piece: what it still needs
