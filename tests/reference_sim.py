@@ -18,7 +18,10 @@ obviously correct, not fast:
   number of the queue it takes from; least_loaded's loads are summed over the sequence
   objects at each arrival; the decode pick scans every decode GPU;
 - attention (README "Attention"): each step's prompt parts give their own c * (p + c/2)
-  and p, from how far each prompt had got before the step.
+  and p, from how far each prompt had got before the step;
+- chunked prefill (README "Chunked prefill and partial prefills"): every prompt holding
+  a slot that is not fully prefilled is offered the budget, in admission order, before
+  the queue; `long_prefill_tokens` caps a long prompt's share in one place (`chunk_share`).
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -337,6 +340,15 @@ class _Sim:
         g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
         g.boundary = end
 
+    def chunk_share(self, s, budget):
+        """README "Chunked prefill and partial prefills": what the prompt still needs, at most
+        the budget left; a prompt of more than long_prefill_tokens tokens at most that many."""
+        k = min(s.P - s.prefilled, budget)
+        cap = self.fleet.long_prefill_tokens
+        if cap is not None and s.P > cap:
+            k = min(k, cap)
+        return k
+
     @staticmethod
     def emit(seq, t):
         seq.tokens.append(t)
@@ -390,8 +402,8 @@ class _Sim:
             for s in g.members:  # partly prefilled prompts first, in admission order
                 if budget == 0:
                     break
-                if 0 < s.prefilled < s.P:
-                    k = min(s.P - s.prefilled, budget)
+                if s.prefilled < s.P:
+                    k = self.chunk_share(s, budget)
                     prefill.append((s, k))
                     budget -= k
             while budget > 0 and queue:
@@ -399,7 +411,7 @@ class _Sim:
                 if not admissible(s):
                     break
                 admit(s)
-                k = min(s.P, budget)
+                k = self.chunk_share(s, budget)
                 prefill.append((s, k))
                 budget -= k
         self.start_step(g, t, decode, prefill)
@@ -509,13 +521,13 @@ class _Sim:
             for s in under_way:
                 if budget == 0:
                     break
-                k = min(s.P - s.prefilled, budget)
+                k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
             while budget > 0 and queue:
                 s = queue[0]
                 take(s)
-                k = min(s.P, budget)
+                k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
         self.start_step(g, t, [], batch)

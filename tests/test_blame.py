@@ -103,6 +103,13 @@ def check_blame(result):
         assert b.missed == (not row["met_slo"])
         assert (b.dominant_cause is None) == (not b.missed)
         assert b.dominant_cause is None or b.dominant_cause in CAUSES
+    # Every step's prompt tokens are shared out exactly, several prompts per step or one.
+    shared = {}
+    for rid, own in pieces.items():
+        for j, c in own:
+            key = (result.requests[rid].prefill_gpu, j)
+            shared[key] = shared.get(key, 0) + c
+    assert shared == {(log.index, j): c for log in result.gpus for j, c in enumerate(log.prefill_tokens) if c}
     summary = blame_summary(blames)
     assert tuple(summary["missed_by_cause"]) == CAUSES
     assert summary["missed"] == sum(1 for r in rows if not r["met_slo"])
@@ -388,7 +395,11 @@ def test_an_event_at_the_very_end_of_the_run_has_not_happened():
      "link": {"gbytes_per_s": 2, "sharing": "fifo", "layerwise": True}},
     {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2,
      "link": {"gbytes_per_s": 1, "sharing": "fifo", "layerwise": False}},
-], ids=["whole", "chunked", "fifo-layerwise-first-at-prefill", "fifo-whole"])
+    {"layout": "colocated", "gpus": 2, "chunk_tokens": 1024, "long_prefill_tokens": 256},
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 1024,
+     "long_prefill_tokens": 300, "link": {"gbytes_per_s": 1, "sharing": "fifo", "layerwise": True}},
+], ids=["whole", "chunked", "fifo-layerwise-first-at-prefill", "fifo-whole", "partial-prefills",
+        "prefill-pool-partial-prefills-layerwise"])
 def test_engine_blame_equals_the_reference_on_a_loaded_fleet(fleet):
     sc = load_scenario({
         "seed": 4, "workload": {"rate": 6, "duration_s": 6, "prompt_tokens": {"dist": "uniform", "low": 100, "high": 3000},
@@ -493,3 +504,27 @@ def test_engine_blame_equals_the_reference_blame_over_routing_combinations():
     for index, combo in enumerate(ROUTING_GRID):
         problems = diff_blame(random_routed_scenario(index, *combo))
         assert not problems, f"{combo}:\n" + "\n".join(problems)
+
+
+def test_partial_prefills_give_each_prompt_under_way_its_own_pieces():
+    """Budget 2,048, long_prefill_tokens 512: A (3,000) and C (5,000) take 512 a step each,
+    B (400) its whole prompt in the first step; each prompt's prefill is its own pieces and
+    its chunk_wait the others' share of its steps."""
+    sc = make({"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 2048,
+               "long_prefill_tokens": 512}, {"ttft_s": 10})
+    result, rows, blames = blame_of(sc, [(0.0, 3000, 3), (0.0, 400, 3), (0.0, 5000, 3)])
+    check_blame(result)
+    assert result.gpus[0].prefill_tokens == [1424] + [1024] * 4 + [512 + 440] + [512] * 3 + [392]
+    pieces = _prompt_pieces(result)
+    assert pieces == {0: [(j, 512) for j in range(5)] + [(5, 440)], 1: [(0, 400)],
+                      2: [(j, 512) for j in range(9)] + [(9, 392)]}
+    step_s = step_time_fn(sc.model)
+    log = result.gpus[0]
+    for rid, rec in enumerate(result.requests):
+        parts = blames[rid].parts
+        own = [step_s(0, 0, c) for _, c in pieces[rid]]
+        assert parts["prefill"] == math.fsum(own)
+        others = [(log.end[j] - log.start[j]) - step_s(0, 0, c) for j, c in pieces[rid]]
+        assert close(parts["chunk_wait"], math.fsum(others)) and parts["chunk_wait"] > 0.0
+        assert close(math.fsum(parts.values()), rec.first_token - rec.arrival)
+    assert result.requests[1].prefill_end == log.end[0]  # B did not wait for A's last chunk

@@ -419,3 +419,74 @@ def test_a_run_cut_short_drops_the_attention_terms_of_steps_it_never_finished():
     log = res.gpus[0]
     assert res.capped == "drain_s"
     assert log.attention_args and set(log.attention_args) == set(range(len(log.start)))
+
+
+# ---------------------------------------------------------------- partial prefills (long_prefill_tokens)
+
+
+def test_prefill_pool_partial_prefills_let_short_prompts_pass_a_long_one():
+    """Budget 2,048, long_prefill_tokens 512: the 30,000-token prompt takes 512 of each step
+    and the short ones behind it are admitted into the rest, finishing in their first step,
+    instead of waiting for the long one's 59th chunk as with FIFO chunks."""
+    requests = [(0.0, 30_000, 2), (0.01, 200, 2), (0.02, 300, 2)]
+    fifo = run(disaggregated(prefill_chunk_tokens=2048), requests)
+    partial = run(disaggregated(prefill_chunk_tokens=2048, long_prefill_tokens=512), requests)
+    f_long, f_short, _ = fifo.requests
+    assert f_short.prefill_end == f_long.prefill_end  # FIFO: behind the long one's last chunk
+    log = partial.gpus[0]
+    t1 = prefill(512)  # step 0: only the long prompt had arrived, and it takes at most 512
+    assert steps(log)[:2] == [(0.0, t1, 0, 512, 0), (t1, t1 + prefill(512 + 200 + 300), 0, 1012, 0)]
+    assert log.prefill_tokens == [512, 1012] + [512] * 56 + [30_000 - 58 * 512]
+    long, a, b = partial.requests
+    assert a.prefill_start == b.prefill_start == t1 and a.prefill_end == b.prefill_end == log.end[1]
+    assert a.first_token < f_short.first_token / 10
+    # the long one still ends, in its 59th step, all its tokens taken
+    assert (long.prefill_start, long.prefill_end) == (0.0, log.end[58])
+    assert long.first_token is not None and long.finish is not None
+
+
+def test_colocated_partial_prefills_decode_the_short_prompts_beside_the_long_ones_chunks():
+    requests = [(0.0, 30_000, 3), (0.01, 400, 3)]
+    partial = run(colocated(chunk_tokens=2048, long_prefill_tokens=512), requests)
+    log = partial.gpus[0]
+    long, short = partial.requests
+    t1 = prefill(512)
+    assert steps(log)[:3] == [(0.0, t1, 0, 512, 0), (t1, t1 + prefill(912), 0, 912, 0),
+                              (t1 + prefill(912), log.end[2], 1, 512, 401)]
+    assert short.first_token == log.end[1] and short.finish == log.end[3]  # its 3 tokens beside the chunks
+    assert long.prefill_end == log.end[58] and long.finish is not None
+    fifo = run(colocated(chunk_tokens=2048), requests)
+    assert fifo.requests[1].first_token == fifo.requests[0].first_token  # FIFO chunks: it waited
+
+
+def test_partial_prefills_take_two_long_prompts_at_once_and_only_prompts_over_the_threshold():
+    """Two long prompts share the budget (512 each); a prompt of exactly 512 is not long."""
+    res = run(disaggregated(prefill_chunk_tokens=2048, long_prefill_tokens=512),
+              [(0.0, 20_000, 2), (0.0, 10_000, 2), (0.0, 513, 2), (0.0, 512, 2)])
+    log = res.gpus[0]
+    a, b, c, d = res.requests
+    assert log.prefill_tokens[:2] == [512 + 512 + 512 + 512, 512 + 512 + 1]
+    assert c.prefill_end == log.end[1] and d.prefill_end == log.end[0]  # 513: capped, 1 left
+    # 10,000 = 19 x 512 + 272 ends in step 19, before 20,000 = 39 x 512 + 32 in step 39
+    assert log.prefill_tokens == [2048, 1025] + [1024] * 17 + [512 + 272] + [512] * 19 + [32]
+    assert (b.prefill_end, a.prefill_end) == (log.end[19], log.end[39])
+
+
+def test_partial_prefill_completions_stay_fifo_among_prompts_under_the_threshold():
+    requests = [(0.0, 30_000, 2)] + [(0.001 * k, 100 + 37 * k, 2) for k in range(1, 40)]
+    for fleet in (colocated(chunk_tokens=1024, long_prefill_tokens=256),
+                  disaggregated(prefill_chunk_tokens=1024, long_prefill_tokens=256)):
+        res = run(fleet, requests)
+        shorts = res.requests[1:]
+        ends = [r.prefill_end for r in shorts]
+        assert ends == sorted(ends) and ends[-1] < res.requests[0].prefill_end
+        assert [r.prefill_start for r in shorts] == sorted(r.prefill_start for r in shorts)
+
+
+def test_long_prefill_tokens_changes_nothing_without_a_chunk_budget_or_a_long_prompt():
+    requests = [(0.0, 30_000, 3), (0.01, 400, 3), (0.02, 900, 2)]
+    for fleet in (colocated(), disaggregated()):
+        assert steps(run({**fleet, "long_prefill_tokens": 64}, requests).gpus[0]) == steps(run(fleet, requests).gpus[0])
+    short_only = [(0.0, 400, 3), (0.01, 500, 3)]
+    assert steps(run(colocated(chunk_tokens=256, long_prefill_tokens=512), short_only).gpus[0]) == \
+        steps(run(colocated(chunk_tokens=256), short_only).gpus[0])

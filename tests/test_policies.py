@@ -3,7 +3,7 @@
 import pytest
 
 from lab.core import load_scenario, simulate
-from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, queue_plan
+from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, prefill_slice, queue_plan
 
 # ---------------------------------------------------------------- the functions
 
@@ -149,3 +149,13 @@ def test_least_loaded_counts_a_decoding_sequence_context():
     res = run(requests, dispatch="least_loaded")
     assert res.requests[0].prefill_end < 1.0 < res.requests[0].finish
     assert [r.prefill_gpu for r in res.requests] == [0, 1, 1]
+
+
+def test_prefill_slice_caps_only_prompts_over_the_threshold():
+    assert prefill_slice(30_000, 30_000, 2048, None) == 2048  # no cap: all the budget
+    assert prefill_slice(30_000, 30_000, 2048, 512) == 512  # a long prompt: at most 512
+    assert prefill_slice(30_000, 300, 2048, 512) == 300  # its last piece: what it still needs
+    assert prefill_slice(30_000, 30_000, 100, 512) == 100  # the budget left is smaller
+    assert prefill_slice(513, 513, 2048, 512) == 512 and prefill_slice(513, 1, 2048, 512) == 1
+    assert prefill_slice(512, 512, 2048, 512) == 512 and prefill_slice(400, 400, 2048, 16) == 16
+    assert prefill_slice(400, 400, 2048, 400) == 400 and prefill_slice(400, 400, 300, 4096) == 300

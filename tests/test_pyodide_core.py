@@ -94,6 +94,22 @@ SCENARIOS = {
         workload={"rate": 10, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 9000}},
         seed=9,
     ),
+    # Partial prefills (fleet.long_prefill_tokens): 30,000-token prompts among short ones,
+    # several prompts' chunks in one step, with attention on.
+    "partial-prefills-attention": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "prefill_chunk_tokens": 2048,
+         "long_prefill_tokens": 512},
+        model={"cost": "roofline", "gpu": "h100", "attention": True},
+        workload={"rate": 12, "prompt_tokens": {"dist": "mix", "components": [
+            {"weight": 30, "length": {"dist": "uniform", "low": 200, "high": 800}}, {"weight": 1, "length": 30000}]}},
+        seed=11,
+    ),
+    "partial-prefills-colocated": _scenario(
+        {"layout": "colocated", "gpus": 3, "chunk_tokens": 1024, "long_prefill_tokens": 256},
+        workload={"rate": 12, "prompt_tokens": {"dist": "mix", "components": [
+            {"weight": 30, "length": {"dist": "uniform", "low": 200, "high": 800}}, {"weight": 1, "length": 30000}]}},
+        seed=12,
+    ),
     "routed-disagg-round-robin": _scenario(
         {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "dispatch": "round_robin"}, seed=10,
     ),

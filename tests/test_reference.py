@@ -13,6 +13,7 @@ import pytest
 
 from lab.core import load_scenario, request_gaps, simulate
 
+from lab.core.blame import _prompt_pieces
 from reference_sim import reference_simulate
 
 # ---------------------------------------------------------------- comparison
@@ -239,6 +240,41 @@ CASES.update({
                                                         "workload.rate": 6}),
 })
 
+# Partial prefills (README "Chunked prefill and partial prefills"): 200-800-token prompts
+# with a 30,000-token one now and then, or many long ones at once.
+WITH_LONG = {"dist": "mix", "components": [{"weight": 30, "length": {"dist": "uniform", "low": 200, "high": 800}},
+                                           {"weight": 1, "length": 30_000}]}
+MANY_LONG = {"dist": "mix", "components": [{"weight": 3, "length": {"dist": "uniform", "low": 200, "high": 800}},
+                                           {"weight": 1, "length": {"dist": "uniform", "low": 9_000, "high": 30_000}}]}
+PARTIAL = {"workload.prompt_tokens": WITH_LONG, "workload.rate": 8, "workload.duration_s": 12,
+           "workload.output_tokens": {"dist": "uniform", "low": 1, "high": 120}}
+CASES.update({
+    "colocated-partial-prefills": scenario(COLOCATED, **{**PARTIAL, "fleet.chunk_tokens": 2048, "fleet.long_prefill_tokens": 512}),
+    "colocated-partial-prefills-many-long-kv-limited": scenario(
+        COLOCATED, **{**PARTIAL, "workload.prompt_tokens": MANY_LONG, "workload.rate": 3, "fleet.gpus": 1,
+                                 "fleet.chunk_tokens": 1024, "fleet.long_prefill_tokens": 256,
+                                 "model.kv_capacity_tokens": 70_000, "fleet.max_batch_seqs": 6, "drain_s": 20}),
+    "colocated-partial-prefills-attention": scenario(COLOCATED, **{**PARTIAL,
+        "fleet.chunk_tokens": 2048, "fleet.long_prefill_tokens": 700, "model.cost": "roofline", "model.attention": True,
+        "workload.prompt_tokens": MANY_LONG, "workload.rate": 4}),
+    "colocated-partial-prefills-threshold-over-budget": scenario(COLOCATED, **{**PARTIAL,
+        "fleet.chunk_tokens": 256, "fleet.long_prefill_tokens": 4096}),
+    "colocated-whole-long-prefill-ignored": scenario(COLOCATED, **{**PARTIAL, "fleet.long_prefill_tokens": 512}),
+    "disagg-partial-prefills": scenario(DISAGG, **{**PARTIAL, "fleet.prefill_gpus": 2, "fleet.decode_gpus": 2,
+                                                              "fleet.prefill_chunk_tokens": 2048, "fleet.long_prefill_tokens": 512}),
+    "disagg-partial-prefills-many-long-layerwise": scenario(DISAGG, **{**PARTIAL,
+        "workload.prompt_tokens": MANY_LONG, "workload.rate": 3, "fleet.prefill_chunk_tokens": 1500,
+        "fleet.long_prefill_tokens": 300, "fleet.link.layerwise": True, "fleet.link.gbytes_per_s": 3,
+        "fleet.first_token": "prefill", "drain_s": 20}),
+    "disagg-partial-prefills-attention-least-loaded": scenario(DISAGG, **{**PARTIAL,
+        "fleet.prefill_gpus": 2, "fleet.dispatch": "least_loaded", "fleet.prefill_chunk_tokens": 2048,
+        "fleet.long_prefill_tokens": 512, "model.cost": "roofline", "model.attention": True,
+        "workload.prompt_tokens": MANY_LONG, "workload.rate": 4}),
+    "disagg-partial-prefills-overloaded-capped": scenario(DISAGG, **{**PARTIAL,
+        "workload.prompt_tokens": MANY_LONG, "workload.rate": 10, "drain_s": 1.5, "fleet.prefill_chunk_tokens": 1024,
+        "fleet.long_prefill_tokens": 128}),
+})
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_reference(name):
@@ -463,3 +499,54 @@ def test_routing_cases_exercise_what_they_claim():
     att = simulate(CASES["disagg-attention-chunked"])
     assert att.gpus[0].attention_args and not plain.gpus[0].attention_args
     assert att.gpus[0].end[0] - att.gpus[0].start[0] > plain.gpus[0].end[0] - plain.gpus[0].start[0]
+
+
+# ---------------------------------------------------------------- partial prefills
+
+
+LONG_AND_SHORT = [(0.0, 30_000, 20), (0.004, 300, 8), (0.011, 650, 30), (0.02, 30_000, 5), (0.021, 200, 1),
+                  (0.05, 799, 12), (0.3, 512, 4), (0.3, 513, 4), (0.31, 20_000, 9), (0.4, 250, 40)]
+
+
+@pytest.mark.parametrize("fleet", [
+    {"layout": "colocated", "gpus": 1, "chunk_tokens": 2048, "long_prefill_tokens": 512},
+    {"layout": "colocated", "gpus": 2, "chunk_tokens": 600, "long_prefill_tokens": 100, "max_batch_seqs": 3},
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "prefill_chunk_tokens": 2048,
+     "long_prefill_tokens": 512},
+    {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 1, "prefill_chunk_tokens": 1024,
+     "long_prefill_tokens": 16, "link": {"layerwise": True, "gbytes_per_s": 5}},
+], ids=["colocated-1", "colocated-2-slots-3", "prefill-pool-1", "prefill-pool-2-layerwise"])
+@pytest.mark.parametrize("attention", [False, True])
+def test_partial_prefills_match_the_reference_with_long_prompts_at_once(fleet, attention):
+    """Two 30,000-token prompts at once and a 20,000-token one later, short ones around them."""
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 1, "output_tokens": 1},
+                        "fleet": fleet, "model": {"cost": "roofline", "attention": attention}, "drain_s": 60})
+    assert_matches(sc, LONG_AND_SHORT)
+
+
+def test_partial_prefill_cases_exercise_what_they_claim():
+    """The partial-prefill cases really run several prompts' prefills in one step, and a
+    short prompt admitted after a long one finishes its prefill first; without the field
+    (or with whole prefill) they run as before."""
+    for name in ("colocated-partial-prefills", "colocated-partial-prefills-many-long-kv-limited",
+                 "disagg-partial-prefills", "disagg-partial-prefills-many-long-layerwise"):
+        ref = reference_simulate(CASES[name])
+        longs = [s for s in ref.requests if s.P > CASES[name].fleet.long_prefill_tokens and s.prefill_end is not None]
+        overtaken = [(lg.id, s.id) for lg in longs for s in ref.requests
+                     if s.id > lg.id and s.prefill_gpu == lg.prefill_gpu and s.prefill_end is not None
+                     and s.prefill_end < lg.prefill_end]
+        assert overtaken, name
+        # a step carrying a piece of a long prompt that goes on and a piece of another prompt
+        res = simulate(CASES[name])
+        per_step = {}
+        for rid, own in _prompt_pieces(res).items():
+            rec = res.requests[rid]
+            for j, _ in own:
+                per_step.setdefault((rec.prefill_gpu, j), []).append(rec)
+        assert any(len(recs) > 1 and any(r.prompt_tokens > 10_000 and res.gpus[r.prefill_gpu].end[j] < r.prefill_end
+                                         for r in recs)
+                   for (g, j), recs in per_step.items()), name
+    ref = reference_simulate(CASES["colocated-partial-prefills-many-long-kv-limited"])
+    assert any(s.prefill_start > s.arrival + 1 for s in ref.requests)  # KV room, not the budget, held some
+    same = scenario(COLOCATED, **PARTIAL)
+    assert simulate(CASES["colocated-whole-long-prefill-ignored"]).gpus[0].prefill_tokens == simulate(same).gpus[0].prefill_tokens

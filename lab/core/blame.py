@@ -10,7 +10,8 @@ arrival), to float rounding:
   `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
   With `model.attention` each piece also carries its attention over the p tokens of its
   prompt before it: `step_s(0, 0, c, c * (p + c/2), p)`. The same on a prefill pool
-  chunked by `prefill_chunk_tokens`.
+  chunked by `prefill_chunk_tokens`, and with `long_prefill_tokens` (several prompts under
+  way share a step, each with its own pieces: `_prompt_pieces`).
 - `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
   work (other prompts in the same batch or chunk budget, the decode tokens of other
   sequences sharing a colocated step) and any wait between the steps carrying its chunks
@@ -56,6 +57,7 @@ from itertools import compress
 
 from .cost import instance_costs
 from .metrics import step_gaps_of, request_metrics
+from .policies import prefill_slice
 
 __all__ = [
     "TTFT_PARTS", "LINK_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
@@ -103,32 +105,45 @@ class Blame:
 def _prompt_pieces(result):
     """{request id: [(step index, own prompt tokens)]} on its prefill GPU, from the step logs.
 
-    A GPU processes the prompts it admitted in admission order, which is request-id
-    order (one FIFO queue), and a step's prompt tokens are the next ones of that
-    stream (whole prompts, or a chunk budget finishing one prompt and starting the
-    next). So each prompt's share of each step follows from the logs alone.
+    A GPU admits prompts in request-id order (each queue is FIFO), each at the start of a
+    step that carries some of it (its `prefill_start`). A step's prompt tokens go to the
+    prompts under way in admission order, each `policies.prefill_slice` of what is left
+    (README "Chunked prefill and partial prefills"). Replaying that with the step's logged
+    total as the budget gives each prompt's share exactly: the engine's slices sum to that
+    total, and only the last prompt served can have been cut short by the budget.
     """
+    fleet = result.scenario.fleet
+    chunked = (fleet.chunk_tokens if fleet.layout == "colocated" else fleet.prefill_chunk_tokens) is not None
+    long_tokens = fleet.long_prefill_tokens if chunked else None  # whole prefill ignores it
     by_gpu = {}
     for rec in result.requests:
         if rec.prefill_gpu >= 0 and rec.prefill_start is not None:
             by_gpu.setdefault(rec.prefill_gpu, []).append(rec)
     pieces = {}
     for g, recs in by_gpu.items():
-        column = result.gpus[g].prefill_tokens
-        i, left = 0, recs[0].prompt_tokens
-        own = pieces.setdefault(recs[0].id, [])
+        log = result.gpus[g]
+        column, starts = log.prefill_tokens, log.start
+        admitted, count = 0, len(recs)
+        next_start = recs[0].prefill_start
+        under_way = []  # [prompt tokens, tokens left, its pieces], admission order
         for j in compress(range(len(column)), column):  # the steps with prompt work
-            tokens = column[j]
-            while tokens and i < len(recs):
-                take = left if left < tokens else tokens
-                own.append((j, take))
-                tokens -= take
-                left -= take
-                if not left:
-                    i += 1
-                    if i < len(recs):
-                        left = recs[i].prompt_tokens
-                        own = pieces.setdefault(recs[i].id, [])
+            while next_start <= starts[j]:
+                rec = recs[admitted]
+                under_way.append([rec.prompt_tokens, rec.prompt_tokens, pieces.setdefault(rec.id, [])])
+                admitted += 1
+                next_start = recs[admitted].prefill_start if admitted < count else math.inf
+            budget = column[j]
+            ended = False
+            for item in under_way:
+                take = prefill_slice(item[0], item[1], budget, long_tokens)
+                item[2].append((j, take))
+                item[1] -= take
+                ended = ended or not item[1]
+                budget -= take
+                if not budget:
+                    break
+            if ended:
+                under_way = [item for item in under_way if item[1]]
     return pieces
 
 

@@ -17,7 +17,7 @@ from collections import deque
 
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
-from .policies import DECODE_PICKS, Router, queue_plan
+from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
@@ -55,7 +55,7 @@ class _Gpu:
         self.decoding = 0  # sequences that emit a token in the next step
         self.context = 0  # sum of their context lengths (prompt + tokens so far)
         self.finish_at = {}  # step index -> [request ids whose last token that step emits]
-        self.prefilling = deque()  # [request id, prompt tokens still to prefill] (chunked prefill)
+        self.prefilling = []  # [request id, prompt tokens still to prefill] (chunked prefill), admission order
         self.completing = []  # request ids whose prefill ends with the current step
         self.landed = []  # request ids whose KV has arrived, joining at the next boundary
         self.queue = None  # the FIFO it takes prompts from (shared or its own: policies.py)
@@ -419,25 +419,41 @@ class _Simulation:
         return taken
 
     def _take_chunks(self, gpu, t, chunk, admit):
-        """At most `chunk` prompt tokens: the prompt under way first, then newly admitted ones."""
+        """At most `chunk` prompt tokens: the prompts under way first, in admission order, then
+        newly admitted ones, each its `prefill_slice` (README "Chunked prefill and partial
+        prefills"). Without `long_prefill_tokens` only one prompt is ever under way."""
         budget = chunk
-        prefilling = gpu.prefilling
-        while budget > 0:
-            if not prefilling:
-                rec = admit(gpu, t)
-                if rec is None:
-                    break
-                prefilling.append([rec.id, rec.prompt_tokens])
-            item = prefilling[0]
-            take = item[1] if item[1] <= budget else budget
-            if self.attention:
-                gpu.pieces.append((take, self.records[item[0]].prompt_tokens - item[1]))
-            item[1] -= take
-            budget -= take
-            if item[1] == 0:
-                prefilling.popleft()
-                gpu.completing.append(item[0])
+        long_tokens = self.fleet.long_prefill_tokens
+        completing = gpu.completing
+        kept = []
+        for item in gpu.prefilling:
+            if budget:
+                budget -= self._take_piece(gpu, item, budget, long_tokens)
+            if item[1]:
+                kept.append(item)
+            else:
+                completing.append(item[0])
+        while budget:
+            rec = admit(gpu, t)
+            if rec is None:
+                break
+            item = [rec.id, rec.prompt_tokens]
+            budget -= self._take_piece(gpu, item, budget, long_tokens)
+            if item[1]:
+                kept.append(item)
+            else:
+                completing.append(rec.id)
+        gpu.prefilling = kept
         return chunk - budget
+
+    def _take_piece(self, gpu, item, budget, long_tokens):
+        """Move one prompt under way ([request id, tokens left]) on by its slice of `budget`."""
+        prompt = self.records[item[0]].prompt_tokens
+        take = prefill_slice(prompt, item[1], budget, long_tokens)
+        if self.attention:
+            gpu.pieces.append((take, prompt - item[1]))
+        item[1] -= take
+        return take
 
     # --------------------------------------------------------- disaggregated
 

@@ -1,4 +1,5 @@
-"""Routing policies: which instance takes an arriving prompt, which decode instance gets its KV.
+"""Scheduling policies: which instance takes an arriving prompt, which decode instance gets
+its KV, and how much of a chunk budget each prompt under way takes.
 
 Each rule is a small function over a view of the fleet: just the numbers it reads (each
 instance's load, or each decode instance's `seqs` and `kv_free`), never the engine's
@@ -25,11 +26,18 @@ takes prompts from and `Router.route` which queue an arriving prompt joins:
 batch slot and room for the prompt's KV (prompt + output tokens), `most_free_kv` takes
 the one with the most free KV tokens (the original rule), `fewest_seqs` the one with the
 fewest sequences; ties lowest index; none: the prompt waits, FIFO (no skipping).
+
+**Partial prefills** (`fleet.long_prefill_tokens`, with a chunk budget: README "Chunked
+prefill and partial prefills"). `prefill_slice` is one prompt's share of a step's budget:
+what it still needs, at most the budget left, and for a prompt of more than
+`long_prefill_tokens` tokens at most that many. The engine hands the budget to its prompts
+under way in admission order, then to newly admitted ones; blame.py replays the same
+function over the step logs to recover each prompt's pieces.
 """
 
 __all__ = [
     "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
-    "most_free_kv", "fewest_seqs", "pick_decode",
+    "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice",
 ]
 
 from typing import NamedTuple
@@ -131,3 +139,13 @@ def pick_decode(rule, need, max_seqs, instances):
     The engine binds `DECODE_PICKS[rule]` once instead of calling this per prompt.
     """
     return DECODE_PICKS[rule](need, max_seqs, instances)
+
+
+def prefill_slice(prompt_tokens, left, budget, long_prefill_tokens=None):
+    """Prompt tokens a prompt of `prompt_tokens` with `left` still to prefill takes from a
+    step whose chunk budget has `budget` left. `long_prefill_tokens` None: no cap (the
+    prompt under way takes all it can, so prompts behind it wait for its last chunk)."""
+    take = left if left < budget else budget
+    if long_prefill_tokens is not None and prompt_tokens > long_prefill_tokens and take > long_prefill_tokens:
+        return long_prefill_tokens
+    return take

@@ -479,6 +479,7 @@ class Fleet:
     long_gpus: int = None  # ...go to the last this-many GPUs of the pool
     decode_pick: str = "most_free_kv"  # disaggregated: which decode instance a prompt's KV goes to
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
+    long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
 
     LAYOUTS = ("colocated", "disaggregated")
     FIRST_TOKEN = ("decode", "prefill")
@@ -548,6 +549,7 @@ class Fleet:
             long_gpus=long_gpus,
             decode_pick=F.read_choice(data, "decode_pick", path, cls.DECODE_PICK, default=d.decode_pick),
             prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
+            long_prefill_tokens=F.read_int(data, "long_prefill_tokens", path, default=None, lo=16, hi=1_000_000),
         )
 
     @property
