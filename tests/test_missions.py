@@ -745,6 +745,17 @@ def test_power_cap_controls_read_zero_as_no_cap():
                        fleet={"layout": "disaggregated", "decode_power_cap_w": 600})
 
 
+def test_the_long_prefill_control_reads_zero_as_no_cap_and_offers_no_share_under_16():
+    m = _fleet_mission({"chunk_tokens": {"min": 0, "max": 2048, "step": 512},
+                        "long_prefill_tokens": {"min": 0, "max": 1024, "step": 256}})
+    assert m.scenario.fleet.long_prefill_tokens is None and m.settings()["long_prefill_tokens"] == 0
+    capped = m.apply({"chunk_tokens": 2048, "long_prefill_tokens": 512})
+    assert (capped.fleet.chunk_tokens, capped.fleet.long_prefill_tokens) == (2048, 512)
+    assert m.apply({"long_prefill_tokens": 0}).fleet.long_prefill_tokens is None
+    with pytest.raises(LabError, match=r"^controls\.long_prefill_tokens\.step: offers long_prefill_tokens 8"):
+        _fleet_mission({"long_prefill_tokens": {"min": 0, "max": 64, "step": 8}})
+
+
 def test_gpu_type_controls_default_to_the_model_gpu():
     m = _fleet_mission({"layout": {}, "prefill_gpu": {}, "decode_gpu": {"choices": ["a100", "h100"]}})
     assert m.settings()["prefill_gpu"] == "h100" and m.settings()["decode_gpu"] == "h100"

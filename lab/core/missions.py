@@ -73,6 +73,7 @@ CONTROL_PATHS = {
     "long_gpus": "fleet.long_gpus",
     "decode_pick": "fleet.decode_pick",
     "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
+    "long_prefill_tokens": "fleet.long_prefill_tokens",
     "attention": "model.attention",
     "gpu": "model.gpu",
     "llm": "model.llm",
@@ -110,6 +111,7 @@ CONTROL_SPECS = {
     "long_gpus": ("int", "GPUs kept for long prompts", ("colocated", "disaggregated"), None),
     "decode_pick": ("choice", "Decode GPU for each prompt", ("disaggregated",), Fleet.DECODE_PICK),
     "prefill_chunk_tokens": ("int", "Prefill-pool chunk (tokens; 0 = whole prompt)", ("disaggregated",), None),
+    "long_prefill_tokens": ("int", "A long prompt's share of a chunk (tokens; 0 = all of it)", ("colocated", "disaggregated"), None),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
     "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
@@ -117,7 +119,8 @@ CONTROL_SPECS = {
 }
 
 # Controls whose 0 stands for the field's None: a whole prompt (no chunk budget), no power cap.
-NONE_AS_ZERO = ("chunk_tokens", "prefill_chunk_tokens", "power_cap_w", "prefill_power_cap_w", "decode_power_cap_w")
+NONE_AS_ZERO = ("chunk_tokens", "prefill_chunk_tokens", "long_prefill_tokens", "power_cap_w", "prefill_power_cap_w",
+                "decode_power_cap_w")
 # Controls that matter only when another field has one value (beyond the layout): the long-prompt
 # split only with length_split routing, attention only in the roofline.
 CONTROL_REQUIRES = {
@@ -495,7 +498,7 @@ def _read_controls(data, scenario):
                         first = first or exc
                 else:
                     raise LabError(F.join(F.join("controls", name), end_key), f"{_fmt(end)} is not a valid {c.path}: {first.detail}")
-    for name in ("chunk_tokens", "prefill_chunk_tokens"):
+    for name in ("chunk_tokens", "prefill_chunk_tokens", "long_prefill_tokens"):
         if name not in controls:
             continue
         c = controls[name]

@@ -37,6 +37,7 @@ _SANDBOX_CONTROLS = {
     "prefill_tp": {},
     "prefill_power_cap_w": {"min": 0, "max": 700, "step": 25},
     "prefill_chunk_tokens": {"min": 0, "max": 8192, "step": 256},
+    "long_prefill_tokens": {"min": 0, "max": 4096, "step": 256},
     "decode_gpus": {"min": 1, "max": 12},
     "decode_gpu": {},
     "decode_tp": {},

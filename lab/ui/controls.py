@@ -54,16 +54,16 @@ UNITS = {
     "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
     "link_gbytes_per_s": "GB/s", "rate": "req/s", "prefill_batch_tokens": "tokens",
     "power_cap_w": "W", "prefill_power_cap_w": "W", "decode_power_cap_w": "W", "long_prompt_tokens": "tokens",
-    "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens",
+    "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens", "long_prefill_tokens": "tokens",
 }
 # What 0 reads as, for the controls whose 0 is "none" (NONE_AS_ZERO).
-ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "power_cap_w": "no cap",
-              "prefill_power_cap_w": "no cap", "decode_power_cap_w": "no cap"}
+ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "long_prefill_tokens": "no cap",
+              "power_cap_w": "no cap", "prefill_power_cap_w": "no cap", "decode_power_cap_w": "no cap"}
 # Locked controls at these values are the lab's plain fleet, so the "Locked" list leaves them
 # out (a mission about chunking need not list every issue-11 knob at its default).
 QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "prefill_power_cap_w": 0,
                   "decode_power_cap_w": 0, "dispatch": "queue", "decode_pick": "most_free_kv",
-                  "prefill_chunk_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
+                  "prefill_chunk_tokens": 0, "long_prefill_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
                   "prefill_gpu": "h100", "decode_gpu": "h100"}
 
 
