@@ -182,15 +182,16 @@ class _Simulation:
     def _drop_oversized(self):
         """Requests no instance could ever hold: prompt + output over a colocated or decode
         instance's KV capacity, or the prompt over a prefill instance's."""
-        checks = [((self.decode_gpus or self.gpus)[0], True)]  # (instance, holds the output too)
-        if self.prefill_gpus:
-            checks.append((self.prefill_gpus[0], False))
+        holder = (self.decode_gpus or self.gpus)[0]  # holds prompt + output
+        prefill = self.prefill_gpus[0] if self.prefill_gpus else None  # holds the prompt
+        most = holder.kv_tokens
+        most_prompt = prefill.kv_tokens if prefill is not None else most
         for rec in self.records:
-            for gpu, with_output in checks:
-                need = rec.prompt_tokens + (rec.output_tokens if with_output else 0)
-                if need > gpu.kv_tokens:
-                    rec.dropped = f"needs {need:,} KV tokens; {_holder(gpu)} holds {gpu.kv_tokens:,}"
-                    break
+            need = rec.prompt_tokens + rec.output_tokens
+            if need > most:
+                rec.dropped = f"needs {need:,} KV tokens; {_holder(holder)} holds {most:,}"
+            elif rec.prompt_tokens > most_prompt:
+                rec.dropped = f"needs {rec.prompt_tokens:,} KV tokens; {_holder(prefill)} holds {most_prompt:,}"
 
     def _push_next_arrival(self, index):
         records = self.records
@@ -222,11 +223,13 @@ class _Simulation:
     def _pop_queue(self, gpu, t):
         """Take the head of `gpu`'s queue (None if empty): it is admitted there and its prefill
         starts at t. A prefill instance holds no KV for it, so it always fits there."""
-        if not gpu.queue:
+        queue = gpu.queue
+        if not queue:
             return None
-        rec = self.records[gpu.queue.popleft()]
-        self.queued_tokens[gpu.queue_k] -= rec.prompt_tokens
-        gpu.pending += rec.prompt_tokens
+        rec = self.records[queue.popleft()]
+        prompt = rec.prompt_tokens
+        self.queued_tokens[gpu.queue_k] -= prompt
+        gpu.pending += prompt
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
         return rec
@@ -242,7 +245,7 @@ class _Simulation:
             return None
         gpu.busy = True
         log = gpu.log
-        if self.attention and prefill_tokens:
+        if prefill_tokens and self.attention:
             # Each chunk of c new tokens after p earlier ones: c * (p + c/2) attention
             # units and a re-read of the p earlier tokens' KV (cost.py); the log keeps
             # them for the power model.
@@ -404,17 +407,19 @@ class _Simulation:
         """Whole queued prompts up to prefill_batch_tokens (at least one) for the next step."""
         budget = self.fleet.prefill_batch_tokens
         queue = gpu.queue
+        records = self.records
+        completing = gpu.completing
+        attention = self.attention
         taken = 0
         while queue:
-            head = self.records[queue[0]]
-            if taken and taken + head.prompt_tokens > budget:
+            if taken and taken + records[queue[0]].prompt_tokens > budget:
                 break
             rec = admit(gpu, t)
             if rec is None:
                 break
             taken += rec.prompt_tokens
-            gpu.completing.append(rec.id)
-            if self.attention:
+            completing.append(rec.id)
+            if attention:
                 gpu.pieces.append((rec.prompt_tokens, 0))
         return taken
 
@@ -422,8 +427,10 @@ class _Simulation:
         """At most `chunk` prompt tokens: the prompts under way first, in admission order, then
         newly admitted ones, each its `prefill_slice` (README "Chunked prefill and partial
         prefills"). Without `long_prefill_tokens` only one prompt is ever under way."""
-        budget = chunk
         long_tokens = self.fleet.long_prefill_tokens
+        if long_tokens is None:
+            return self._take_whole_chunks(gpu, t, chunk, admit)
+        budget = chunk
         completing = gpu.completing
         kept = []
         for item in gpu.prefilling:
@@ -444,6 +451,29 @@ class _Simulation:
             else:
                 completing.append(rec.id)
         gpu.prefilling = kept
+        return chunk - budget
+
+    def _take_whole_chunks(self, gpu, t, chunk, admit):
+        """`_take_chunks` without a cap: `prefill_slice` is then min(left, budget), so the one
+        prompt under way takes all it can before the next is admitted. Written out here
+        because it runs on every step of a chunked fleet (the default path's speed)."""
+        budget = chunk
+        prefilling = gpu.prefilling
+        while budget > 0:
+            if not prefilling:
+                rec = admit(gpu, t)
+                if rec is None:
+                    break
+                prefilling.append([rec.id, rec.prompt_tokens])
+            item = prefilling[0]
+            take = item[1] if item[1] <= budget else budget
+            if self.attention:
+                gpu.pieces.append((take, self.records[item[0]].prompt_tokens - item[1]))
+            item[1] -= take
+            budget -= take
+            if item[1] == 0:
+                prefilling.pop(0)
+                gpu.completing.append(item[0])
         return chunk - budget
 
     def _take_piece(self, gpu, item, budget, long_tokens):
