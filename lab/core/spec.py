@@ -696,9 +696,8 @@ def _check_pools(scenario):
         if model.kv_capacity_tokens is None and model.derived_kv_capacity_tokens(pool.gpu, pool.tp) < 1:
             weights_gb = model.weight_bytes / 1e9
             usable_gb = pool.tp * spec["memory_gb"] * model.memory_utilization
-            where = pool.tp_key
             raise LabError(
-                where,
+                pool.tp_key,
                 f"{model.llm} ({weights_gb:.0f} GB of weights) does not fit on {pool.tp} {pool.gpu} "
                 f"({usable_gb:.0f} GB usable at memory_utilization {model.memory_utilization:g}), leaving no memory "
                 f"for the KV cache: raise {pool.tp_key.split('.')[-1]} or pick a GPU with more memory",
