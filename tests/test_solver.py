@@ -8,7 +8,7 @@ import pytest
 from lab.core import simulate, summarize
 from lab.core.errors import LabError
 from lab.core.missions import Control, load_mission
-from lab.core.solver import CheckReport, _coarse, check_mission
+from lab.core.solver import CheckReport, _changes, _coarse, check_mission
 from mini_missions import GOOD_STARS, SEEDS, good_mini, mini, star
 
 
@@ -289,3 +289,20 @@ def test_small_values_and_margins_keep_three_significant_digits():
     assert _fmt_margin(0.000237) == "+0.000237"
     assert _fmt_margin(-0.0004) == "-0.0004"
     assert _fmt_value(0.5) == "0.500" and _fmt_value(0.0) == "0" and _fmt_value(0.012) == "0.012"
+
+
+def test_controls_waiting_for_another_field_count_as_no_change_and_share_a_run():
+    # long_prompt_tokens does nothing under `queue` routing (CONTROL_REQUIRES): moving it there is
+    # no change a student makes, and settings that differ only in it are one run.
+    fleet = {"layout": "colocated", "gpus": 2, "long_prompt_tokens": 2000, "long_gpus": 1}
+    threshold = {"long_prompt_tokens": {"min": 1000, "max": 3000, "step": 1000}}
+    routed = mini(controls={"dispatch": {"choices": ["queue", "length_split"]}, **threshold,
+                            "gpus": {"min": 2, "max": 3}}, fleet=fleet)
+    m = load_mission(routed)
+    start = {"dispatch": "queue", "long_prompt_tokens": 2000, "gpus": 2}
+    assert _changes(m, {"dispatch": "queue", "long_prompt_tokens": 3000, "gpus": 2}, start) == 0
+    assert _changes(m, {"dispatch": "length_split", "long_prompt_tokens": 3000, "gpus": 2}, start) == 2
+    plain = {"dispatch": {"choices": ["queue"]}, "gpus": {"min": 2, "max": 3}}
+    with_idle_threshold = check_mission(mini(controls={**plain, **threshold}, fleet=fleet), time_budget_s=120)
+    without = check_mission(mini(controls=plain, fleet=fleet), time_budget_s=120)
+    assert with_idle_threshold.runs == without.runs, (with_idle_threshold.runs, without.runs)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from .engine import simulate
 from .errors import LabError
 from .metrics import summarize
-from .missions import CONTROL_SPECS, RATE_METRICS, load_mission
+from .missions import CONTROL_SPECS, RATE_METRICS, control_applies, load_mission
 
 __all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "DEFAULT_SEEDS", "REPORT_METRICS",
            "SEED_SHARE", "seeds_needed", "predicate_margin"]
@@ -385,9 +385,15 @@ class _Search:
 
 
 def _effective(mission, settings):
-    """`settings` without the controls that do nothing in their layout."""
-    layout = settings.get("layout", mission.scenario.fleet.layout)
-    return {k: v for k, v in settings.items() if layout in CONTROL_SPECS[k][2]}
+    """`settings` without the controls that do nothing there: those of the other layout, and
+    those waiting for a field at another value (CONTROL_REQUIRES: the long-prompt split
+    under `queue` routing), which give the same run."""
+    try:
+        scenario = mission.apply(settings)
+    except LabError:  # no valid scenario: fall back to the layout alone
+        layout = settings.get("layout", mission.scenario.fleet.layout)
+        return {k: v for k, v in settings.items() if layout in CONTROL_SPECS[k][2]}
+    return {k: v for k, v in settings.items() if control_applies(k, scenario)}
 
 
 def _changes(mission, settings, start):
