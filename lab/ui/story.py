@@ -59,6 +59,7 @@ CAUSE_WORDS = {
     "preemption": "it was preempted and waited to run again.",
     "kv_capacity": "its prompt and answer never fit in one GPU's KV memory, so it was dropped.",
     "unfinished": "the run ended before its last token.",
+    "rejected": "early rejection turned it away at arrival: its predicted TTFT was over the target.",
 }
 _GAP_CAUSE_SHORT = {"prefill_interference": "prefill mixed in: {tokens} prompt tokens in that step",
                     "decode_batch": "a decode-only step, {batch} decoding in it",
