@@ -672,7 +672,7 @@ class Canvas(param.Parameterized):
                                  line_color=PALETTE["bad"], line_width=2)
         fig.add_tools(HoverTool(renderers=[r_rejected], point_policy="snap_to_data", attachment="above", tooltips=(
             f'<div style="font: 12px {FONT_STACK}">Request <b>@req</b> rejected at arrival: '
-            'predicted TTFT <b>@pred{0,0.00} s</b></div>')))
+            'predicted TTFT <b>@pred{0,0.000} s</b></div>')))
         # The step a request's story points at: a thick dark frame around its whole row's height.
         r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
                            fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
@@ -962,7 +962,7 @@ class Canvas(param.Parameterized):
         if not cols or not len(cols["left"]):
             return None
         i = int(np.argmin(np.abs(cols["left"].astype(float) - t)))
-        reach = max(STEP_TOLERANCE_S, WINDOW_S / 150)  # about the cross's size at a 2.5 s window
+        reach = max(STEP_TOLERANCE_S, WINDOW_S / 60)  # a few pixels on a phone: the nearest cross wins
         return int(cols["req"][i]) if abs(float(cols["left"][i]) - t) <= reach else None
 
     def outline(self, gpu, left=None, right=None):

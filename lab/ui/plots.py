@@ -262,7 +262,7 @@ class Plots:
         self.embed = embed
         self.gap_met = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
         self.gap_miss = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
-        self.gap_rejected = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": [], "pred": []})
+        self.gap_rejected = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": [], "pred": []}, name="gap-rejected")
         self.gap_pick = ColumnDataSource({"x": [], "y": []})  # a ring round the request whose story is open
         self.on_pick = None  # called with a request id when the student clicks its point (story.StoryView.show)
         self._marked = None
@@ -328,7 +328,7 @@ class Plots:
                               ("", "click for its story")]
         fig.add_tools(HoverTool(renderers=[r_rejected], tooltips=[  # after the default hover's set-up, not under it
             ("request", "@id (rejected at arrival)"), ("prompt", "@prompt{0,0} tokens"),
-            ("predicted TTFT", "@pred{0,0.00} s")]))
+            ("predicted TTFT", "@pred{0,0.000} s")]))
         fig.on_event(Tap, self._on_gap_tap)
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         # Above the points (overlay level) on a light box: the points never hide it.

@@ -80,6 +80,11 @@ def _seqs(n):
     return f"{n:,} sequence" + ("" if n == 1 else "s")
 
 
+def _predicted(seconds):
+    """A prediction next to its target: to the millisecond, so 1.003 s does not read as 1.00 s."""
+    return f"{seconds:,.3f}{NBSP}s"
+
+
 def _b(text):
     return f"<b>{text}</b>"
 
@@ -301,7 +306,7 @@ def story_html(request, blame, result, scenario):
     if rec.rejected:
         target = f", over the {fmt_seconds(slo.ttft_s)} target" if slo.ttft_s else ""
         items.append(f'<li data-event="rejected" data-predicted-s="{rec.predicted_ttft_s!r}">Rejected at arrival: '
-                     f'predicted TTFT {_b(fmt_seconds(rec.predicted_ttft_s))}{target} (early rejection: the prompt '
+                     f'predicted TTFT {_b(_predicted(rec.predicted_ttft_s))}{target} (early rejection: the prompt '
                      'tokens queued ahead of it and its own, at the prefill rate). It never queued.</li>')
     open_note = ""
     if blame.open_part:
