@@ -326,9 +326,10 @@ class Plots:
         fig.hover.renderers = [r_met, r_miss]
         fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms"),
                               ("", "click for its story")]
-        fig.add_tools(HoverTool(renderers=[r_rejected], tooltips=[  # after the default hover's set-up, not under it
-            ("request", "@id (rejected at arrival)"), ("prompt", "@prompt{0,0} tokens"),
-            ("predicted TTFT", "@pred{0,0.000} s")]))
+        if self.state.can_reject:  # its own hover, added after the default one's set-up (not under it)
+            fig.add_tools(HoverTool(renderers=[r_rejected], tooltips=[
+                ("request", "@id (rejected at arrival)"), ("prompt", "@prompt{0,0} tokens"),
+                ("predicted TTFT", "@pred{0,0.000} s")]))
         fig.on_event(Tap, self._on_gap_tap)
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         # Above the points (overlay level) on a light box: the points never hide it.

@@ -125,6 +125,10 @@ def test_the_worst_gap_plot_puts_rejected_requests_on_its_floor(admitting):
     yr = plots.gap_fig.y_range
     assert len(ys) == len(ids) and all(yr.start < y < yr.end for y in ys)
     assert max(ys) < min(plots.gap_miss.data["y"].min(), plots.gap_met.data["y"].min())  # under every gap
+    from bokeh.models import HoverTool
+
+    tips = [" ".join(v for _, v in t.tooltips) for t in plots.gap_fig.tools if isinstance(t, HoverTool)]
+    assert any("@pred" in t and "rejected" in t for t in tips)  # its own hover: the prediction, not a gap
 
 
 def test_the_legend_lists_the_cross_only_where_rejection_can_happen(admitting):
