@@ -11,6 +11,7 @@ pytest.importorskip("panel")
 pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
+from lab.ui.a11y import run_summary  # noqa: E402
 from lab.ui.canvas import Canvas, legend_html, timeline_data  # noqa: E402
 from lab.ui.controls import CHOICE_LABELS, locked_html  # noqa: E402
 from lab.ui.metrics_view import metrics_html  # noqa: E402
@@ -144,3 +145,12 @@ def test_the_table_view_shows_no_ttft_for_a_rejected_request(admitting):
     rid = next(r.id for r in admitting.result.requests if r.rejected)
     row = re.search(rf'<tr data-request="{rid}">(.*?)</tr>', table).group(1)
     assert 'data-ttft="None">—<' in row and "✗ no (rejected)" in row
+
+
+def test_the_live_region_says_how_many_were_rejected(mission, admitting):
+    m = admitting.metrics
+    said = run_summary(m, admitting.scenario, [], [], [], [])
+    assert f"{m['rejected']:,} rejected at arrival" in said
+    off = LabState(mission)
+    off.run()
+    assert "rejected" not in run_summary(off.metrics, off.scenario, [], [], [], [])
