@@ -1,12 +1,18 @@
 """Early rejection's cost: the default path (admission off) against an older tree, and with it on.
 
     python benchmarks/bench_admission.py [--old DIR] [--rounds 7] [--runs 9]
+    python benchmarks/bench_admission.py --old DIR --instructions    # valgrind: a few minutes
 
 `--old` is another checkout's root (e.g. `git archive a81029a lab | tar -x -C /tmp/old`); each
 round times `simulate` on benchmarks/scenarios.py's runs in a fresh process per tree, the
 trees alternating (the machine's speed drifts), takes each round's fastest run in CPU time
 (on a shared machine the fastest is the least disturbed), and reports the median over rounds. This tree also runs each scenario with `fleet.admission` on and a TTFT target
 that rejects a share of the arrivals. Figures, not assertions: speed is never a test.
+
+On a machine shared with other work, time (even CPU time) moves by 15% between two runs of
+the same code; `--instructions` counts instructions instead, under valgrind's callgrind: a
+process that simulates once and one that simulates three times, per tree and scenario, whose
+difference / 2 is one warm run's count (imports and the first, unspecialised run cancel).
 """
 
 import argparse
@@ -46,6 +52,39 @@ print(json.dumps(out))
 """
 
 
+# One scenario, simulated `n` times (for --instructions).
+REPEAT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(1, sys.argv[2])
+from lab import core
+from scenarios import SCENARIOS
+scenario = core.load_scenario(SCENARIOS[sys.argv[3]])
+requests = core.generate_requests(scenario.workload, scenario.seed)
+for _ in range(int(sys.argv[4])):
+    core.simulate(scenario, requests)
+"""
+
+
+def instructions(tree, name, n):
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
+                           REPEAT, str(tree), str(REPO / "benchmarks"), name, str(n)],
+                          capture_output=True, text=True, check=True)
+    return int(proc.stderr.split("Collected : ")[1].split()[0])
+
+
+def count_instructions(old):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from scenarios import SCENARIOS
+
+    print(f"{'scenario':<34} {'old (M instr.)':>15} {'now':>9} {'change':>8}")
+    for name in SCENARIOS:
+        per = {}
+        for label, tree in (("old", old), ("now", REPO)):
+            per[label] = (instructions(tree, name, 3) - instructions(tree, name, 1)) / 2 / 1e6
+        print(f"{name:<34} {per['old']:>15.2f} {per['now']:>9.2f} {(per['now'] / per['old'] - 1) * 100:>+7.2f}%")
+
+
 def run(tree, runs, admit="off"):
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO / "benchmarks"), str(runs), admit],
                           capture_output=True, text=True, check=True)
@@ -57,7 +96,12 @@ def main(argv=None):
     ap.add_argument("--old", help="an older checkout's root, timed with admission off (its default path)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--instructions", action="store_true", help="count instructions under valgrind (needs --old)")
     args = ap.parse_args(argv)
+    if args.instructions:
+        if not args.old:
+            ap.error("--instructions compares two trees: give --old DIR")
+        return count_instructions(args.old)
     rounds = {"now": [], "old": [], "on": []}
     for _ in range(args.rounds):
         if args.old:
