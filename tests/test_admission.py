@@ -398,3 +398,15 @@ def test_reference_rejects_independently():
     ref = reference_simulate(ADMITTING["disagg-fifo"])
     assert any(s.rejected for s in ref.requests) and any(s.finished for s in ref.requests)
     assert all(not s.tokens for s in ref.requests if s.rejected)
+
+
+def test_the_pyodide_admission_scenarios_reject_some_and_serve_some():
+    """tests/test_pyodide_core.py's early-rejection scenarios exercise both outcomes (so the
+    CPython == Pyodide comparison covers the rule)."""
+    from test_pyodide_core import SCENARIOS as PYODIDE
+
+    names = [n for n, raw in PYODIDE.items() if raw["fleet"].get("admission")]
+    assert len(names) >= 2
+    for name in names:
+        res = simulate(load_scenario(PYODIDE[name]))
+        assert 0 < sum(r.rejected for r in res.requests) < len(res.requests), name
