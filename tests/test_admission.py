@@ -410,3 +410,18 @@ def test_the_pyodide_admission_scenarios_reject_some_and_serve_some():
     for name in names:
         res = simulate(load_scenario(PYODIDE[name]))
         assert 0 < sum(r.rejected for r in res.requests) < len(res.requests), name
+
+
+def test_a_star_on_the_served_share_needs_an_slo_target(tmp_path):
+    from lab.core import load_mission
+
+    mission = json.loads((ROOT / "missions" / "18-say-no-early.json").read_text(encoding="utf-8"))
+    mission["scenario"]["slo"] = {}
+    mission["scenario"]["fleet"].pop("admission", None)
+    mission["controls"].pop("admission")
+    mission["stars"][0]["when"] = [{"metric": "served_slo_attainment", "op": ">=", "value": 0.9}]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(mission), encoding="utf-8")
+    with pytest.raises(LabError) as err:
+        load_mission(str(path))
+    assert "served_slo_attainment" in str(err.value) and "sets no target" in str(err.value)

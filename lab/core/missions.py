@@ -516,7 +516,7 @@ def _read_controls(data, scenario):
 
 # Metrics that count requests served per second: they grow with the request rate.
 RATE_METRICS = ("goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s", "requests", "finished")
-SLO_METRICS = ("slo_attainment", "goodput_rps", "goodput_rps_per_gpu")
+SLO_METRICS = ("slo_attainment", "served_slo_attainment", "goodput_rps", "goodput_rps_per_gpu")
 
 
 def _check_stars_against(stars, scenario, controls):
