@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.core import (LabError, admission, blame_summary, load_scenario, request_blame, request_metrics, simulate,
@@ -241,14 +241,27 @@ def test_admitting_cases_reject_some_and_serve_some(name):
 
 @st.composite
 def admitting_scenarios(draw, **kwargs):
+    """test_properties' random scenarios, mostly with admission on, loaded more (the rate up
+    to 10x), with a TTFT target of a few mean prompts' prefill on one instance of the pool
+    that takes them (so the queue ahead, not the prompt alone, decides), or a fixed one."""
     raw = draw(scenarios(**kwargs))
-    raw["fleet"]["admission"] = draw(st.sampled_from([dict(ON), dict(ON), None, "off"]))
-    raw["slo"] = {"ttft_s": draw(st.sampled_from([0.02, 0.1, 0.4, 1.5]))}
-    raw["workload"]["rate"] = raw["workload"]["rate"] * draw(st.sampled_from([1, 4]))
+    raw["workload"]["rate"] = raw["workload"]["rate"] * draw(st.sampled_from([1, 4, 10]))
+    sc = load_scenario(raw)
+    pool = sc.pools()[0]
+    one = admission.prefill_rate(1, step_time_fn(sc.model, pool.gpu, pool.tp, pool.power_cap_w),
+                                 admission.step_tokens(sc.fleet))
+    prompts = sc.workload.prompt_tokens.mean_estimate() / one
+    target = draw(st.sampled_from([0.7, 1.5, 3.0, 6.0, None]))
+    raw["slo"] = {"ttft_s": max(target * prompts, 1e-4) if target else draw(st.sampled_from([0.005, 0.1, 1.0]))}
+    raw["fleet"]["admission"] = draw(st.sampled_from([dict(ON), dict(ON), dict(ON), None, "off"]))
     return raw
 
 
-@PROPERTY_SETTINGS
+# Twice the usual examples: about one in five runs both rejects and serves (measured).
+ADMISSION_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=100)
+
+
+@ADMISSION_SETTINGS
 @given(admitting_scenarios(max_duration=4.0))
 def test_engine_equals_reference_with_early_rejection(raw):
     problems = diff_engine_reference(load_scenario(raw))
@@ -285,7 +298,7 @@ def check_accounting(res):
         assert m["served_slo_attainment"] is None
 
 
-@PROPERTY_SETTINGS
+@ADMISSION_SETTINGS
 @given(admitting_scenarios(drain=st.sampled_from([0.0, 0.3, 30.0]), max_duration=5.0))
 def test_every_request_ends_finished_unfinished_or_rejected_once(raw):
     check_accounting(simulate(load_scenario(raw)))
