@@ -147,6 +147,10 @@ def cmd_run(args):
         for line in describe_run(scenario, result):
             print(f"  {line}")
         print(format_metrics(metrics))
+        if scenario.fleet.admission is not None:  # (off, the table is as it always was)
+            served = metrics["served_slo_attainment"]
+            print(f"  {'Early rejection':<25} rejected {metrics['rejected']:,}   served met "
+                  + ("—" if served is None else f"{served:.1%}"))
         if why["missed"]:
             causes = sorted(((share, c) for c, share in why["missed_by_cause"].items() if share), key=lambda x: -x[0])
             print(f"  {'Why requests missed':<25} {why['missed']} missed: "

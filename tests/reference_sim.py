@@ -21,7 +21,11 @@ obviously correct, not fast:
   and p, from how far each prompt had got before the step;
 - chunked prefill (README "Chunked prefill and partial prefills"): every prompt holding
   a slot that is not fully prefilled is offered the budget, in admission order, before
-  the queue; `long_prefill_tokens` caps a long prompt's share in one place (`chunk_share`).
+  the queue; `long_prefill_tokens` caps a long prompt's share in one place (`chunk_share`);
+- early rejection (README "Early rejection"): at each arrival, after routing, the tokens
+  ahead are summed over the sequence objects (the queue it joins, and every prompt whose
+  prefill started on one of that queue's GPUs and has not ended), the rate is worked out
+  from the cost model there and then (`predicted_ttft`).
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -61,6 +65,8 @@ class Seq:
         self.prefill_end_planned = None  # disaggregated: end time of the step ending its prefill
         self.last_step_start = None  # disaggregated: start of that step (layer-wise streaming)
         self.prompt_pieces = []  # (own prompt tokens, own tokens before) of each step that carried some (for blame)
+        self.rejected = False  # fleet.admission turned it away at arrival
+        self.predicted_ttft_s = None  # what the admission rule predicted at its arrival
 
     @property
     def kv_need(self):
@@ -277,8 +283,36 @@ class _Sim:
             g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
         return RefResult(self.seqs, self.gpus, self.transfers, cap)
 
+    def predicted_ttft(self, seq, q):
+        """README "Early rejection": (prompt tokens ahead + its own) / the queue's prefill
+        rate, + its KV's wire time on an idle link when the first token waits for it."""
+        f = self.fleet
+        takers = [g for g in self.takers() if g.queue_id == q]
+        ahead = sum(s.P for s in self.queues[q])
+        for g in takers:
+            ahead += sum(s.P for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
+                         and s.prefill_end is None)
+        if f.layout == "colocated":
+            tokens = f.chunk_tokens if f.chunk_tokens is not None else f.prefill_batch_tokens
+        else:
+            tokens = f.prefill_chunk_tokens if f.prefill_chunk_tokens is not None else f.prefill_batch_tokens
+        rate = len(takers) * (tokens / takers[0].step_s(0, 0, tokens))
+        wire = 0.0
+        if f.layout == "disaggregated" and f.first_token == "decode":
+            nbytes = seq.P * self.model.kv_bytes_per_token
+            if f.link.layerwise:
+                wire = nbytes / self.model.shape["layers"] / (f.link.gbytes_per_s * 1e9)
+            else:
+                wire = nbytes / (f.link.gbytes_per_s * 1e9)
+        return (ahead + seq.P) / rate + wire
+
     def on_arrival(self, seq, t):
         q = self.route(seq)
+        if self.fleet.admission is not None:
+            seq.predicted_ttft_s = self.predicted_ttft(seq, q)
+            if seq.predicted_ttft_s > self.sc.slo.ttft_s:
+                seq.rejected = True
+                return
         self.queues[q].append(seq)
         for g in self.takers():
             if g.queue_id == q and g.boundary is None:

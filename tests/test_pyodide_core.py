@@ -113,6 +113,21 @@ SCENARIOS = {
     "routed-disagg-round-robin": _scenario(
         {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "dispatch": "round_robin"}, seed=10,
     ),
+    # Early rejection (fleet.admission): an overload whose predictions sit on both sides of
+    # the TTFT target, colocated chunked with least_loaded routing, and split with layer-wise streaming.
+    "admission-colocated-least-loaded": _scenario(
+        {"layout": "colocated", "gpus": 2, "chunk_tokens": 512, "dispatch": "least_loaded",
+         "admission": {"reject_when": "predicted_ttft_over_slo"}},
+        workload={"rate": 30, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 6000}},
+        seed=13,
+    ),
+    "admission-disagg-layerwise-roofline": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2,
+         "link": {"gbytes_per_s": 5, "layerwise": True}, "admission": {"reject_when": "predicted_ttft_over_slo"}},
+        model={"cost": "roofline", "gpu": "h100"},
+        workload={"rate": 14, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 6000}},
+        seed=14,
+    ),
 }
 
 
@@ -178,6 +193,9 @@ for name, spec in SPECS.items():
     for x in result.transfers:
         t.update(repr((x.request, x.src_gpu, x.dst_gpu, x.ready, x.reserved, x.start, x.end, x.bytes,
                        getattr(x, "layer_starts", None))).encode())
+    a = hashlib.sha256()  # early rejection: who was turned away, on what prediction
+    for r in result.requests:
+        a.update(repr((r.id, getattr(r, "rejected", None), getattr(r, "predicted_ttft_s", None))).encode())
     blames = core.request_blame(result)
     b = hashlib.sha256()
     for x in blames:
@@ -191,6 +209,7 @@ for name, spec in SPECS.items():
         "requests": len(result.requests),
         "request_fingerprint": h.hexdigest(),
         "transfer_fingerprint": t.hexdigest(),
+        "admission_fingerprint": a.hexdigest(),
         "steps": [len(g) for g in result.gpus],
         "attention": [repr(sorted(getattr(g, "attention", {}).items())) for g in result.gpus],
         "end_time": canon(result.end_time),
@@ -299,6 +318,6 @@ def test_same_results_in_cpython_and_pyodide(name, cpython_results, pyodide_resu
         "can differ from 3.11 in the last bits; math.fsum is correctly rounded everywhere"
     )
     for key in ("requests", "request_fingerprint", "transfer_fingerprint", "steps", "end_time",
-                "blame_summary", "blame_fingerprint"):
+                "blame_summary", "blame_fingerprint", "admission_fingerprint"):
         assert cp[key] == py[key], f"{name}: {key} differs: cpython {cp[key]!r}, pyodide {py[key]!r}"
     assert cp == py

@@ -38,6 +38,10 @@ def diff_engine_reference(scenario, requests=None, limit=8):
                            f"{f} engine {theirs[f]!r}, reference {mine[f]!r}")
         if bool(rec.dropped) != seq.dropped:
             out.append(f"request {rec.id}: dropped engine {rec.dropped!r}, reference {seq.dropped}")
+        for f in ("rejected", "predicted_ttft_s"):  # early rejection (README "Early rejection")
+            if getattr(rec, f) != getattr(seq, f):
+                out.append(f"request {rec.id} (P={rec.prompt_tokens}, arrival {rec.arrival}): "
+                           f"{f} engine {getattr(rec, f)!r}, reference {getattr(seq, f)!r}")
         gaps = request_gaps(res, rec)
         ref_gaps = [b - a for a, b in zip(seq.tokens, seq.tokens[1:])]
         if gaps != ref_gaps:

@@ -34,7 +34,9 @@ arrival), to float rounding:
 A request that never got its first token counts with TTFT = end of run - arrival (as
 metrics.py does): its parts run up to the end of the run and `open_part` names the one it
 was in then, which takes all the time since that phase began (a prefill cut short is all
-`prefill`). A dropped request (larger than a GPU's KV memory) has all parts 0.
+`prefill`). A dropped request (larger than a GPU's KV memory) has all parts 0, and so
+does a rejected one (`fleet.admission`: turned away at arrival, it waited for nothing;
+its TTFT is None in `request_metrics`).
 
 **Worst gap**: the largest inter-token gap, the earliest of equals, ended by step j of
 its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
@@ -44,8 +46,8 @@ decode-only step: its batch and context made it long). `worst_gap_prompt_tokens`
 `worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` is a
 reserved name: the engine never preempts, so its share is always 0. None without gaps.
 
-**Dominant cause** (`dominant_cause`, None when the request met the SLO): `kv_capacity`
-for a dropped request; the largest TTFT part (earliest in `TTFT_PARTS` of equals) when it
+**Dominant cause** (`dominant_cause`, None when the request met the SLO): `rejected` for
+a request early rejection turned away at arrival; `kv_capacity` for a dropped request; the largest TTFT part (earliest in `TTFT_PARTS` of equals) when it
 has no first token or its TTFT is over the SLO's target; `unfinished` when its first token
 was in time but the run was cut before its last; else (it missed a TPOT or max-gap
 target) its worst gap's cause.
@@ -67,7 +69,7 @@ __all__ = [
 TTFT_PARTS = ("queue", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
 GAP_CAUSES = ("prefill_interference", "decode_batch", "transfer", "preemption")
 # Every dominant cause, in the order summaries list them.
-CAUSES = TTFT_PARTS + GAP_CAUSES + ("kv_capacity", "unfinished")
+CAUSES = TTFT_PARTS + GAP_CAUSES + ("kv_capacity", "unfinished", "rejected")
 # Fleet-level names `lab run --json` adds after summarize()'s (see blame_summary).
 BLAME_NAMES = ("missed", "missed_by_cause")
 # Per-request columns `--requests-csv` adds (see Blame.row).
@@ -185,7 +187,7 @@ def _link_parts(tr, prefill_end, until):
 def _ttft_parts(result, rec, pieces, step_s, end):
     """(parts, open part or None): see the module docstring."""
     parts = dict.fromkeys(TTFT_PARTS, 0.0)
-    if rec.dropped:
+    if rec.dropped or rec.rejected:
         return parts, None
     first = rec.first_token
     until = first if first is not None else end
@@ -280,6 +282,8 @@ def _largest_part(parts):
 
 
 def _dominant(rec, row, blame, ttft_target):
+    if rec.rejected:
+        return "rejected"
     if rec.dropped:
         return "kv_capacity"
     if rec.first_token is None or (ttft_target is not None and row["ttft_s"] > ttft_target):

@@ -15,6 +15,7 @@ import heapq
 import math
 from collections import deque
 
+from . import admission
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
@@ -110,6 +111,8 @@ class _Simulation:
         # Attention terms only where the cost model reads them (roofline, model.attention).
         self.attention = scenario.model.attention and scenario.model.cost == "roofline"
         self._plan_queues(scenario)
+        if fleet.admission is not None:
+            self._plan_admission(scenario)
 
     def _plan_queues(self, scenario):
         """The FIFO queues prompts wait in and which instances take from each (policies.py)."""
@@ -127,6 +130,20 @@ class _Simulation:
             self.takers_of[k].append(gpu)
         # With one queue there is nothing to route (dispatch queue): no call per arrival.
         self.route = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens).route if len(self.queues) > 1 else None
+
+    def _plan_admission(self, scenario):
+        """Early rejection (admission.py): each queue's prefill rate and the transfer term,
+        worked out once; arrivals then go through `_arrive_admitting`. Off, nothing here runs."""
+        fleet = self.fleet
+        tokens = admission.step_tokens(fleet)
+        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
+        self.queue_rates = [admission.prefill_rate(len(takers), step_s, tokens) for takers in self.takers_of]
+        self.ttft_target = scenario.slo.ttft_s
+        link = fleet.link
+        self.transfer_args = None  # colocated, or first_token prefill: no transfer before the first token
+        if fleet.layout == "disaggregated" and fleet.first_token == "decode":
+            self.transfer_args = (self.kv_bytes, link.gbytes_per_s, link.layerwise, self.layers)
+        self._arrive = self._arrive_admitting
 
     # ------------------------------------------------------------------ loop
 
@@ -213,6 +230,26 @@ class _Simulation:
     def _arrive(self, rid, t):
         prompt = self.records[rid].prompt_tokens
         k = 0 if self.route is None else self.route(prompt, self._loads)
+        self._join(rid, k, prompt, t)
+
+    def _arrive_admitting(self, rid, t):
+        """`_arrive` with early rejection: routed as ever, then admitted or turned away."""
+        rec = self.records[rid]
+        prompt = rec.prompt_tokens
+        k = 0 if self.route is None else self.route(prompt, self._loads)
+        ahead = self.queued_tokens[k]
+        for gpu in self.takers_of[k]:
+            ahead += gpu.pending
+        transfer = 0.0 if self.transfer_args is None else admission.transfer_s(prompt, *self.transfer_args)
+        rec.predicted_ttft_s = predicted = admission.predicted_ttft_s(ahead, prompt, self.queue_rates[k], transfer)
+        if admission.rejects(predicted, self.ttft_target):
+            rec.rejected = True
+            self._push_next_arrival(rid + 1)
+            return
+        self._join(rid, k, prompt, t)
+
+    def _join(self, rid, k, prompt, t):
+        """The arrived request waits in queue k."""
         self.queues[k].append(rid)
         self.queued_tokens[k] += prompt
         self._push_next_arrival(rid + 1)

@@ -8,6 +8,10 @@ Conventions (also in the README):
 - Inter-token gaps: first token -> second, ..., the last two. `worst_gap_ms` is a
   request's largest; `itl_*` pools every gap of every request.
 - A request meets the SLO when it finished and meets every target the SLO sets.
+- Early rejection (`fleet.admission`): a rejected request is a miss in `slo_attainment`
+  and `goodput_rps`, is neither finished nor unfinished (`rejected` counts it), has no
+  TTFT (None: it never waited for a token) and is left out of the latency percentiles;
+  `served_slo_attainment` is the share meeting the SLO among the requests not rejected.
 - Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
   default `np.percentile(..., method="linear")`.
 - Cost and energy (README "Fleets as they are built"): a run costs the fleet's GPUs x
@@ -41,12 +45,12 @@ __all__ = [
 ]
 
 METRIC_NAMES = (
-    "requests", "finished", "unfinished",
+    "requests", "finished", "unfinished", "rejected",
     "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
     "tpot_p50_ms", "tpot_p99_ms",
     "itl_p50_ms", "itl_p99_ms",
     "worst_gap_p50_ms", "worst_gap_p99_ms",
-    "slo_attainment", "goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s",
+    "slo_attainment", "served_slo_attainment", "goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s",
     "gpus", "prefill_gpus", "decode_gpus",
     "util_gpu", "util_prefill", "util_decode", "util_link",
     "transfer_p50_ms", "transfer_p99_ms",
@@ -138,6 +142,8 @@ def request_metrics(result, step_gaps=None):
     rows = []
     for rec in result.requests:
         ttft = (rec.first_token if rec.first_token is not None else result.end_time) - rec.arrival
+        if rec.rejected:
+            ttft = None
         tpot_ms = worst_ms = None
         if rec.finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
@@ -146,7 +152,7 @@ def request_metrics(result, step_gaps=None):
             gaps = step_gaps[rec.decode_gpu]
             rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
             worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
-        met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)
+        met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
                 slo.max_gap_ms is None or worst_ms <= slo.max_gap_ms
@@ -170,6 +176,8 @@ def request_metrics(result, step_gaps=None):
             "finished": rec.finished,
             "met_slo": bool(met),
             "dropped": rec.dropped or "",
+            "rejected": rec.rejected,
+            "predicted_ttft_s": rec.predicted_ttft_s,
         })
     return rows
 
@@ -257,7 +265,8 @@ def summarize(result, rows=None):
     n = len(rows)
     finished = sum(1 for r in rows if r["finished"])
     met = sum(1 for r in rows if r["met_slo"])
-    ttfts = sorted(r["ttft_s"] for r in rows)
+    rejected = sum(1 for r in rows if r["rejected"])
+    ttfts = sorted(r["ttft_s"] for r in rows if r["ttft_s"] is not None)
     tpots = sorted(r["tpot_ms"] for r in rows if r["tpot_ms"] is not None)
     worst = sorted(r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None)
     transfers = sorted(r["transfer_ms"] for r in rows if r["transfer_ms"] is not None)
@@ -285,7 +294,8 @@ def summarize(result, rows=None):
     return {
         "requests": n,
         "finished": finished,
-        "unfinished": n - finished,
+        "unfinished": n - finished - rejected,
+        "rejected": rejected,
         "ttft_p50_s": percentile(ttfts, 50, True),
         "ttft_p90_s": percentile(ttfts, 90, True),
         "ttft_p99_s": percentile(ttfts, 99, True),
@@ -296,6 +306,7 @@ def summarize(result, rows=None):
         "worst_gap_p50_ms": percentile(worst, 50, True),
         "worst_gap_p99_ms": percentile(worst, 99, True),
         "slo_attainment": met / n if n else None,
+        "served_slo_attainment": met / (n - rejected) if n > rejected else None,
         "goodput_rps": goodput,
         "goodput_rps_per_gpu": goodput / gpus,
         "throughput_tokens_per_s": out_tokens / span,

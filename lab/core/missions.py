@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import fields as F
 from .errors import LabError
 from .loading import MAX_JSON_BYTES, parse_json, read_text
-from .spec import GPU_PRESETS, LLM_PRESETS, Fleet, Link, Model, Scenario
+from .spec import GPU_PRESETS, LLM_PRESETS, Admission, Fleet, Link, Model, Scenario
 from .stars import evaluate_stars, parse_stars
 from .workload import resolve_trace_path
 
@@ -74,6 +74,7 @@ CONTROL_PATHS = {
     "decode_pick": "fleet.decode_pick",
     "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
     "long_prefill_tokens": "fleet.long_prefill_tokens",
+    "admission": "fleet.admission.reject_when",
     "attention": "model.attention",
     "gpu": "model.gpu",
     "llm": "model.llm",
@@ -112,6 +113,8 @@ CONTROL_SPECS = {
     "decode_pick": ("choice", "Decode GPU for each prompt", ("disaggregated",), Fleet.DECODE_PICK),
     "prefill_chunk_tokens": ("int", "Prefill-pool chunk (tokens; 0 = whole prompt)", ("disaggregated",), None),
     "long_prefill_tokens": ("int", "A long prompt's share of a chunk (tokens; 0 = all of it)", ("colocated", "disaggregated"), None),
+    "admission": ("choice", "Early rejection (at arrival)", ("colocated", "disaggregated"),
+                  (Admission.OFF,) + Admission.RULES),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
     "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
@@ -150,6 +153,8 @@ def control_value(name, scenario):
         return fleet.gpus if fleet.gpus is not None else fleet.total_gpus
     if name in ("prefill_gpu", "decode_gpu"):
         return getattr(fleet, name) or scenario.model.gpu
+    if name == "admission":  # off is no Admission at all
+        return fleet.admission.reject_when if fleet.admission is not None else Admission.OFF
     return _field(scenario, CONTROL_PATHS[name])
 
 
@@ -511,7 +516,7 @@ def _read_controls(data, scenario):
 
 # Metrics that count requests served per second: they grow with the request rate.
 RATE_METRICS = ("goodput_rps", "goodput_rps_per_gpu", "throughput_tokens_per_s", "requests", "finished")
-SLO_METRICS = ("slo_attainment", "goodput_rps", "goodput_rps_per_gpu")
+SLO_METRICS = ("slo_attainment", "served_slo_attainment", "goodput_rps", "goodput_rps_per_gpu")
 
 
 def _check_stars_against(stars, scenario, controls):

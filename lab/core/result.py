@@ -98,6 +98,10 @@ class RequestRecord:
     decode_last_step: int = -1
     transfer: int = -1  # index into Result.transfers, disaggregated only
     dropped: str = None  # why the request could never be served (e.g. larger than KV memory)
+    # fleet.admission: turned away at arrival (never queued, never on a GPU; not finished),
+    # and the TTFT its rule predicted at arrival (every arrival's, admitted or not; None when off).
+    rejected: bool = False
+    predicted_ttft_s: float = None
 
     @property
     def finished(self):

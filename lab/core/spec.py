@@ -21,6 +21,7 @@ __all__ = [
     "Workload",
     "Model",
     "Link",
+    "Admission",
     "Fleet",
     "Pool",
     "Slo",
@@ -455,6 +456,32 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """Early rejection (`fleet.admission`, README "Early rejection"): the rule that turns an
+    arriving request away. Off is no Admission at all (`Fleet.admission` None)."""
+
+    reject_when: str = "predicted_ttft_over_slo"
+
+    RULES = ("predicted_ttft_over_slo",)
+    OFF = "off"
+
+    @classmethod
+    def from_dict(cls, data, path="fleet.admission"):
+        """An Admission, or None for off: null, "off" or {"reject_when": "off"}."""
+        if data is None or data == cls.OFF:
+            return None
+        if not isinstance(data, dict):
+            raise LabError(path, f"expected an object such as {{\"reject_when\": \"predicted_ttft_over_slo\"}}, "
+                                 f"null or \"off\", got {F.describe(data)}")
+        F.check_keys(data, path, ("reject_when",))
+        rule = F.read_choice(data, "reject_when", path, cls.RULES + (cls.OFF,))
+        return None if rule == cls.OFF else cls(rule)
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
 class Fleet:
     layout: str = "colocated"
     gpus: int = None  # colocated
@@ -480,6 +507,7 @@ class Fleet:
     decode_pick: str = "most_free_kv"  # disaggregated: which decode instance a prompt's KV goes to
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
     long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
+    admission: Admission = None  # early rejection at arrival; None = off (every request joins a queue)
 
     LAYOUTS = ("colocated", "disaggregated")
     FIRST_TOKEN = ("decode", "prefill")
@@ -550,6 +578,7 @@ class Fleet:
             decode_pick=F.read_choice(data, "decode_pick", path, cls.DECODE_PICK, default=d.decode_pick),
             prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
             long_prefill_tokens=F.read_int(data, "long_prefill_tokens", path, default=None, lo=16, hi=1_000_000),
+            admission=Admission.from_dict(data.get("admission"), F.join(path, "admission")),
         )
 
     @property
@@ -655,6 +684,7 @@ class Scenario:
 
     def __post_init__(self):
         _check_pools(self)
+        _check_admission(self)
 
     def pools(self):
         """The fleet's pools in GPU order: one colocated pool, or the prefill then the decode pool."""
@@ -685,6 +715,16 @@ class Scenario:
         for dotted, value in changes.items():
             _set_dotted(raw, dotted, value)
         return Scenario.from_dict(raw, base_dir=self.base_dir, roots=self.trace_roots)
+
+
+def _check_admission(scenario):
+    """The admission rule compares a prediction with the SLO's TTFT target: it needs one."""
+    if scenario.fleet.admission is not None and scenario.slo.ttft_s is None:
+        raise LabError(
+            "fleet.admission.reject_when",
+            f"{scenario.fleet.admission.reject_when!r} compares each arrival's predicted TTFT with the SLO's TTFT "
+            "target, and slo sets no ttft_s: set slo.ttft_s, or turn admission off (null or \"off\")",
+        )
 
 
 def _check_pools(scenario):

@@ -250,6 +250,9 @@ def run_summary(metrics, scenario, before, now, saved_before, saved_now, run_err
     share = metrics.get("slo_attainment")
     if share is not None:
         parts.append(f"SLO met by {fmt_share(share)} of requests")
+    if scenario.fleet.admission is not None:  # early rejection: said once, beside the share it lowers
+        parts.append(f"{metrics.get('rejected') or 0:,} rejected at arrival, "
+                     f"{fmt_share(metrics.get('served_slo_attainment'))} of the rest met it")
     parts.append(f"TTFT p90 {fmt_seconds(metrics.get('ttft_p90_s'))}")
     parts.append(f"TPOT p99 {fmt_ms(metrics.get('tpot_p99_ms'))}")
     if scenario.slo.max_gap_ms:

@@ -37,6 +37,7 @@ CAUSE_LABELS = {
     "preemption": "preempted",
     "kv_capacity": "KV capacity",
     "unfinished": "unfinished",
+    "rejected": "rejected early",
 }
 
 
@@ -61,6 +62,7 @@ CAUSE_FILLS = {
     "preemption": _hatch(PALETTE["ink"]),
     "kv_capacity": "#F0E442",  # Okabe & Ito's yellow (outlined: light on white)
     "unfinished": PALETTE["ink"],
+    "rejected": PALETTE["bad"],  # the canvas's rejection marks on the prefill queue row
 }
 assert set(CAUSE_LABELS) == set(CAUSES) == set(CAUSE_FILLS), "every core cause needs a label and a fill"
 

@@ -12,7 +12,9 @@ Queues and memory (series from lab.ui.queues): the top row, "prefill queue", is 
 area as tall as the number of requests waiting for their prefill (full height = the
 run's peak, written in the row); on a split fleet the "link queue" row above the link
 stacks the KV caches waiting for the wire (grey) under those waiting for room on a
-decode GPU (purple). Every GPU that decodes has a purple band along the top of its row:
+decode GPU (purple). With early rejection (`fleet.admission`) each request turned away
+is a cross on the prefill queue row at its arrival (it never waits); a click on one
+opens its story. Every GPU that decodes has a purple band along the top of its row:
 the KV memory reserved on it, the band's outline being its capacity (full = no room).
 So the failure signatures read at a glance: prefill pool saturated (the prefill queue
 climbs, decode rows thin out), decode pool saturated (KV bands full, the link queue
@@ -60,10 +62,10 @@ from lab.core.cost import instance_costs
 from lab.core.result import instance_label
 
 from .fleet_words import gpu_type_text
-from .queues import kv_usage, link_queue, prefill_queue
+from .queues import kv_usage, link_queue, prefill_queue, rejections
 from .state import WINDOW_S
 from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
-from .story import step_at
+from .story import STEP_TOLERANCE_S, step_at
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
@@ -82,7 +84,7 @@ FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no 
 FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait") + QUEUE_LAYERS
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected") + QUEUE_LAYERS
 WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
@@ -101,12 +103,15 @@ _STRIP_COLS = ("left", "right", "y")
 _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms", "edge")
 _QUAD_COLS = ("left", "right", "top", "bottom", "n")
 _KV_COLS = _QUAD_COLS + ("hit",)  # hit: the band's top, so a hover anywhere on the band finds its level
+_REJECT_COLS = ("left", "right", "y", "req", "pred")  # a rejected request: its arrival (left = right), predicted TTFT
+REJECT_Y = 0.55  # a rejection's cross sits this share of half a row above the prefill queue row's centre
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
-def legend_html(slo, embed=False):
+def legend_html(slo, embed=False, rejection=False):
     """The canvas's legend: every mark's swatch and name, and a line saying what a red,
-    hatched step is against this SLO and what it means for it (the embed says less)."""
+    hatched step is against this SLO and what it means for it (the embed says less).
+    `rejection`: the mission can turn early rejection on, so its cross is listed too."""
     sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
                                    + (f' style="background:{colour}"' if colour else "") + "></span>")
     entries = (
@@ -118,6 +123,10 @@ def legend_html(slo, embed=False):
         (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
         (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
     )
+    if rejection:
+        cross = (f'<span class="sw" style="background:none;color:{PALETTE["bad"]};font-weight:700;'
+                 'text-align:center;line-height:11px">×</span>')
+        entries += ((cross, "rejected", "rejected at arrival (early rejection)"),)
     items = "".join(f"<span>{swatch}{html.escape(short if embed else full)}</span>" for swatch, short, full in entries)
     label = over_target_label(slo, short=embed)
     meaning = None if embed else over_target_meaning(slo)
@@ -407,6 +416,9 @@ def timeline_data(result, target_ms, frame=None):
         "slow": _narrow(np.clip(slow_time / (gpus * width), 0, 1)),
         "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
     }
+    times, ids, predicted = rejections(result)
+    out["rejected"] = {"left": _narrow(times), "right": _narrow(times), "y": np.full(len(times), -half * REJECT_Y, dtype=F32),
+                       "req": ids.astype(np.int32), "pred": _narrow(predicted)}
     peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
@@ -524,6 +536,7 @@ class Canvas(param.Parameterized):
         self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
+        self.sources["rejected"] = ColumnDataSource(_empty(_REJECT_COLS), name="canvas-rejected")
         for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
             self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
@@ -537,6 +550,7 @@ class Canvas(param.Parameterized):
         self._jump_note = ""  # what the last "next slow step" found, beside the keys
         self._syncing_slider = False
         self.on_step = None  # called with (gpu, step index) when the student clicks a step (story.StoryView)
+        self.on_request = None  # called with a request id when the student clicks a rejection's cross
         self.focus_source = ColumnDataSource({"left": [], "right": [], "y": []})  # the outlined step (outline)
         self.meta = ColumnDataSource({"run": [0], "rows": [""], "x": [float("nan")], "y": [float("nan")]})
         self.figure = self._make_figure()
@@ -653,6 +667,12 @@ class Canvas(param.Parameterized):
             return t === undefined ? "GPU " + value : String(t);""")
         fig.add_tools(HoverTool(renderers=[r_wire, r_wait], tooltips=wire_tips, point_policy="follow_mouse", attachment="above",
                                 formatters={"@src": instance_name, "@dst": instance_name}))
+        # Early rejection: a cross per request turned away, at its arrival on the prefill queue row.
+        r_rejected = fig.scatter(source=self.sources["rejected"], x="left", y="y", marker="x", size=8,
+                                 line_color=PALETTE["bad"], line_width=2)
+        fig.add_tools(HoverTool(renderers=[r_rejected], point_policy="snap_to_data", attachment="above", tooltips=(
+            f'<div style="font: 12px {FONT_STACK}">Request <b>@req</b> rejected at arrival: '
+            'predicted TTFT <b>@pred{0,0.000} s</b></div>')))
         # The step a request's story points at: a thick dark frame around its whole row's height.
         r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
                            fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
@@ -924,12 +944,26 @@ class Canvas(param.Parameterized):
             return
         row = int(round(event.y))
         rows, _link, _link_queue, _labels = _rows(result)
+        if row == 0 and self.on_request is not None:  # the prefill queue row: a rejection's cross?
+            rid = self._rejection_at(float(event.x))
+            if rid is not None:
+                self.on_request(rid)
+            return
         if row not in rows:
             return
         gpu = rows.index(row)
         step = step_at(result.gpus[gpu], float(event.x))
         if step is not None:
             self.on_step(gpu, step)
+
+    def _rejection_at(self, t):
+        """The rejected request whose cross is nearest time `t` (within a tap's reach), or None."""
+        cols = self._full.get("rejected")
+        if not cols or not len(cols["left"]):
+            return None
+        i = int(np.argmin(np.abs(cols["left"].astype(float) - t)))
+        reach = max(STEP_TOLERANCE_S, WINDOW_S / 60)  # a few pixels on a phone: the nearest cross wins
+        return int(cols["req"][i]) if abs(float(cols["left"][i]) - t) <= reach else None
 
     def outline(self, gpu, left=None, right=None):
         """Frame [left, right] on GPU `gpu`'s row, or on the link's row (`gpu="link"`); None: frame nothing."""

@@ -21,7 +21,7 @@ __all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TR
 SANDBOX_ID = "sandbox"
 
 # Every control, with the ranges the sandbox offers (display order = this order: the model, then
-# the colocated fleet, each pool of a split fleet, the link, the traffic and the routing).
+# the colocated fleet, each pool of a split fleet, the link, the traffic, the routing and early rejection).
 _SANDBOX_CONTROLS = {
     "layout": {},
     "llm": {},
@@ -52,6 +52,7 @@ _SANDBOX_CONTROLS = {
     "long_prompt_tokens": {"min": 500, "max": 32000, "step": 500},
     "long_gpus": {"min": 1, "max": 15},
     "decode_pick": {},
+    "admission": {},
 }
 
 _SANDBOX_SCENARIO = {
@@ -72,8 +73,9 @@ against a TTFT target of 1.5 s and a TPOT target of 25 ms.
 
 Try a colocated fleet with whole prefills, then chunk them, then split the fleet and
 starve the link. Switch to Llama 3 70B on the roofline and give each pool its own tensor
-parallelism, GPU type and power cap, and watch the cost and energy cards. Or replay a trace
-of your own: upload a CSV under the controls.
+parallelism, GPU type and power cap, and watch the cost and energy cards. Push the rate past
+what the fleet serves with early rejection on, and watch who is turned away. Or replay a
+trace of your own: upload a CSV under the controls.
 """
 
 # Where real request traces come from (shown next to the sandbox's upload, and in README.md).

@@ -41,6 +41,7 @@ CHOICE_LABELS = {
     "attention": {False: "Off", True: "On"},
     "llm": {"llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B"},
     "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
+    "admission": {"off": "Off", "predicted_ttft_over_slo": "Reject if predicted TTFT > SLO"},
 }
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
@@ -64,7 +65,7 @@ ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole pro
 QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "prefill_power_cap_w": 0,
                   "decode_power_cap_w": 0, "dispatch": "queue", "decode_pick": "most_free_kv",
                   "prefill_chunk_tokens": 0, "long_prefill_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
-                  "prefill_gpu": "h100", "decode_gpu": "h100"}
+                  "prefill_gpu": "h100", "decode_gpu": "h100", "admission": "off"}
 
 
 def _pretty(name, value):

@@ -133,10 +133,12 @@ def metrics_html(metrics, scenario):
         (gap99 is not None and gap99 <= gap_target) if gap_target else None, "gap",
     ))
     share = m.get("slo_attainment")
-    cards.append(_card(
-        "Meeting the SLO", fmt_share(share),
-        f'{m.get("requests", 0):,} requests', None, "slo",
-    ))
+    counted = f'{m.get("requests", 0):,} requests'
+    if scenario.fleet.admission is not None:  # early rejection: who was turned away, how the rest did
+        rejected = f'{m.get("rejected") or 0:,}'
+        served = fmt_share(m.get("served_slo_attainment"))
+        counted = f'{_value("rejected", rejected)} rejected · {_value("served_slo_attainment", served)} of the rest'
+    cards.append(_card("Meeting the SLO", fmt_share(share), counted, None, "slo"))
     cards.append(_card(
         "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
         f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
@@ -157,6 +159,10 @@ def metrics_html(metrics, scenario):
         foot.append(cut)
     elif m.get("unfinished"):
         foot.append(f'<b>{m["unfinished"]:,} requests never finished</b> (the run hit its time cap): they count as misses.')
+    if m.get("rejected"):
+        foot.append(f'<b>{m["rejected"]:,} of {m.get("requests", 0):,} requests rejected at arrival</b> (early '
+                    f'rejection: predicted TTFT over the target): they count as misses; '
+                    f'{fmt_share(m.get("served_slo_attainment"))} of the others met the SLO.')
     if scenario.fleet.layout == "disaggregated" and m.get("transfer_p99_ms") is not None:
         foot.append(f'KV transfer p99 (wait + wire): {fmt_ms(m["transfer_p99_ms"])}.')
     # Always there (empty or not), so a switch of layout keeps the pane's height.

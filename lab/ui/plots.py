@@ -1,7 +1,8 @@
 """Plots people would rather look at than read.
 
 - Worst gap against prompt length: one mark per request (circle = met the SLO,
-  cross = missed), log scale, with the per-token target as a line. A click on a mark goes to
+  cross = missed), log scale, with the per-token target as a line; a request early
+  rejection turned away has no gap, so it is a triangle along the floor at its prompt length. A click on a mark goes to
   `on_pick(request id)` (its story, story.py), which rings it (`mark`).
 - The inter-token-gap distribution: every token's gap, as a share of all tokens,
   on log-spaced bins; gaps over the per-token target are red, hatched.
@@ -26,6 +27,7 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJSTickFormatter,
     FixedTicker,
+    HoverTool,
     Label,
     Legend,
     LegendItem,
@@ -112,7 +114,9 @@ def itl_histogram(result, target_ms=None, bins=36):
 
 
 def gap_scatter_data(rows, seed=0):
-    """Worst gap against prompt length per request; x is jittered when prompts repeat."""
+    """Worst gap against prompt length per request; x is jittered when prompts repeat.
+    "rejected": the requests early rejection turned away (x, prompt, id, pred: the predicted
+    TTFT in s), whose y the plot sets along its floor."""
     xs = np.array([r["prompt_tokens"] for r in rows if r["worst_gap_ms"] is not None], dtype=float)
     ys = np.array([r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None], dtype=float)
     met = np.array([r["met_slo"] for r in rows if r["worst_gap_ms"] is not None], dtype=bool)
@@ -122,9 +126,16 @@ def gap_scatter_data(rows, seed=0):
         rng = np.random.default_rng(seed)
         shown = xs * (1 + rng.uniform(-JITTER, JITTER, len(xs)))
     ys = np.maximum(ys, 0.1)  # log axis
+    turned = [r for r in rows if r.get("rejected")]
+    rx = np.array([r["prompt_tokens"] for r in turned], dtype=float)
+    rshown = rx.copy()
+    if len(rx) and len(np.unique(rx)) <= max(3, len(rx) // 20):
+        rshown = rx * (1 + np.random.default_rng(seed + 1).uniform(-JITTER, JITTER, len(rx)))
     return {
         "met": {"x": shown[met], "y": ys[met], "prompt": xs[met], "id": ids[met]},
         "miss": {"x": shown[~met], "y": ys[~met], "prompt": xs[~met], "id": ids[~met]},
+        "rejected": {"x": rshown, "prompt": rx, "id": np.array([r["id"] for r in turned], dtype=np.int64),
+                     "pred": np.array([r["predicted_ttft_s"] for r in turned], dtype=float)},
     }
 
 
@@ -251,6 +262,7 @@ class Plots:
         self.embed = embed
         self.gap_met = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
         self.gap_miss = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": []})
+        self.gap_rejected = ColumnDataSource({"x": [], "y": [], "prompt": [], "id": [], "pred": []}, name="gap-rejected")
         self.gap_pick = ColumnDataSource({"x": [], "y": []})  # a ring round the request whose story is open
         self.on_pick = None  # called with a request id when the student clicks its point (story.StoryView.show)
         self._marked = None
@@ -307,11 +319,17 @@ class Plots:
         miss = {"marker": "x", "size": 7, "line_color": PALETTE["slow"], "line_width": 1.6}
         r_met = fig.scatter("x", "y", source=self.gap_met, **met)
         r_miss = fig.scatter("x", "y", source=self.gap_miss, **miss)
+        rejected = {"marker": "triangle", "size": 7, "fill_color": PALETTE["bad"], "fill_alpha": 0.7, "line_color": None}
+        r_rejected = fig.scatter("x", "y", source=self.gap_rejected, **rejected)
         fig.scatter("x", "y", source=self.gap_pick, marker="circle", size=15, fill_color=None,
                     line_color=PALETTE["ink"], line_width=2.5)
         fig.hover.renderers = [r_met, r_miss]
         fig.hover.tooltips = [("request", "@id"), ("prompt", "@prompt{0,0} tokens"), ("worst gap", "@y{0,0.0} ms"),
                               ("", "click for its story")]
+        if self.state.can_reject:  # its own hover, added after the default one's set-up (not under it)
+            fig.add_tools(HoverTool(renderers=[r_rejected], tooltips=[
+                ("request", "@id (rejected at arrival)"), ("prompt", "@prompt{0,0} tokens"),
+                ("predicted TTFT", "@pred{0,0.000} s")]))
         fig.on_event(Tap, self._on_gap_tap)
         self.gap_target = Span(location=25, dimension="width", line_color=PALETTE["ink"], line_dash="dashed", line_width=1)
         # Above the points (overlay level) on a light box: the points never hide it.
@@ -320,8 +338,10 @@ class Plots:
                                background_fill_color="white", background_fill_alpha=0.85)
         fig.add_layout(self.gap_target)
         fig.add_layout(self.gap_label)
-        _legend_below(fig, [("met the SLO", _swatch(fig, "scatter", **met)),
-                            ("missed", _swatch(fig, "scatter", **miss))])
+        items = [("met the SLO", _swatch(fig, "scatter", **met)), ("missed", _swatch(fig, "scatter", **miss))]
+        if self.state.can_reject:
+            items.append(("rejected", _swatch(fig, "scatter", **rejected)))
+        _legend_below(fig, items)
         fig.yaxis.ticker = FixedTicker(ticks=log_ticks(1, 1000))
         fig.yaxis.formatter = _padded("""
             return tick >= 1 ? String(Math.round(tick)) : String(Number(tick.toPrecision(2)));""")
@@ -382,7 +402,7 @@ class Plots:
         xr, yr = self.gap_fig.x_range, self.gap_fig.y_range
         x_span = (xr.end or 0) - (xr.start or 0)
         y_span = math.log10(yr.end / yr.start) if yr.start and yr.end and yr.start > 0 and yr.end > 0 else 0
-        for source in (self.gap_miss, self.gap_met):
+        for source in (self.gap_miss, self.gap_rejected, self.gap_met):
             rid = nearest_point(source.data, float(event.x), float(event.y), x_span, y_span)
             if rid is not None:
                 self.on_pick(rid)
@@ -391,7 +411,7 @@ class Plots:
     def mark(self, request_id):
         """Ring one request's point (None: no ring)."""
         self._marked = request_id
-        for source in (self.gap_miss, self.gap_met):
+        for source in (self.gap_miss, self.gap_rejected, self.gap_met):
             ids = list(source.data.get("id", []))
             if request_id is not None and request_id in ids:
                 i = ids.index(request_id)
@@ -417,10 +437,12 @@ class Plots:
         data = gap_scatter_data(s.rows, seed=s.scenario.seed)
         self.gap_met.data = data["met"]
         self.gap_miss.data = data["miss"]
-        xs = np.concatenate([data["met"]["x"], data["miss"]["x"]])
+        turned = data["rejected"]
+        xs = np.concatenate([data["met"]["x"], data["miss"]["x"], turned["x"]])
         ys = np.concatenate([data["met"]["y"], data["miss"]["y"]])
+        floor = None
         if len(xs):
-            prompts = np.concatenate([data["met"]["prompt"], data["miss"]["prompt"]])
+            prompts = np.concatenate([data["met"]["prompt"], data["miss"]["prompt"], turned["prompt"]])
             strip = strip_view(prompts) if not np.array_equal(xs, prompts) else None
             if strip is not None:  # repeated lengths: a tick at each, no invented range between
                 start, end, ticks = strip
@@ -438,10 +460,12 @@ class Plots:
             if self.gap_fig.xaxis.axis_label != label:
                 self.gap_fig.xaxis.axis_label = label
             lines = [target] if target else []
-            lo = min([float(ys.min())] + lines)
-            hi = max([float(ys.max())] + lines)
+            lo = min([float(ys.min())] + lines) if len(ys) else (target or 10.0)
+            hi = max([float(ys.max())] + lines) if len(ys) else (target or 10.0)
             self.gap_fig.y_range.update(start=lo / 1.5, end=hi * 1.5)
             self.gap_fig.yaxis.ticker.ticks = log_ticks(lo / 1.5, hi * 1.5)
+            floor = lo / 1.5 * 1.12  # the rejected have no gap: along the floor, just inside the frame
+        self.gap_rejected.data = {**turned, "y": np.full(len(turned["x"]), floor if floor else 1.0)}
         self.mark(self._marked)
         self.gap_target.location = target if target else 0
         self.gap_target.line_alpha = 1 if target else 0

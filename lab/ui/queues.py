@@ -6,8 +6,10 @@ out, and neighbours of equal value are merged).
 
 - `prefill_queue(result)`: requests waiting for their prefill to start: arrival ->
   `prefill_start` (colocated, that includes waiting for a GPU with KV room or a batch
-  slot). A dropped request never waits; one still waiting when the run stopped waits
-  until then.
+  slot). A dropped request never waits, nor does a rejected one (early rejection turns
+  it away at arrival: `rejections`); one still waiting when the run stopped waits until then.
+- `rejections(result)`: the requests early rejection turned away, as (arrival times, ids,
+  predicted TTFTs), in request order: the canvas marks them on the prefill queue row.
 - `link_queue(result)`: KV caches that are ready (their prefill ended) and not yet on the
   wire, in two parts: `room` waits for KV room on a decode GPU (prefill end -> reserved,
   including those still unreserved when the run stopped) and `link` waits for the wire
@@ -22,7 +24,7 @@ out, and neighbours of equal value are merged).
 
 import numpy as np
 
-__all__ = ["occupancy", "prefill_queue", "link_queue", "kv_usage", "run_stop"]
+__all__ = ["occupancy", "prefill_queue", "link_queue", "kv_usage", "run_stop", "rejections"]
 
 
 def run_stop(result):
@@ -68,11 +70,19 @@ def prefill_queue(result):
     stop = run_stop(result)
     arrivals, begins = [], []
     for rec in result.requests:
-        if rec.dropped is not None:
+        if rec.dropped is not None or rec.rejected:
             continue
         arrivals.append(rec.arrival)
         begins.append(stop if rec.prefill_start is None else rec.prefill_start)
     return occupancy(arrivals, begins)
+
+
+def rejections(result):
+    """(arrival times, request ids, predicted TTFTs in s) of the rejected requests (numpy arrays)."""
+    turned = [rec for rec in result.requests if rec.rejected]
+    return (np.fromiter((r.arrival for r in turned), float, len(turned)),
+            np.fromiter((r.id for r in turned), np.int64, len(turned)),
+            np.fromiter((r.predicted_ttft_s for r in turned), float, len(turned)))
 
 
 def link_queue(result):

@@ -394,6 +394,12 @@ class LabState(param.Parameterized):
         """Drop settings without a value (e.g. a pool size a colocated start leaves unset)."""
         return {k: v for k, v in settings.items() if v is not None}
 
+    @property
+    def can_reject(self):
+        """Whether early rejection can turn requests away here (the mission starts with it on or
+        offers its control): the legends then list the rejection mark."""
+        return "admission" in self.mission.controls or self.mission.scenario.fleet.admission is not None
+
     def applies(self, name):
         """Whether control `name` matters for the current scenario (its layout; the long-prompt
         split only with length_split routing, attention only in the roofline)."""

@@ -9,9 +9,12 @@ first token and where it counts; the decode (tokens, median and worst gap, the w
 marked with its cause); and, for a miss, the dominant cause in words. Every TTFT part it
 shows carries `data-part` / `data-s`, and they add up to the TTFT it shows (`data-ttft-s`).
 
-Which request a click picks: `request_at_step` (a step on the canvas), `nearest_point`
-(the worst-gap scatter), `missed_order` (the "next missed request" button: the worst
-miss first). `focus_of` names the step to outline and bring into view.
+A request early rejection turned away has a short story: its arrival and "rejected at
+arrival: predicted TTFT x s, over the y s target".
+
+Which request a click picks: `request_at_step` (a step on the canvas), a rejection's cross
+on the prefill queue row, `nearest_point` (the worst-gap scatter), `missed_order` (the
+"next missed request" button: the worst miss first, rejected requests after the served misses). `focus_of` names the step to outline and bring into view.
 
 `StoryView` is the panel under the canvas: the button, the story, a close button; it
 outlines the step on the canvas, moves the window there, and reads one sentence in the
@@ -59,6 +62,7 @@ CAUSE_WORDS = {
     "preemption": "it was preempted and waited to run again.",
     "kv_capacity": "its prompt and answer never fit in one GPU's KV memory, so it was dropped.",
     "unfinished": "the run ended before its last token.",
+    "rejected": "early rejection turned it away at arrival: its predicted TTFT was over the target.",
 }
 _GAP_CAUSE_SHORT = {"prefill_interference": "prefill mixed in: {tokens} prompt tokens in that step",
                     "decode_batch": "a decode-only step, {batch} decoding in it",
@@ -74,6 +78,11 @@ def _t(seconds):
 def _seqs(n):
     n = n or 0
     return f"{n:,} sequence" + ("" if n == 1 else "s")
+
+
+def _predicted(seconds):
+    """A prediction next to its target: to the millisecond, so 1.003 s does not read as 1.00 s."""
+    return f"{seconds:,.3f}{NBSP}s"
 
 
 def _b(text):
@@ -98,9 +107,10 @@ def severity(row, slo):
 
 
 def missed_order(rows, slo):
-    """Ids of the requests that missed, the worst miss first (ties: the earlier request)."""
+    """Ids of the requests that missed, the worst miss first (ties: the earlier request); the
+    rejected ones after every served miss (their stories are one line each)."""
     missed = [r for r in rows if not r["met_slo"]]
-    missed.sort(key=lambda r: (-severity(r, slo), r["id"]))
+    missed.sort(key=lambda r: (bool(r.get("rejected")), -severity(r, slo), r["id"]))
     return [r["id"] for r in missed]
 
 
@@ -215,6 +225,8 @@ def _missed_terms(row, slo):
         return []
     if row["dropped"]:
         return ["dropped: it never fit in a GPU's KV memory"]
+    if row.get("rejected"):
+        return ["rejected at arrival (early rejection)"]
     terms = []
     if slo.ttft_s and row["ttft_s"] > slo.ttft_s:
         terms.append(f"TTFT {fmt_seconds(row['ttft_s'])} over the {fmt_seconds(slo.ttft_s)} target")
@@ -243,7 +255,7 @@ def _part_item(name, seconds, text):
 
 def _ttft_bar(blame, ttft):
     shown = [(p, blame.parts[p]) for p in TTFT_PARTS if blame.parts[p] > 0]
-    if not shown or ttft <= 0:
+    if not shown or not ttft or ttft <= 0:
         return ""
     spans = "".join(f'<span style="width:{100 * s / ttft:.2f}%;background:{PART_COLOURS[p]}" '
                     f'title="{PART_NAMES[p]}: {fmt_seconds(s)}"></span>' for p, s in shown)
@@ -291,6 +303,11 @@ def story_html(request, blame, result, scenario):
     if rec.dropped:
         items.append('<li data-event="dropped">Dropped at once: its prompt and answer never fit in one GPU\'s KV '
                      f'memory ({html.escape(rec.dropped)}).</li>')
+    if rec.rejected:
+        target = f", over the {fmt_seconds(slo.ttft_s)} target" if slo.ttft_s else ""
+        items.append(f'<li data-event="rejected" data-predicted-s="{rec.predicted_ttft_s!r}">Rejected at arrival: '
+                     f'predicted TTFT {_b(_predicted(rec.predicted_ttft_s))}{target} (early rejection: the prompt '
+                     'tokens queued ahead of it and its own, at the prefill rate). It never queued.</li>')
     open_note = ""
     if blame.open_part:
         open_note = f" (still here when the run ended at {_t(result.end_time)})"
@@ -333,7 +350,7 @@ def story_html(request, blame, result, scenario):
             where = "first_token = decode: it counts when the decode GPU emits it, after the transfer"
         items.append(f'<li data-event="first-token" data-ttft-s="{ttft!r}">First token at {_b(_t(rec.first_token))}: '
                      f'TTFT {_b(fmt_seconds(ttft))} ({where}).</li>')
-    elif not rec.dropped:
+    elif not rec.dropped and not rec.rejected:
         items.append(f'<li data-event="no-first-token" data-ttft-s="{ttft!r}">No first token by the end of the run: '
                      f'{_b(fmt_seconds(ttft))} and counting.</li>')
     gaps = request_gaps(result, rec)
@@ -404,6 +421,7 @@ class StoryView:
                               css_classes=["stf-story-card"])
         if canvas is not None:
             canvas.on_step = self._on_step
+            canvas.on_request = lambda rid: self.show(rid, jump=False)  # a rejection's cross
         if plots is not None:
             plots.on_pick = self.show
         state.param.watch(self._on_run, "run_id")

@@ -100,9 +100,10 @@ def requests_table_html(result, rows, blames, shown=ROWS_SHOWN):
             + '<th scope="col">TPOT (ms)</th><th scope="col">worst gap (ms)</th><th scope="col">met SLO</th>')
     body = []
     for row, blame in zip(rows[:shown], blames[:shown]):
-        met = "✓ yes" if row["met_slo"] else ("✗ no" if row["finished"] else "✗ no (unfinished)")
+        met = "✓ yes" if row["met_slo"] else ("✗ no" if row["finished"] else
+                                             "✗ no (rejected)" if row.get("rejected") else "✗ no (unfinished)")
         cells = [f'<th scope="row">{row["id"]}</th>', f'<td>{row["arrival_s"]:.3f}</td>',
-                 f'<td data-ttft="{row["ttft_s"]!r}">{row["ttft_s"]:.3f}</td>']
+                 f'<td data-ttft="{row["ttft_s"]!r}">{_num(row["ttft_s"], ".3f")}</td>']
         cells += [f'<td>{blame.parts[p]:.3f}</td>' for p in parts]
         cells += [f'<td>{_num(row["tpot_ms"], ".1f")}</td>', f'<td>{_num(row["worst_gap_ms"], ".1f")}</td>',
                   f'<td data-met="{str(bool(row["met_slo"])).lower()}">{met}</td>']
