@@ -18,6 +18,7 @@ from collections import deque
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
+from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
@@ -38,7 +39,7 @@ class _Gpu:
 
     __slots__ = (
         "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
-        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces",
+        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -62,10 +63,12 @@ class _Gpu:
         self.queue_k = 0  # that queue's number
         self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
         self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
+        self.fetch = 0.0  # shared prefix cache: seconds of cached KV the next step fetches first
 
 
 def simulate(scenario, requests=None):
-    """Run `scenario`; `requests` ([(arrival, prompt, output)]) overrides its workload."""
+    """Run `scenario`; `requests` ([(arrival, prompt, output)] or [(arrival, prompt, output,
+    hash_ids)]) overrides its workload."""
     if requests is None:
         requests = generate_requests(scenario.workload, scenario.seed)
     return _Simulation(scenario, requests).run()
@@ -78,7 +81,8 @@ class _Simulation:
         self.fleet = fleet
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
-        self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        self.records = [RequestRecord(i, *r[:3], hash_ids=tuple(r[3])) if len(r) > 3 else RequestRecord(i, *r)
+                        for i, r in enumerate(requests)]
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -92,8 +96,13 @@ class _Simulation:
         # Instances, pool by pool in GPU order; each runs its pool's cost and KV capacity.
         self.gpus = []
         for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
+            taken = kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share of HBM
             for k in range(pool.instances):
-                self.gpus.append(_Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp))
+                gpu = _Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp)
+                if taken:
+                    gpu.kv_tokens -= taken
+                    gpu.kv_free = gpu.kv_tokens
+                self.gpus.append(gpu)
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
         # Disaggregated: (request id, prefill end, start of the step that ends it: layer-wise
@@ -109,6 +118,12 @@ class _Simulation:
         self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
         # Attention terms only where the cost model reads them (roofline, model.attention).
         self.attention = scenario.model.attention and scenario.model.cost == "roofline"
+        # Prefix caching (prefix_cache.py): None when off, so the default path only tests it
+        # once per prompt; `fetching` (a shared pool's fetch time) joins attention in the
+        # one per-step test of prefill steps that need extra terms.
+        self.cache = build_cache(scenario, [g.role for g in self.gpus])
+        self.fetching = self.cache is not None and fleet.prefix_cache == "shared"
+        self.extra_terms = self.attention or self.fetching
         self._plan_queues(scenario)
 
     def _plan_queues(self, scenario):
@@ -238,6 +253,12 @@ class _Simulation:
         gpu.pending += prompt
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
+        if self.cache is not None and rec.hash_ids:
+            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, prompt)
+            rec.prefix_hit_tokens = hit
+            if fetch:
+                rec.prefix_fetch_s = fetch
+                gpu.fetch += fetch
         return rec
 
     def _start_step(self, gpu, t, prefill_tokens, schedule=True):
@@ -251,7 +272,24 @@ class _Simulation:
             return None
         gpu.busy = True
         log = gpu.log
-        if prefill_tokens and self.attention:
+        if prefill_tokens and self.extra_terms:
+            duration = self._prefill_step_s(gpu, log, prefill_tokens)
+        else:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        end = t + duration
+        log.start.append(t)
+        log.end.append(end)
+        log.decode_seqs.append(gpu.decoding)
+        log.prefill_tokens.append(prefill_tokens)
+        log.context_tokens.append(gpu.context)
+        self.steps += 1
+        if schedule:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+        return end
+
+    def _prefill_step_s(self, gpu, log, prefill_tokens):
+        """A prompt step's time with its extra terms: attention, a shared cache's fetch."""
+        if self.attention:
             # Each chunk of c new tokens after p earlier ones: c * (p + c/2) attention
             # units and a re-read of the p earlier tokens' KV (cost.py); the log keeps
             # them for the power model.
@@ -265,16 +303,13 @@ class _Simulation:
             duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, units, reread)
         else:
             duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
-        end = t + duration
-        log.start.append(t)
-        log.end.append(end)
-        log.decode_seqs.append(gpu.decoding)
-        log.prefill_tokens.append(prefill_tokens)
-        log.context_tokens.append(gpu.context)
-        self.steps += 1
-        if schedule:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
-        return end
+        if gpu.fetch:
+            # The prompts this step starts fetch their cached KV first, one after another,
+            # and the GPU waits for it (README "Prefix caching").
+            log.fetch_s[len(log.start)] = gpu.fetch
+            duration += gpu.fetch
+            gpu.fetch = 0.0
+        return duration
 
     def _finish_decode_step(self, gpu, t):
         """Account for the step that just ended on a decoding GPU; returns True if KV was freed."""
@@ -310,8 +345,11 @@ class _Simulation:
         records = self.records
         if gpu.busy:
             self._finish_decode_step(gpu, t)
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 rec.first_token = t
@@ -416,17 +454,24 @@ class _Simulation:
         records = self.records
         completing = gpu.completing
         attention = self.attention
+        cache = self.cache
         taken = 0
         while queue:
-            if taken and taken + records[queue[0]].prompt_tokens > budget:
-                break
+            if taken:
+                head = records[queue[0]]
+                need = head.prompt_tokens  # the tokens it would compute: what its cache lacks
+                if cache is not None and head.hash_ids:
+                    need -= cache.peek(gpu.index, head.hash_ids, need)
+                if taken + need > budget:
+                    break
             rec = admit(gpu, t)
             if rec is None:
                 break
-            taken += rec.prompt_tokens
+            own = rec.prompt_tokens - rec.prefix_hit_tokens
+            taken += own
             completing.append(rec.id)
             if attention:
-                gpu.pieces.append((rec.prompt_tokens, 0))
+                gpu.pieces.append((own, rec.prefix_hit_tokens))
         return taken
 
     def _take_chunks(self, gpu, t, chunk, admit):
@@ -450,7 +495,7 @@ class _Simulation:
             rec = admit(gpu, t)
             if rec is None:
                 break
-            item = [rec.id, rec.prompt_tokens]
+            item = [rec.id, rec.prompt_tokens - rec.prefix_hit_tokens]  # a cached head is not computed
             budget -= self._take_piece(gpu, item, budget, long_tokens)
             if item[1]:
                 kept.append(item)
@@ -470,7 +515,7 @@ class _Simulation:
                 rec = admit(gpu, t)
                 if rec is None:
                     break
-                prefilling.append([rec.id, rec.prompt_tokens])
+                prefilling.append([rec.id, rec.prompt_tokens - rec.prefix_hit_tokens])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
             if self.attention:
@@ -498,8 +543,11 @@ class _Simulation:
         layerwise = self.fleet.link.layerwise
         if gpu.completing:
             first_at_prefill = self.fleet.first_token == "prefill"
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 if rec.output_tokens == 1:
@@ -663,8 +711,9 @@ def _cut_at(gpus, records, stop):
             keep -= 1
         for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
-        for j in [j for j in log.attention_args if j >= keep]:
-            del log.attention_args[j]
+        for extra in (log.attention_args, log.fetch_s):
+            for j in [j for j in extra if j >= keep]:
+                del extra[j]
     for rec in records:
         if rec.finish is not None and rec.finish > stop:
             rec.finish = None
