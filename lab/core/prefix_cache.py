@@ -20,7 +20,7 @@ the most recent and a cache under pressure drops a chain's tail before its head 
 
 from collections import OrderedDict
 
-__all__ = ["LruBlocks", "Cache", "build_cache", "cache_blocks", "kv_taken_tokens", "hit_tokens"]
+__all__ = ["LruBlocks", "Cache", "build_cache", "cache_blocks", "kv_taken_tokens", "kv_taken_by_instance", "hit_tokens"]
 
 
 class LruBlocks:
@@ -82,6 +82,11 @@ def kv_taken_tokens(scenario, pool):
         return 0
     blocks = cache_blocks(scenario, pool.tp * fleet.prefix_setting("prefix_cache_gb"))
     return blocks * scenario.workload.prefix_block_tokens
+
+
+def kv_taken_by_instance(scenario):
+    """`kv_taken_tokens` of every instance, in instance order (for views of KV capacity)."""
+    return [kv_taken_tokens(scenario, pool) for pool in scenario.pools() for _ in range(pool.instances)]
 
 
 def hit_tokens(blocks, block_tokens, prompt_tokens):
