@@ -359,3 +359,35 @@ def test_a_cache_saves_prefill_and_ttft():
     off, on = (summarize(simulate(scenario(c, workload={"rate": 6}))) for c in ("off", "per_gpu"))
     assert on["prefix_hit_rate"] > 0.2
     assert on["ttft_p50_s"] < off["ttft_p50_s"]
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_cli_reports_prefix_metrics_and_csv_columns(tmp_path, capsys):
+    import csv
+
+    from lab.cli import main
+
+    mission = REPO / "missions" / "17-cache-remembers.json"
+    out = tmp_path / "r.csv"
+    assert main(["run", str(mission), "--json", "--set", "fleet.prefix_cache=shared", "--requests-csv", str(out)]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert 0.3 < metrics["prefix_hit_rate"] < 0.45 and metrics["prefill_tokens_saved"] > 0
+    assert metrics["prefix_fetch_p99_ms"] > 0
+    rows = list(csv.DictReader(out.open()))
+    saved = sum(int(r["prefix_hit_tokens"]) for r in rows)
+    assert saved == metrics["prefill_tokens_saved"]
+    assert any(float(r["prefix_fetch_s"]) > 0 for r in rows) and "ttft_prefix_fetch_s" in rows[0]
+
+
+def test_cli_bad_jsonl_trace_is_an_error_line_not_a_traceback(tmp_path, capsys):
+    from lab.cli import main
+
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                                      '{"timestamp": 9, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]}\n')
+    (tmp_path / "s.json").write_text(json.dumps({"workload": {"trace": "t.jsonl"},
+                                                 "fleet": {"layout": "colocated", "gpus": 1}}))
+    assert main(["run", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert "error: t.jsonl: line 2, field hash_ids[1]: text is not a block hash" in err and "Traceback" not in err
