@@ -22,7 +22,7 @@ from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
-__all__ = ["simulate", "MAX_STEPS"]
+__all__ = ["simulate", "MAX_STEPS", "MAX_SIMULATION_ATTRIBUTES"]
 
 # Event priorities at equal times.
 ARRIVAL, LANDED, BOUNDARY, LINK = 0, 1, 2, 3
@@ -74,6 +74,14 @@ def simulate(scenario, requests=None):
     return _Simulation(scenario, requests).run()
 
 
+# CPython 3.11 keeps an object's attributes inline (fast, specialised `self.x` reads) only
+# while its class has at most 30 attribute names (the shared-keys limit); one more and every
+# `self.x` in the loop goes through a dict: +5% instructions per run, measured with valgrind
+# on benchmarks/scenarios.py's disagg-4p4d. tests/test_engine.py holds _Simulation under it:
+# group new state (as `cache` does) rather than adding attributes.
+MAX_SIMULATION_ATTRIBUTES = 29
+
+
 class _Simulation:
     def __init__(self, scenario, requests):
         self.scenario = scenario
@@ -81,8 +89,11 @@ class _Simulation:
         self.fleet = fleet
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
-        self.records = [RequestRecord(i, *r[:3], hash_ids=tuple(r[3])) if len(r) > 3 else RequestRecord(i, *r)
-                        for i, r in enumerate(requests)]
+        if any(len(r) > 3 for r in requests):  # some carry block hashes (prefix caching)
+            self.records = [RequestRecord(i, *r[:3], hash_ids=tuple(r[3]) if len(r) > 3 else ())
+                            for i, r in enumerate(requests)]
+        else:
+            self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -119,11 +130,10 @@ class _Simulation:
         # Attention terms only where the cost model reads them (roofline, model.attention).
         self.attention = scenario.model.attention and scenario.model.cost == "roofline"
         # Prefix caching (prefix_cache.py): None when off, so the default path only tests it
-        # once per prompt; `fetching` (a shared pool's fetch time) joins attention in the
-        # one per-step test of prefill steps that need extra terms.
+        # once per prompt; a shared pool's fetch time joins attention in the one per-step
+        # test of prefill steps that need extra terms.
         self.cache = build_cache(scenario, [g.role for g in self.gpus])
-        self.fetching = self.cache is not None and fleet.prefix_cache == "shared"
-        self.extra_terms = self.attention or self.fetching
+        self.extra_terms = self.attention or (self.cache is not None and fleet.prefix_cache == "shared")
         self._plan_queues(scenario)
 
     def _plan_queues(self, scenario):
