@@ -391,3 +391,31 @@ def test_cli_bad_jsonl_trace_is_an_error_line_not_a_traceback(tmp_path, capsys):
     assert main(["run", str(tmp_path / "s.json")]) == 2
     err = capsys.readouterr().err
     assert "error: t.jsonl: line 2, field hash_ids[1]: text is not a block hash" in err and "Traceback" not in err
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cache_gb=st.sampled_from([0.5, 2.0, 4.0]), chunk=st.sampled_from([None, 1024]), seed=st.integers(0, 500))
+def test_kv_reserved_never_exceeds_what_a_per_gpu_cache_leaves(cache_gb, chunk, seed):
+    fleet = {"prefix_cache_gb": cache_gb, "gpus": 2}
+    if chunk:
+        fleet["chunk_tokens"] = chunk
+    sc = scenario(fleet=fleet, model={"kv_capacity_tokens": 60_000}, workload={"rate": 6, "duration_s": 8}, seed=seed)
+    res = simulate(sc)
+    cap = 60_000 - pc.kv_taken_tokens(sc, sc.pools()[0])
+    assert cap < 60_000
+    for g in range(len(res.gpus)):
+        events = []
+        for r in res.requests:
+            if r.prefill_gpu == g and r.prefill_start is not None:
+                need = r.prompt_tokens + r.output_tokens
+                events.append((r.prefill_start, 1, need))
+                if r.finish is not None:
+                    events.append((r.finish, 0, -need))  # freed at a boundary before it admits
+        held = 0
+        for _, _, delta in sorted(events):
+            held += delta
+            assert held <= cap
+    # Every request ends once: finished, or unfinished (a dropped one never reached a GPU).
+    assert all(r.prefill_start is None and not r.finished for r in res.requests if r.dropped)
+    m = summarize(res)
+    assert m["finished"] + m["unfinished"] == len(res.requests)
