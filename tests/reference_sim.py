@@ -291,6 +291,16 @@ class _Sim:
             return "long" if seq.P >= f.long_prompt_tokens else "short"
         if f.dispatch == "round_robin":
             return takers[n % len(takers)].queue_id
+        if f.dispatch == "cache_affinity":  # the most cached leading blocks, then least loaded, then index
+            runs = [g.cache.leading(seq.hash_ids) if g.cache is not None else 0 for g in takers]
+            loads = self.loads(takers)
+            best = min(range(len(takers)), key=lambda i: (-runs[i], loads[i], i))
+            return takers[best].queue_id
+        lowest = min(self.loads(takers))
+        return takers[self.loads(takers).index(lowest)].queue_id
+
+    def loads(self, takers):
+        """least_loaded's load of each prompt-taking GPU, summed over the sequence objects."""
         loads = []
         for g in takers:
             load = sum(s.P for s in self.queues[g.queue_id])
@@ -300,8 +310,7 @@ class _Sim:
                 load += sum(s.P for s in self.seqs
                             if s.prefill_gpu == g.index and s.prefill_start is not None and s.prefill_end is None)
             loads.append(load)
-        lowest = min(loads)
-        return takers[loads.index(lowest)].queue_id
+        return loads
 
     def kv_capacity(self, gpu, tp):
         m = self.model

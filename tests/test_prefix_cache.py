@@ -245,6 +245,10 @@ CASES = {
     "roofline-attention-shared": dict(cache="shared", model={"cost": "roofline", "attention": True},
                                       fleet={"chunk_tokens": 2048}),
     "cut-run-shared": dict(cache="shared", workload={"rate": 40}, drain_s=1),
+    "colocated-cache-affinity": dict(fleet={"dispatch": "cache_affinity", "prefix_cache_gb": 2}),
+    "disagg-cache-affinity-chunked": dict(layout="disaggregated", fleet={"dispatch": "cache_affinity", "prefill_gpus": 3,
+                                                                         "prefill_chunk_tokens": 2048}),
+    "shared-cache-affinity-ties-to-least-loaded": dict(cache="shared", fleet={"dispatch": "cache_affinity"}),
 }
 
 
@@ -283,9 +287,11 @@ def test_blame_matches_reference_with_fetches(name):
     followup=st.floats(0, 1),
     system=st.integers(0, 3000),
     seed=st.integers(0, 1000),
+    dispatch=st.sampled_from(["queue", "cache_affinity", "least_loaded"]),
 )
-def test_engine_matches_reference_hypothesis(cache, layout, chunk, cache_gb, block, followup, system, seed):
-    fleet = {"prefix_cache_gb": cache_gb, "prefix_pool_gb": cache_gb * 2, "prefix_fetch_gbytes_per_s": 8}
+def test_engine_matches_reference_hypothesis(cache, layout, chunk, cache_gb, block, followup, system, seed, dispatch):
+    fleet = {"prefix_cache_gb": cache_gb, "prefix_pool_gb": cache_gb * 2, "prefix_fetch_gbytes_per_s": 8,
+             "dispatch": dispatch}
     if chunk is not None:
         fleet.update(chunk_tokens=chunk, prefill_chunk_tokens=chunk)
     sc = scenario(cache, layout, fleet=fleet, workload={"rate": 3, "duration_s": 8, "prefix_block_tokens": block},
@@ -419,3 +425,24 @@ def test_kv_reserved_never_exceeds_what_a_per_gpu_cache_leaves(cache_gb, chunk, 
     assert all(r.prefill_start is None and not r.finished for r in res.requests if r.dropped)
     m = summarize(res)
     assert m["finished"] + m["unfinished"] == len(res.requests)
+
+
+def test_cache_affinity_sends_a_turn_to_the_gpu_that_holds_its_conversation():
+    # Two GPUs, two conversations; their second turns arrive in the other order, so binding
+    # in turn (round_robin) sends each to the GPU without its blocks.
+    reqs = [(0.0, 3000, 200, (1, 2, 3, 4, 5, 6)), (0.01, 3000, 200, (7, 8, 9, 10, 11, 12)),
+            (2.0, 3200, 10, (7, 8, 9, 10, 11, 15, 16)), (2.01, 3200, 10, (1, 2, 3, 4, 5, 13, 14))]
+    hits = {}
+    for dispatch in ("cache_affinity", "round_robin"):
+        res = simulate(scenario(fleet={"gpus": 2, "dispatch": dispatch}), requests=reqs)
+        first, second = res.requests[0].prefill_gpu, res.requests[1].prefill_gpu
+        assert first != second
+        hits[dispatch] = [r.prefix_hit_tokens for r in res.requests[2:]]
+        if dispatch == "cache_affinity":
+            assert res.requests[2].prefill_gpu == second and res.requests[3].prefill_gpu == first
+    assert hits == {"cache_affinity": [2560, 2560], "round_robin": [0, 0]}
+    # without hashes, cache_affinity is least_loaded
+    plain = [r[:3] for r in reqs]
+    a = simulate(scenario(fleet={"gpus": 2, "dispatch": "cache_affinity"}), requests=plain)
+    b = simulate(scenario(fleet={"gpus": 2, "dispatch": "least_loaded"}), requests=plain)
+    assert [r.prefill_gpu for r in a.requests] == [r.prefill_gpu for r in b.requests]

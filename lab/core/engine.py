@@ -236,8 +236,14 @@ class _Simulation:
             self.next_arrival = float("inf")
 
     def _arrive(self, rid, t):
-        prompt = self.records[rid].prompt_tokens
-        k = 0 if self.route is None else self.route(prompt, self._loads)
+        rec = self.records[rid]
+        prompt = rec.prompt_tokens
+        if self.route is None:
+            k = 0
+        elif self.fleet.dispatch == "cache_affinity":
+            k = self.route(prompt, self._loads, lambda: self._cached_runs(rec.hash_ids))
+        else:
+            k = self.route(prompt, self._loads)
         self.queues[k].append(rid)
         self.queued_tokens[k] += prompt
         self._push_next_arrival(rid + 1)
@@ -246,6 +252,13 @@ class _Simulation:
             if gpu.idle:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
+
+    def _cached_runs(self, hash_ids):
+        """cache_affinity's snapshot: each prompt-taking instance's cached leading blocks of `hash_ids`."""
+        cache = self.cache
+        if cache is None or not hash_ids:
+            return [0] * len(self.takers)
+        return [cache.caches[g.index].leading_run(hash_ids) for g in self.takers]
 
     def _loads(self):
         """least_loaded's snapshot: each instance's queued prompt tokens + the context it runs."""

@@ -556,7 +556,7 @@ class Fleet:
     PREFIX_CACHES = ("off", "per_gpu", "shared")
     PREFIX_DEFAULTS = {"prefix_cache_gb": 8.0, "prefix_pool_gb": 200.0, "prefix_fetch_gbytes_per_s": 25.0}
     FIRST_TOKEN = ("decode", "prefill")
-    DISPATCH = ("queue", "round_robin", "least_loaded", "length_split")
+    DISPATCH = ("queue", "round_robin", "least_loaded", "length_split", "cache_affinity")
     DECODE_PICK = ("most_free_kv", "fewest_seqs")
 
     @classmethod

@@ -36,7 +36,7 @@ CHOICE_LABELS = {
     "prefill_gpu": _GPU_NAMES,
     "decode_gpu": _GPU_NAMES,
     "dispatch": {"queue": "One queue", "round_robin": "Round robin", "least_loaded": "Least loaded",
-                 "length_split": "By length"},
+                 "length_split": "By length", "cache_affinity": "Cache affinity"},
     "decode_pick": {"most_free_kv": "Most free KV", "fewest_seqs": "Fewest sequences"},
     "attention": {False: "Off", True: "On"},
     "prefix_cache": {"off": "Off", "per_gpu": "Per GPU (HBM)", "shared": "Shared pool (host)"},

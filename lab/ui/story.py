@@ -252,7 +252,7 @@ def _ttft_bar(blame, ttft):
     return f'<div class="stf-story-bar" role="img" aria-label="TTFT {fmt_seconds(ttft)}: {html.escape(label)}">{spans}</div>'
 
 
-ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded"}
+ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded", "cache_affinity": "cache affinity"}
 
 
 def _queue_words(fleet, rec, result, split):
