@@ -130,6 +130,12 @@ SCENARIOS = {
                                "followup_tokens": {"dist": "lognormal", "median": 400, "sigma": 1, "min": 1, "max": 4000}}},
         seed=14,
     ),
+    "prefix-cache-affinity": _scenario(
+        {"layout": "colocated", "gpus": 3, "prefix_cache": "per_gpu", "prefix_cache_gb": 2, "dispatch": "cache_affinity"},
+        workload={"prefixes": {"system_tokens": 512, "followup_share": 0.6, "open_conversations": 6,
+                               "followup_tokens": {"dist": "uniform", "low": 100, "high": 1500}}},
+        seed=15,
+    ),
 }
 
 
