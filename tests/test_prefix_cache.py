@@ -446,3 +446,16 @@ def test_cache_affinity_sends_a_turn_to_the_gpu_that_holds_its_conversation():
     a = simulate(scenario(fleet={"gpus": 2, "dispatch": "cache_affinity"}), requests=plain)
     b = simulate(scenario(fleet={"gpus": 2, "dispatch": "least_loaded"}), requests=plain)
     assert [r.prefill_gpu for r in a.requests] == [r.prefill_gpu for r in b.requests]
+
+
+def test_cli_readable_output_shows_the_cache_only_when_it_saved_something(capsys):
+    from lab.cli import main
+
+    mission = str(REPO / "missions" / "17-cache-remembers.json")
+    assert main(["run", mission, "--set", "fleet.prefix_cache=per_gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "prefix cache per_gpu: 8 GB per prefilling GPU, 119 blocks of 512 tokens" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("Prefix cache"))
+    assert "hit rate" in row and "fetch p99" not in row
+    assert main(["run", mission]) == 0
+    assert "refix cache" not in capsys.readouterr().out
