@@ -9,6 +9,11 @@ scenario. The layer-wise link itself lives in `link.py`.
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
 that step emits. No per-token work is done; per-request gaps come from the step log.
+
+Prefix caching (`prefix_cache.py`, README "Prefix caching") touches the loop in three
+places only, each once per prompt: the lookup when an instance admits a prompt
+(`_pop_queue`), the insert when its prefill ends, and a shared pool's fetch added to the
+step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is None.
 """
 
 import heapq
