@@ -1,7 +1,8 @@
 """Prefix caching in a real browser (`lab serve --missions missions` + Chromium), on mission 17
 "The cache remembers": no cache card at the start, the cache control turning it on, the
 per-GPU size waiting for a per-GPU cache, and the page at 1366 and 390 px (STF_SCREENSHOTS=DIR
-keeps the screenshots). Waits are on DOM conditions, never sleeps."""
+keeps the screenshots); and the sandbox replaying an uploaded Mooncake JSON-lines trace whose
+hashes a shared pool finds. Waits are on DOM conditions, never sleeps."""
 
 from pathlib import Path
 
@@ -67,3 +68,33 @@ def test_the_cache_card_fits_a_phone(browser, new_page, shipped):
         shot(page, "prefix-cache-shared-390.png")
     finally:
         ctx.close()
+
+
+def test_the_sandbox_replays_mooncake_json_lines_and_its_cache_finds_them(page, missions_server):
+    from conftest import UI_MISSIONS  # noqa: E402  (tests/ui is on sys.path)
+
+    import json
+
+    base = missions_server(UI_MISSIONS)
+    page.goto(f"{base}/lab?mission=sandbox")
+    first = settle(page)
+    # Eight conversations of five turns, each turn resending the one before (hashes shared).
+    rows = []
+    for turn in range(5):
+        for conv in range(8):
+            blocks = [1000 * conv + k for k in range(2 + 2 * turn)]
+            rows.append({"timestamp": (turn * 8 + conv) * 400, "input_length": 512 * len(blocks) - 100,
+                         "output_length": 40, "hash_ids": blocks})
+    text = "\n".join(json.dumps(r) for r in rows) + "\n"
+    upload = page.locator(".stf-trace-upload input[type=file]")
+    upload.set_input_files(files=[{"name": "chat.jsonl", "mimeType": "application/jsonl", "buffer": text.encode()}])
+    page.locator(".stf-replay").wait_for()
+    assert "Replaying chat.jsonl: 40 requests" in page.locator(".stf-replay").inner_text()
+    run = settle(page, first)
+    assert page.locator('[data-metric="prefix"]').count() == 0  # the sandbox starts without a cache
+    group = page.get_by_role("group", name="Prefix cache")
+    group.get_by_role("button", name="Shared pool (host)", exact=True).click()
+    settle(page, run)
+    card = page.locator('[data-metric="prefix"]')
+    card.wait_for()
+    assert float(card.locator(".v").inner_text().rstrip("%")) > 40  # later turns find their earlier blocks
