@@ -807,9 +807,9 @@ def _check_prefix_share(scenario, pool):
             raise LabError("fleet.prefix_pool_gb", f"{fleet.prefix_setting('prefix_pool_gb'):g} GB holds no block of {block:,} "
                                                    f"tokens ({block_mb:,.1f} MB each): use more")
         return
-    taken = kv_taken_tokens(scenario, pool)
     if pool.role == "decode":
-        return
+        return  # decode instances never prefill, so they keep no cache
+    taken = kv_taken_tokens(scenario, pool)
     gb = fleet.prefix_setting("prefix_cache_gb")
     if taken < block:
         raise LabError("fleet.prefix_cache_gb", f"{gb:g} GB per GPU holds no block of {block:,} tokens ({block_mb:,.1f} MB "
