@@ -27,11 +27,17 @@ TABLE = (
     ("Power and energy", (("power_w_mean", "mean", "{:,.0f} W"), ("prefill_power_w_mean", "prefill", "{:,.0f} W"),
                           ("decode_power_w_mean", "decode", "{:,.0f} W"), ("energy_j_per_token", "per output token", "{:,.2f} J"),
                           ("energy_j_per_request", "per request", "{:,.0f} J"))),
+    ("Prefix cache", (("prefix_hit_rate", "hit rate", "{:.1%}"), ("prefill_tokens_saved", "prompt tokens saved", "{:,.0f}"),
+                      ("prefix_fetch_p99_ms", "fetch p99", "{:.1f} ms"))),
 )
+# Rows shown only when their first metric is truthy (a cache that saved nothing, or none, says nothing).
+ONLY_WHEN_SET = ("Prefix cache",)
 
 def format_metrics(metrics):
     lines = []
     for title, items in TABLE:
+        if title in ONLY_WHEN_SET and not metrics.get(items[0][0]):
+            continue
         parts = []
         for key, label, fmt in items:
             value = metrics.get(key)
@@ -97,7 +103,26 @@ def describe_run(scenario, result):
             )
         else:
             lines.append(f"{who}{model.cost} cost model, {model.llm} on {where}; {kv}")
+    lines.extend(_prefix_cache_lines(scenario))
     return lines
+
+
+def _prefix_cache_lines(scenario):
+    """What a prefix cache holds (README "Prefix caching"); nothing when it is off."""
+    from lab.core.prefix_cache import cache_blocks, kv_taken_tokens
+
+    fleet = scenario.fleet
+    block = scenario.workload.prefix_block_tokens
+    if fleet.prefix_cache == "per_gpu":
+        gb = fleet.prefix_setting("prefix_cache_gb")
+        pool = next(p for p in scenario.pools() if p.role != "decode")
+        return [f"prefix cache per_gpu: {gb:g} GB per prefilling GPU, {cache_blocks(scenario, gb):,} blocks of {block:,} "
+                f"tokens, {kv_taken_tokens(scenario, pool):,} KV tokens taken from each {pool.role} instance"]
+    if fleet.prefix_cache == "shared":
+        gb = fleet.prefix_setting("prefix_pool_gb")
+        return [f"prefix cache shared: a {gb:g} GB host pool, {cache_blocks(scenario, gb):,} blocks of {block:,} tokens, "
+                f"fetched at {fleet.prefix_setting('prefix_fetch_gbytes_per_s'):g} GB/s"]
+    return []
 
 
 def describe_fleet(scenario):

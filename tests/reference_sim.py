@@ -26,6 +26,11 @@ obviously correct, not fast:
   ahead are summed over the sequence objects (the queue it joins, and every prompt whose
   prefill started on one of that queue's GPUs and has not ended), the rate is worked out
   from the cost model there and then (`predicted_ttft`).
+- prefix caching (README "Prefix caching"): a cache is a plain list of [hash, last use]
+  entries with a use counter; a lookup scans it for each of the prompt's hashes in turn,
+  eviction scans for the smallest last use; a per_gpu cache's blocks are taken out of
+  the instance's KV capacity here, and a shared pool's fetch is added to the step that
+  admits the prompt.
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -45,8 +50,12 @@ __all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate", "r
 class Seq:
     """One request, with everything that happened to it."""
 
-    def __init__(self, rid, arrival, prompt, output):
+    def __init__(self, rid, arrival, prompt, output, hash_ids=()):
         self.id = rid
+        self.hash_ids = tuple(hash_ids)
+        self.hit = 0  # prompt tokens its prefill found cached
+        self.fetch = 0.0  # seconds fetching them from a shared pool
+        self.fetch_due = False  # its fetch belongs to the next step it is part of
         self.arrival = arrival
         self.P = prompt
         self.O = output
@@ -125,6 +134,7 @@ class RefGpu:
         self.landed = []  # decode: landed, not yet joined, in landing order
         self.steps = []  # (start, end, decode_seqs, prefill_tokens, context_tokens)
         self.attention = {}  # model.attention on a roofline: step number -> (units, re-read tokens)
+        self.fetch_s = {}  # shared prefix cache: step number -> seconds its prompts fetched
         self.queue_id = None  # colocated / prefill: the queue it takes prompts from
 
     # Recomputed from scratch every time: no counters.
@@ -133,6 +143,42 @@ class RefGpu:
 
     def free_slots(self):
         return self.max_seqs - len(self.members)
+
+
+class RefCache:
+    """Blocks by hash, each with its last use; `capacity` blocks at most."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.entries = []  # [hash, last use]
+        self.clock = 0
+
+    def find(self, h):
+        for e in self.entries:
+            if e[0] == h:
+                return e
+        return None
+
+    def leading(self, hash_ids):
+        n = 0
+        for h in hash_ids:
+            if self.find(h) is None:
+                break
+            n += 1
+        return n
+
+    def use(self, hash_ids, add):
+        """Mark each of `hash_ids` used, last to first; `add`: insert missing ones, evicting."""
+        for h in reversed(hash_ids):
+            self.clock += 1
+            e = self.find(h)
+            if e is not None:
+                e[1] = self.clock
+            elif add:
+                self.entries.append([h, self.clock])
+                if len(self.entries) > self.capacity:
+                    oldest = min(self.entries, key=lambda x: x[1])
+                    self.entries.remove(oldest)
 
 
 class RefResult:
@@ -148,9 +194,18 @@ class _Sim:
         self.sc = scenario
         self.fleet = scenario.fleet
         self.model = scenario.model
-        self.seqs = [Seq(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        self.seqs = [Seq(i, *r) for i, r in enumerate(requests)]
         f = self.fleet
         m = self.model
+        self.block = scenario.workload.prefix_block_tokens
+        kv_per_token = 2 * m.shape["layers"] * m.shape["kv_heads"] * m.shape["head_dim"] * m.shape["bytes_per_value"]
+        block_bytes = self.block * kv_per_token
+        shared = None
+        if f.prefix_cache == "shared":
+            pool_gb = f.prefix_pool_gb if f.prefix_pool_gb is not None else 200.0
+            shared = RefCache(int(pool_gb * 1e9 // block_bytes))
+            gbps = f.prefix_fetch_gbytes_per_s if f.prefix_fetch_gbytes_per_s is not None else 25.0
+            self.fetch_s_per_token = kv_per_token / (gbps * 1e9)
         if f.layout == "colocated":
             pools = [("colocated", f.gpus, f.tp, m.gpu, f.power_cap_w)]
         else:
@@ -161,8 +216,19 @@ class _Sim:
         for role, count, tp, gpu, cap in pools:
             step_s = step_time_fn(m, gpu, tp, cap)
             kv = self.kv_capacity(gpu, tp)
+            cache_blocks = 0
+            if f.prefix_cache == "per_gpu" and role != "decode":
+                gb = f.prefix_cache_gb if f.prefix_cache_gb is not None else 8.0
+                cache_blocks = int(tp * gb * 1e9 // block_bytes)
+                kv -= cache_blocks * self.block  # the cache's share of HBM
             for _ in range(count // tp):
-                self.gpus.append(RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number))
+                g = RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number)
+                g.cache = None
+                if role != "decode" and f.prefix_cache == "per_gpu":
+                    g.cache = RefCache(cache_blocks)
+                elif role != "decode":
+                    g.cache = shared  # None when caching is off
+                self.gpus.append(g)
                 gpu_number += tp
         # A request no instance can hold is dropped: prompt + output over a colocated or
         # decode instance's KV, or its prompt over a prefill instance's.
@@ -197,6 +263,28 @@ class _Sim:
     def takers(self):
         return [g for g in self.gpus if g.role in ("colocated", "prefill")]
 
+    def cached_tokens(self, g, s):
+        """Prompt tokens of `s` that g's cache holds as a leading run (never all of them)."""
+        if g.cache is None or not s.hash_ids:
+            return 0
+        n = g.cache.leading(s.hash_ids)
+        return min(n * self.block, s.P - 1) if n else 0
+
+    def look_up(self, g, s):
+        """At admission on g: its cached head is prefilled already; a shared pool fetches it."""
+        hit = self.cached_tokens(g, s)
+        if hit:
+            g.cache.use(s.hash_ids[: g.cache.leading(s.hash_ids)], add=False)
+            s.hit = hit
+            s.prefilled = hit
+            if self.fleet.prefix_cache == "shared":
+                s.fetch = hit * self.fetch_s_per_token
+                s.fetch_due = True
+
+    def prefill_ended(self, g, s):
+        if g.cache is not None:
+            g.cache.use(s.hash_ids, add=True)
+
     def route(self, seq):
         """The queue an arriving prompt joins (README "Routing")."""
         f = self.fleet
@@ -209,6 +297,16 @@ class _Sim:
             return "long" if seq.P >= f.long_prompt_tokens else "short"
         if f.dispatch == "round_robin":
             return takers[n % len(takers)].queue_id
+        if f.dispatch == "cache_affinity":  # the most cached leading blocks, then least loaded, then index
+            runs = [g.cache.leading(seq.hash_ids) if g.cache is not None else 0 for g in takers]
+            loads = self.loads(takers)
+            best = min(range(len(takers)), key=lambda i: (-runs[i], loads[i], i))
+            return takers[best].queue_id
+        lowest = min(self.loads(takers))
+        return takers[self.loads(takers).index(lowest)].queue_id
+
+    def loads(self, takers):
+        """least_loaded's load of each prompt-taking GPU, summed over the sequence objects."""
         loads = []
         for g in takers:
             load = sum(s.P for s in self.queues[g.queue_id])
@@ -218,8 +316,7 @@ class _Sim:
                 load += sum(s.P for s in self.seqs
                             if s.prefill_gpu == g.index and s.prefill_start is not None and s.prefill_end is None)
             loads.append(load)
-        lowest = min(loads)
-        return takers[loads.index(lowest)].queue_id
+        return loads
 
     def kv_capacity(self, gpu, tp):
         m = self.model
@@ -281,6 +378,7 @@ class _Sim:
         for g in self.gpus:
             g.steps = [st for st in g.steps if st[1] <= cap]
             g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
+            g.fetch_s = {k: v for k, v in g.fetch_s.items() if k < len(g.steps)}
         return RefResult(self.seqs, self.gpus, self.transfers, cap)
 
     def predicted_ttft(self, seq, q):
@@ -367,9 +465,18 @@ class _Sim:
                 units += k * (s.prefilled + k / 2)
                 reread += s.prefilled
             g.attention[len(g.steps)] = (units, reread)
-            end = t + g.step_s(n, ctx, ptoks, units, reread)
+            duration = g.step_s(n, ctx, ptoks, units, reread)
         else:
-            end = t + g.step_s(n, ctx, ptoks)
+            duration = g.step_s(n, ctx, ptoks)
+        fetch = 0.0
+        for s, k in prefill:  # the prompts it admitted fetch their cached heads first, in turn
+            if s.fetch_due:
+                fetch += s.fetch
+                s.fetch_due = False
+        if fetch:
+            g.fetch_s[len(g.steps)] = fetch
+            duration += fetch  # the step lasts compute + fetches (README "Prefix caching")
+        end = t + duration
         g.steps.append((t, end, n, ptoks, ctx))
         g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
         g.boundary = end
@@ -402,6 +509,7 @@ class _Sim:
                 if s.prefilled == s.P:
                     s.prefill_end = t
                     s.first_token = t
+                    self.prefill_ended(g, s)
                     self.emit(s, t)
             g.members = [s for s in g.members if not s.finished]
         decode = [s for s in g.members if s.prefilled == s.P]
@@ -419,6 +527,7 @@ class _Sim:
             if s.O > 1:  # decode_gpu = the GPU that emits tokens 2..O (none for one token)
                 s.decode_gpu = g.index
             s.prefill_start = t
+            self.look_up(g, s)
 
         if f.chunk_tokens is None:
             total = 0
@@ -426,11 +535,11 @@ class _Sim:
                 s = queue[0]
                 if not admissible(s):
                     break
-                if prefill and total + s.P > f.prefill_batch_tokens:
+                if prefill and total + s.P - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 admit(s)
-                prefill.append((s, s.P))
-                total += s.P
+                prefill.append((s, s.P - s.hit))
+                total += s.P - s.hit
         else:
             budget = f.chunk_tokens
             for s in g.members:  # partly prefilled prompts first, in admission order
@@ -519,6 +628,7 @@ class _Sim:
                 if s.prefilled < s.P:
                     continue  # more chunks to come
                 s.prefill_end = t
+                self.prefill_ended(g, s)
                 if s.O == 1:
                     self.emit(s, t)
                     s.first_token = t
@@ -536,16 +646,17 @@ class _Sim:
             queue.pop(0)
             s.prefill_gpu = g.index
             s.prefill_start = t
+            self.look_up(g, s)
 
         if f.prefill_chunk_tokens is None:
             total = 0
             while queue:
                 s = queue[0]
-                if batch and total + s.P > f.prefill_batch_tokens:
+                if batch and total + s.P - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 take(s)
-                batch.append((s, s.P))
-                total += s.P
+                batch.append((s, s.P - s.hit))
+                total += s.P - s.hit
         else:
             budget = f.prefill_chunk_tokens
             # its prompts under way first (in the order it took them), then the queue's head
@@ -606,7 +717,7 @@ def reference_simulate(scenario, requests=None):
     elif wl.duration_s is not None:
         arrivals_end = wl.duration_s
     else:
-        arrivals_end = max((a for a, _, _ in requests), default=0.0)
+        arrivals_end = max((r[0] for r in requests), default=0.0)
     sim = _Sim(scenario, list(requests))
     return sim.run(arrivals_end)
 
@@ -622,7 +733,7 @@ def reference_blame(scenario, ref):
     f = scenario.fleet
     slo = scenario.slo
     split_first_at_prefill = f.layout == "disaggregated" and f.first_token == "prefill"
-    names = ("queue", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
+    names = ("queue", "prefix_fetch", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
     out = {}
     for s in ref.requests:
         if s.dropped or s.first_token is None:
@@ -630,8 +741,9 @@ def reference_blame(scenario, ref):
         parts = dict.fromkeys(names, 0.0)
         parts["queue"] = s.prefill_start - s.arrival
         own = math.fsum(ref.gpus[s.prefill_gpu].step_s(0, 0, k, k * (p + k / 2), p) for k, p in s.prompt_pieces)
+        parts["prefix_fetch"] = s.fetch
         parts["prefill"] = own
-        parts["chunk_wait"] = max(0.0, (s.prefill_end - s.prefill_start) - own)
+        parts["chunk_wait"] = max(0.0, (s.prefill_end - s.prefill_start) - own - s.fetch)
         if s.first_token > s.prefill_end:  # the KV crossed the link before the first token
             tr = ref.transfers[next(i for i, t in enumerate(ref.transfers) if t.request == s.id)]
             after = max(s.prefill_end, tr.reserved)

@@ -128,6 +128,29 @@ SCENARIOS = {
         workload={"rate": 14, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 6000}},
         seed=14,
     ),
+    # Prefix caching (fleet.prefix_cache) on generated shared prefixes: a small per-GPU
+    # LRU that evicts, chunked; a shared pool with fetches on a split fleet, with attention.
+    "prefix-per-gpu-chunked": _scenario(
+        {"layout": "colocated", "gpus": 3, "chunk_tokens": 1024, "prefix_cache": "per_gpu", "prefix_cache_gb": 0.5},
+        workload={"prefix_block_tokens": 256, "prefixes": {
+            "system_tokens": 700, "systems": 3, "system_share": 0.8, "followup_share": 0.4, "open_conversations": 6,
+            "followup_tokens": {"dist": "uniform", "low": 50, "high": 900}, "max_prompt_tokens": 9000}},
+        seed=13,
+    ),
+    "prefix-shared-disagg-attention": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "prefix_cache": "shared",
+         "prefix_pool_gb": 2, "prefix_fetch_gbytes_per_s": 10},
+        model={"cost": "roofline", "gpu": "h100", "attention": True},
+        workload={"prefixes": {"system_tokens": 1024, "followup_share": 0.5,
+                               "followup_tokens": {"dist": "lognormal", "median": 400, "sigma": 1, "min": 1, "max": 4000}}},
+        seed=14,
+    ),
+    "prefix-cache-affinity": _scenario(
+        {"layout": "colocated", "gpus": 3, "prefix_cache": "per_gpu", "prefix_cache_gb": 2, "dispatch": "cache_affinity"},
+        workload={"prefixes": {"system_tokens": 512, "followup_share": 0.6, "open_conversations": 6,
+                               "followup_tokens": {"dist": "uniform", "low": 100, "high": 1500}}},
+        seed=15,
+    ),
 }
 
 

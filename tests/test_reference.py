@@ -36,6 +36,9 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             if mine[f] != theirs[f]:
                 out.append(f"request {rec.id} (P={rec.prompt_tokens}, O={rec.output_tokens}, arrival {rec.arrival}): "
                            f"{f} engine {theirs[f]!r}, reference {mine[f]!r}")
+        if (rec.prefix_hit_tokens, rec.prefix_fetch_s) != (seq.hit, seq.fetch):
+            out.append(f"request {rec.id}: prefix hit engine ({rec.prefix_hit_tokens}, {rec.prefix_fetch_s}), "
+                       f"reference ({seq.hit}, {seq.fetch}) (hit tokens, fetch s)")
         if bool(rec.dropped) != seq.dropped:
             out.append(f"request {rec.id}: dropped engine {rec.dropped!r}, reference {seq.dropped}")
         for f in ("rejected", "predicted_ttft_s"):  # early rejection (README "Early rejection")
@@ -65,6 +68,9 @@ def diff_engine_reference(scenario, requests=None, limit=8):
                     {j for j in log.attention_args if log.attention_args[j] != rg.attention[j]})
             out.append(f"gpu {log.index}: attention terms of step {k} differ: engine {log.attention_args.get(k)}, "
                        f"reference {rg.attention.get(k)} (attention_units, reread_tokens)")
+        if log.fetch_s != rg.fetch_s:
+            out.append(f"gpu {log.index}: prefix fetch per step differs: engine {sorted(log.fetch_s.items())[:3]}, "
+                       f"reference {sorted(rg.fetch_s.items())[:3]}")
     engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes, t.layer_s,
                   None if t.layer_starts is None else tuple(t.layer_starts)) for t in res.transfers]
     ref_tr = [t.as_tuple() for t in ref.transfers]

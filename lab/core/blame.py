@@ -5,17 +5,22 @@ arrival), to float rounding:
 
 - `queue`: arrival -> the first step carrying its prompt starts (colocated: this includes
   waiting for KV memory or a batch slot on a GPU).
+- `prefix_fetch` (a shared prefix cache, README "Prefix caching"): the time its cached
+  head was fetched from the host pool (`prefix_fetch_s`), inside the step that started its
+  prefill; 0 otherwise.
 - `prefill`: what its own prompt costs: for each step that carried c of its prompt
   tokens, the cost model's time for c prompt tokens alone on its idle prefill instance,
   `step_s(0, 0, c)`, summed (`math.fsum`). Whole prefill: one step, `step_s(0, 0, P)`.
   With `model.attention` each piece also carries its attention over the p tokens of its
-  prompt before it: `step_s(0, 0, c, c * (p + c/2), p)`. The same on a prefill pool
+  prompt before it: `step_s(0, 0, c, c * (p + c/2), p)`. A prompt with a cached head of
+  h tokens computes only the rest: its pieces start after p = h tokens. The same on a prefill pool
   chunked by `prefill_chunk_tokens`, and with `long_prefill_tokens` (several prompts under
   way share a step, each with its own pieces: `_prompt_pieces`).
 - `chunk_wait`: the rest of prefill start -> prefill end: time those steps spent on other
   work (other prompts in the same batch or chunk budget, the decode tokens of other
   sequences sharing a colocated step) and any wait between the steps carrying its chunks
-  (on a prefill pool too: the other prompts sharing its chunk budget).
+  (on a prefill pool too: the other prompts sharing its chunk budget), and the fetches of
+  other prompts started in the same step (its own fetch is `prefix_fetch`).
   Colocated whole prefill mixed with decode: the decode share of that step is here too.
 - Disaggregated with `first_token: decode` (the parts after the prefill end):
   `kv_wait` prefill end -> room reserved on a decode GPU (0 when it was reserved
@@ -66,7 +71,7 @@ __all__ = [
     "Blame", "request_blame", "blame_summary",
 ]
 
-TTFT_PARTS = ("queue", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
+TTFT_PARTS = ("queue", "prefix_fetch", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
 GAP_CAUSES = ("prefill_interference", "decode_batch", "transfer", "preemption")
 # Every dominant cause, in the order summaries list them.
 CAUSES = TTFT_PARTS + GAP_CAUSES + ("kv_capacity", "unfinished", "rejected")
@@ -131,7 +136,8 @@ def _prompt_pieces(result):
         for j in compress(range(len(column)), column):  # the steps with prompt work
             while next_start <= starts[j]:
                 rec = recs[admitted]
-                under_way.append([rec.prompt_tokens, rec.prompt_tokens, pieces.setdefault(rec.id, [])])
+                # A cached head is not computed: only the rest is left (prefix_cache.py).
+                under_way.append([rec.prompt_tokens, rec.prompt_tokens - rec.prefix_hit_tokens, pieces.setdefault(rec.id, [])])
                 admitted += 1
                 next_start = recs[admitted].prefill_start if admitted < count else math.inf
             budget = column[j]
@@ -149,11 +155,12 @@ def _prompt_pieces(result):
     return pieces
 
 
-def _own_prefill_s(pieces, step_s):
+def _own_prefill_s(pieces, step_s, cached=0):
     """Its own prompt's cost: each piece of c tokens alone on an idle GPU, after the p tokens
-    of its prompt before it (which attention, if modelled, attends to and re-reads)."""
+    of its prompt before it (which attention, if modelled, attends to and re-reads); the
+    first piece comes after its `cached` head."""
     times = []
-    before = 0
+    before = cached
     for _, c in pieces:
         times.append(step_s(0, 0, c, c * (before + c / 2), before))
         before += c
@@ -200,9 +207,11 @@ def _ttft_parts(result, rec, pieces, step_s, end):
     if finish is None:
         parts["prefill"] = until - start
         return parts, "prefill"
-    own = _own_prefill_s(pieces.get(rec.id, ()), step_s)
+    own = _own_prefill_s(pieces.get(rec.id, ()), step_s, rec.prefix_hit_tokens)
+    fetch = rec.prefix_fetch_s
+    parts["prefix_fetch"] = fetch
     parts["prefill"] = own
-    parts["chunk_wait"] = max(0.0, (finish - start) - own)
+    parts["chunk_wait"] = max(0.0, (finish - start) - own - fetch)
     if finish >= until:
         return parts, None  # colocated, one-token answers, first_token: prefill
     tr = result.transfers[rec.transfer] if rec.transfer >= 0 else None

@@ -9,6 +9,11 @@ scenario. The layer-wise link itself lives in `link.py`.
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
 that step emits. No per-token work is done; per-request gaps come from the step log.
+
+Prefix caching (`prefix_cache.py`, README "Prefix caching") touches the loop in three
+places only, each once per prompt: the lookup when an instance admits a prompt
+(`_pop_queue`), the insert when its prefill ends, and a shared pool's fetch added to the
+step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is None.
 """
 
 import heapq
@@ -19,10 +24,11 @@ from . import admission
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
+from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
-__all__ = ["simulate", "MAX_STEPS"]
+__all__ = ["simulate", "MAX_STEPS", "MAX_SIMULATION_ATTRIBUTES"]
 
 # Event priorities at equal times.
 ARRIVAL, LANDED, BOUNDARY, LINK = 0, 1, 2, 3
@@ -39,7 +45,7 @@ class _Gpu:
 
     __slots__ = (
         "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
-        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces",
+        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -63,13 +69,23 @@ class _Gpu:
         self.queue_k = 0  # that queue's number
         self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
         self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
+        self.fetch = 0.0  # shared prefix cache: seconds of cached KV the next step fetches first
 
 
 def simulate(scenario, requests=None):
-    """Run `scenario`; `requests` ([(arrival, prompt, output)]) overrides its workload."""
+    """Run `scenario`; `requests` ([(arrival, prompt, output)] or [(arrival, prompt, output,
+    hash_ids)]) overrides its workload."""
     if requests is None:
         requests = generate_requests(scenario.workload, scenario.seed)
     return _Simulation(scenario, requests).run()
+
+
+# CPython 3.11 keeps an object's attributes inline (fast, specialised `self.x` reads) only
+# while its class has at most 30 attribute names (the shared-keys limit); one more and every
+# `self.x` in the loop goes through a dict: +5% instructions per run, measured with valgrind
+# on benchmarks/scenarios.py's disagg-4p4d. tests/test_engine.py holds _Simulation under it:
+# group new state (as `cache` does) rather than adding attributes.
+MAX_SIMULATION_ATTRIBUTES = 29
 
 
 class _Simulation:
@@ -79,7 +95,11 @@ class _Simulation:
         self.fleet = fleet
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
-        self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        if any(len(r) > 3 for r in requests):  # some carry block hashes (prefix caching)
+            self.records = [RequestRecord(i, *r[:3], hash_ids=tuple(r[3]) if len(r) > 3 else ())
+                            for i, r in enumerate(requests)]
+        else:
+            self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -93,8 +113,13 @@ class _Simulation:
         # Instances, pool by pool in GPU order; each runs its pool's cost and KV capacity.
         self.gpus = []
         for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
+            taken = kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share of HBM
             for k in range(pool.instances):
-                self.gpus.append(_Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp))
+                gpu = _Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp)
+                if taken:
+                    gpu.kv_tokens -= taken
+                    gpu.kv_free = gpu.kv_tokens
+                self.gpus.append(gpu)
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
         # Disaggregated: (request id, prefill end, start of the step that ends it: layer-wise
@@ -110,6 +135,11 @@ class _Simulation:
         self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
         # Attention terms only where the cost model reads them (roofline, model.attention).
         self.attention = scenario.model.attention and scenario.model.cost == "roofline"
+        # Prefix caching (prefix_cache.py): None when off, so the default path only tests it
+        # once per prompt; a shared pool's fetch time joins attention in the one per-step
+        # test of prefill steps that need extra terms.
+        self.cache = build_cache(scenario, [g.role for g in self.gpus])
+        self.extra_terms = self.attention or (self.cache is not None and fleet.prefix_cache == "shared")
         self._plan_queues(scenario)
         if fleet.admission is not None:
             self._plan_admission(scenario)
@@ -228,15 +258,22 @@ class _Simulation:
             self.next_arrival = float("inf")
 
     def _arrive(self, rid, t):
-        prompt = self.records[rid].prompt_tokens
-        k = 0 if self.route is None else self.route(prompt, self._loads)
-        self._join(rid, k, prompt, t)
+        rec = self.records[rid]
+        self._join(rid, self._route(rec), rec.prompt_tokens, t)
+
+    def _route(self, rec):
+        """The queue an arriving prompt joins (policies.py; with one queue, queue 0)."""
+        if self.route is None:
+            return 0
+        if self.fleet.dispatch == "cache_affinity":
+            return self.route(rec.prompt_tokens, self._loads, lambda: self._cached_runs(rec.hash_ids))
+        return self.route(rec.prompt_tokens, self._loads)
 
     def _arrive_admitting(self, rid, t):
         """`_arrive` with early rejection: routed as ever, then admitted or turned away."""
         rec = self.records[rid]
         prompt = rec.prompt_tokens
-        k = 0 if self.route is None else self.route(prompt, self._loads)
+        k = self._route(rec)
         ahead = self.queued_tokens[k]
         for gpu in self.takers_of[k]:
             ahead += gpu.pending
@@ -259,6 +296,13 @@ class _Simulation:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
+    def _cached_runs(self, hash_ids):
+        """cache_affinity's snapshot: each prompt-taking instance's cached leading blocks of `hash_ids`."""
+        cache = self.cache
+        if cache is None or not hash_ids:
+            return [0] * len(self.takers)
+        return [cache.caches[g.index].leading_run(hash_ids) for g in self.takers]
+
     def _loads(self):
         """least_loaded's snapshot: each instance's queued prompt tokens + the context it runs."""
         return [q + g.pending + g.context for q, g in zip(self.queued_tokens, self.takers)]
@@ -275,6 +319,12 @@ class _Simulation:
         gpu.pending += prompt
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
+        if self.cache is not None and rec.hash_ids:
+            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, prompt)
+            rec.prefix_hit_tokens = hit
+            if fetch:
+                rec.prefix_fetch_s = fetch
+                gpu.fetch += fetch
         return rec
 
     def _start_step(self, gpu, t, prefill_tokens, schedule=True):
@@ -288,7 +338,24 @@ class _Simulation:
             return None
         gpu.busy = True
         log = gpu.log
-        if prefill_tokens and self.attention:
+        if prefill_tokens and self.extra_terms:
+            duration = self._prefill_step_s(gpu, log, prefill_tokens)
+        else:
+            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+        end = t + duration
+        log.start.append(t)
+        log.end.append(end)
+        log.decode_seqs.append(gpu.decoding)
+        log.prefill_tokens.append(prefill_tokens)
+        log.context_tokens.append(gpu.context)
+        self.steps += 1
+        if schedule:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+        return end
+
+    def _prefill_step_s(self, gpu, log, prefill_tokens):
+        """A prompt step's time with its extra terms: attention, a shared cache's fetch."""
+        if self.attention:
             # Each chunk of c new tokens after p earlier ones: c * (p + c/2) attention
             # units and a re-read of the p earlier tokens' KV (cost.py); the log keeps
             # them for the power model.
@@ -302,16 +369,13 @@ class _Simulation:
             duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, units, reread)
         else:
             duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
-        end = t + duration
-        log.start.append(t)
-        log.end.append(end)
-        log.decode_seqs.append(gpu.decoding)
-        log.prefill_tokens.append(prefill_tokens)
-        log.context_tokens.append(gpu.context)
-        self.steps += 1
-        if schedule:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
-        return end
+        if gpu.fetch:
+            # The prompts this step starts fetch their cached KV first, one after another,
+            # and the GPU waits for it (README "Prefix caching").
+            log.fetch_s[len(log.start)] = gpu.fetch
+            duration += gpu.fetch
+            gpu.fetch = 0.0
+        return duration
 
     def _finish_decode_step(self, gpu, t):
         """Account for the step that just ended on a decoding GPU; returns True if KV was freed."""
@@ -347,8 +411,11 @@ class _Simulation:
         records = self.records
         if gpu.busy:
             self._finish_decode_step(gpu, t)
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 rec.first_token = t
@@ -453,17 +520,24 @@ class _Simulation:
         records = self.records
         completing = gpu.completing
         attention = self.attention
+        cache = self.cache
         taken = 0
         while queue:
-            if taken and taken + records[queue[0]].prompt_tokens > budget:
-                break
+            if taken:
+                head = records[queue[0]]
+                need = head.prompt_tokens  # the tokens it would compute: what its cache lacks
+                if cache is not None and head.hash_ids:
+                    need -= cache.peek(gpu.index, head.hash_ids, need)
+                if taken + need > budget:
+                    break
             rec = admit(gpu, t)
             if rec is None:
                 break
-            taken += rec.prompt_tokens
+            own = rec.prompt_tokens - rec.prefix_hit_tokens
+            taken += own
             completing.append(rec.id)
             if attention:
-                gpu.pieces.append((rec.prompt_tokens, 0))
+                gpu.pieces.append((own, rec.prefix_hit_tokens))
         return taken
 
     def _take_chunks(self, gpu, t, chunk, admit):
@@ -487,7 +561,7 @@ class _Simulation:
             rec = admit(gpu, t)
             if rec is None:
                 break
-            item = [rec.id, rec.prompt_tokens]
+            item = [rec.id, rec.prompt_tokens - rec.prefix_hit_tokens]  # a cached head is not computed
             budget -= self._take_piece(gpu, item, budget, long_tokens)
             if item[1]:
                 kept.append(item)
@@ -507,7 +581,7 @@ class _Simulation:
                 rec = admit(gpu, t)
                 if rec is None:
                     break
-                prefilling.append([rec.id, rec.prompt_tokens])
+                prefilling.append([rec.id, rec.prompt_tokens - rec.prefix_hit_tokens])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
             if self.attention:
@@ -535,8 +609,11 @@ class _Simulation:
         layerwise = self.fleet.link.layerwise
         if gpu.completing:
             first_at_prefill = self.fleet.first_token == "prefill"
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= rec.prompt_tokens
                 rec.prefill_end = t
                 if rec.output_tokens == 1:
@@ -700,8 +777,9 @@ def _cut_at(gpus, records, stop):
             keep -= 1
         for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
-        for j in [j for j in log.attention_args if j >= keep]:
-            del log.attention_args[j]
+        for extra in (log.attention_args, log.fetch_s):
+            for j in [j for j in extra if j >= keep]:
+                del extra[j]
     for rec in records:
         if rec.finish is not None and rec.finish > stop:
             rec.finish = None

@@ -19,6 +19,11 @@ Conventions (also in the README):
   power x step time plus idle watts for the rest of the run, x its GPUs (`cost.PoolCost`).
   Per token means per output token of a finished request (the tokens
   `throughput_tokens_per_s` counts); per request, per finished request.
+- Prefix caching (README "Prefix caching"), over the requests whose prefill ended:
+  `prefix_hit_rate` = their cached (skipped) prompt tokens / their prompt tokens (None
+  when no prefill ended), `prefill_tokens_saved` = those cached tokens, and
+  `prefix_fetch_p99_ms` = the p99 of their fetch times from a shared pool (misses
+  count 0 ms; None unless fleet.prefix_cache is "shared").
 - A run cut short says so: `run_cut` is the bound that stopped it (`Result.capped`:
   "drain_s" or "max_steps", None when every request ran to its end) and `run_end_s` the
   simulated time it stopped. They describe the run, not its quality, so they are not
@@ -42,6 +47,7 @@ __all__ = [
     "cost_and_energy",
     "request_gaps",
     "step_gaps_of",
+    "prefix_metrics",
 ]
 
 METRIC_NAMES = (
@@ -58,6 +64,7 @@ METRIC_NAMES = (
     "energy_j_per_token", "energy_j_per_request", "power_w_mean",
     "prefill_usd_per_hour", "decode_usd_per_hour", "prefill_energy_j", "decode_energy_j",
     "prefill_power_w_mean", "decode_power_w_mean",
+    "prefix_hit_rate", "prefill_tokens_saved", "prefix_fetch_p99_ms",
 )
 
 # How the run ended; in every summary, after the metrics.
@@ -178,6 +185,8 @@ def request_metrics(result, step_gaps=None):
             "dropped": rec.dropped or "",
             "rejected": rec.rejected,
             "predicted_ttft_s": rec.predicted_ttft_s,
+            "prefix_hit_tokens": rec.prefix_hit_tokens,
+            "prefix_fetch_s": rec.prefix_fetch_s,
         })
     return rows
 
@@ -256,6 +265,23 @@ def cost_and_energy(result, finished, met, out_tokens, busy=None):
     }
 
 
+def prefix_metrics(result):
+    """prefix_hit_rate, prefill_tokens_saved, prefix_fetch_p99_ms (see the module docstring)."""
+    prompt = saved = 0
+    fetches = []
+    for rec in result.requests:
+        if rec.prefill_end is not None:
+            prompt += rec.prompt_tokens
+            saved += rec.prefix_hit_tokens
+            fetches.append(rec.prefix_fetch_s * 1000.0)
+    shared = getattr(result.scenario.fleet, "prefix_cache", "off") == "shared"
+    return {
+        "prefix_hit_rate": saved / prompt if prompt else None,
+        "prefill_tokens_saved": saved,
+        "prefix_fetch_p99_ms": percentile(fetches, 99) if shared else None,
+    }
+
+
 def summarize(result, rows=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
     step_gaps = [step_gaps_of(g) for g in result.gpus]
@@ -320,6 +346,7 @@ def summarize(result, rows=None):
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
+        **prefix_metrics(result),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }

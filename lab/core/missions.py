@@ -76,6 +76,9 @@ CONTROL_PATHS = {
     "long_prefill_tokens": "fleet.long_prefill_tokens",
     "admission": "fleet.admission.reject_when",
     "attention": "model.attention",
+    "prefix_cache": "fleet.prefix_cache",
+    "prefix_cache_gb": "fleet.prefix_cache_gb",
+    "prefix_pool_gb": "fleet.prefix_pool_gb",
     "gpu": "model.gpu",
     "llm": "model.llm",
     "cost": "model.cost",
@@ -116,6 +119,9 @@ CONTROL_SPECS = {
     "admission": ("choice", "Early rejection (at arrival)", ("colocated", "disaggregated"),
                   (Admission.OFF,) + Admission.RULES),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
+    "prefix_cache": ("choice", "Prefix cache", ("colocated", "disaggregated"), Fleet.PREFIX_CACHES),
+    "prefix_cache_gb": ("float", "Prefix cache per GPU (GB of HBM)", ("colocated", "disaggregated"), None),
+    "prefix_pool_gb": ("float", "Shared prefix pool (GB of host memory)", ("colocated", "disaggregated"), None),
     "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
     "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
     "cost": ("choice", "Step cost model", ("colocated", "disaggregated"), Model.COSTS),
@@ -130,6 +136,8 @@ CONTROL_REQUIRES = {
     "long_prompt_tokens": ("fleet.dispatch", "length_split"),
     "long_gpus": ("fleet.dispatch", "length_split"),
     "attention": ("model.cost", "roofline"),
+    "prefix_cache_gb": ("fleet.prefix_cache", "per_gpu"),
+    "prefix_pool_gb": ("fleet.prefix_cache", "shared"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
 COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}

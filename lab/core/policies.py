@@ -21,6 +21,10 @@ takes prompts from and `Router.route` which queue an arriving prompt joins:
 - `length_split`: prompts of at least `long_prompt_tokens` tokens join the queue of the
   pool's last `long_gpus` GPUs (their instances), the rest the queue of the others;
   each group's queue works like `queue`.
+- `cache_affinity`: bound at arrival to the instance whose prefix cache holds the longest
+  leading run of the prompt's block hashes (README "Prefix caching": a per_gpu cache as it
+  is at the arrival; with a shared pool or none every instance ties); ties go to the
+  smallest `least_loaded` load, then the lowest index.
 
 **Decode pick** (`fleet.decode_pick`, disaggregated): among decode instances with a free
 batch slot and room for the prompt's KV (prompt + output tokens), `most_free_kv` takes
@@ -37,7 +41,7 @@ function over the step logs to recover each prompt's pieces.
 
 __all__ = [
     "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
-    "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice",
+    "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice", "most_cached",
 ]
 
 from typing import NamedTuple
@@ -65,7 +69,9 @@ class Router:
     """`route(prompt_tokens, loads)`: the queue an arriving prompt joins (see module docstring).
 
     `loads` is a zero-argument function giving every instance's load, in instance order;
-    only `least_loaded` calls it, so the other rules cost nothing per arrival.
+    only `least_loaded` and `cache_affinity` call it, so the other rules cost nothing per
+    arrival. `cached` (cache_affinity): a zero-argument function giving each instance's
+    cached leading blocks of the prompt.
     """
 
     __slots__ = ("dispatch", "instances", "long_prompt_tokens", "arrived")
@@ -78,7 +84,7 @@ class Router:
         self.long_prompt_tokens = long_prompt_tokens
         self.arrived = 0  # prompts routed so far (round_robin's counter)
 
-    def route(self, prompt_tokens, loads=None):
+    def route(self, prompt_tokens, loads=None, cached=None):
         n = self.arrived
         self.arrived = n + 1
         rule = self.dispatch
@@ -88,6 +94,8 @@ class Router:
             return 1 if prompt_tokens >= self.long_prompt_tokens else 0
         if rule == "round_robin":
             return n % self.instances
+        if rule == "cache_affinity":
+            return most_cached(cached(), loads())
         return least_loaded(loads())
 
 
@@ -96,6 +104,15 @@ def least_loaded(loads):
     best = 0
     for i in range(1, len(loads)):
         if loads[i] < loads[best]:
+            best = i
+    return best
+
+
+def most_cached(blocks, loads):
+    """Index of the most cached leading blocks; ties: the smallest load, then the lowest index."""
+    best = 0
+    for i in range(1, len(blocks)):
+        if blocks[i] > blocks[best] or (blocks[i] == blocks[best] and loads[i] < loads[best]):
             best = i
     return best
 

@@ -40,6 +40,9 @@ class GpuLog:
     # model.attention: step index -> (attention_units, reread_tokens) of steps with prompt
     # chunks, for the power model (cost.PoolCost.energy_j); empty otherwise.
     attention_args: dict = field(default_factory=dict)
+    # fleet.prefix_cache shared: step index -> seconds the step spent fetching cached KV from
+    # the host pool before its compute (README "Prefix caching"); empty otherwise.
+    fetch_s: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.gpu_ids:
@@ -102,6 +105,12 @@ class RequestRecord:
     # and the TTFT its rule predicted at arrival (every arrival's, admitted or not; None when off).
     rejected: bool = False
     predicted_ttft_s: float = None
+    # Prefix caching (README "Prefix caching"): its prompt's block hashes, the leading prompt
+    # tokens its prefill found cached (and so did not compute), and the seconds spent
+    # fetching them from a shared pool (inside the step that started its prefill).
+    hash_ids: tuple = ()
+    prefix_hit_tokens: int = 0
+    prefix_fetch_s: float = 0.0
 
     @property
     def finished(self):

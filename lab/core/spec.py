@@ -18,6 +18,7 @@ __all__ = [
     "LengthDist",
     "Phase",
     "Trace",
+    "Prefixes",
     "Workload",
     "Model",
     "Link",
@@ -231,6 +232,58 @@ class Trace:
 
 
 @dataclass(frozen=True)
+class Prefixes:
+    """Shared prompt prefixes of a generated workload (README "Prefix caching").
+
+    A new conversation starts with one of `systems` system prompts of `system_tokens`
+    (with probability `system_share`), then its own message (`workload.prompt_tokens`). An
+    arrival is, with probability `followup_share`, the next turn of one of the
+    `open_conversations` most recent conversations instead: its prompt is that
+    conversation's previous prompt and answer plus a new message (`followup_tokens`,
+    default the workload's prompt_tokens). A turn that would pass `max_prompt_tokens`
+    starts a new conversation instead.
+    """
+
+    system_tokens: int = 0
+    system_share: float = 1.0
+    systems: int = 1
+    followup_share: float = 0.0
+    open_conversations: int = 16
+    followup_tokens: LengthDist = None
+    max_prompt_tokens: int = 32_768
+
+    KEYS = ("system_tokens", "system_share", "systems", "followup_share", "open_conversations",
+            "followup_tokens", "max_prompt_tokens")
+
+    @classmethod
+    def from_dict(cls, data, path):
+        F.check_keys(data, path, cls.KEYS)
+        d = cls()
+        followup = data.get("followup_tokens")
+        out = cls(
+            F.read_int(data, "system_tokens", path, default=d.system_tokens, lo=0, hi=MAX_TOKENS),
+            F.read_number(data, "system_share", path, default=d.system_share, lo=0, hi=1),
+            F.read_int(data, "systems", path, default=d.systems, lo=1, hi=10_000),
+            F.read_number(data, "followup_share", path, default=d.followup_share, lo=0, hi=1),
+            F.read_int(data, "open_conversations", path, default=d.open_conversations, lo=1, hi=100_000),
+            None if followup is None else LengthDist.from_dict(followup, F.join(path, "followup_tokens")),
+            F.read_int(data, "max_prompt_tokens", path, default=d.max_prompt_tokens, lo=1, hi=MAX_TOKENS),
+        )
+        if out.system_tokens >= out.max_prompt_tokens:
+            raise LabError(F.join(path, "system_tokens"), f"{out.system_tokens:,} leaves no room for a message under "
+                                                          f"max_prompt_tokens ({out.max_prompt_tokens:,}): use fewer")
+        return out
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+# Most block hashes one run's requests may carry in all (prompt tokens / prefix_block_tokens,
+# summed): bounds the memory a tiny block size on long prompts could take.
+MAX_HASH_IDS = 20_000_000
+
+
+@dataclass(frozen=True)
 class Workload:
     rate: float = None  # requests per second (Poisson); None only with a trace
     duration_s: float = 60.0
@@ -238,18 +291,22 @@ class Workload:
     output_tokens: LengthDist = None
     phases: tuple = ()
     trace: Trace = None
+    prefix_block_tokens: int = 512  # prompt tokens one block hash covers (Mooncake: 512)
+    prefixes: Prefixes = None  # shared prefixes of generated requests; None = none
 
     @classmethod
     def from_dict(cls, data, path="workload", base_dir="", roots=None):
-        F.check_keys(data, path, ("rate", "duration_s", "prompt_tokens", "output_tokens", "phases", "trace"))
+        F.check_keys(data, path, ("rate", "duration_s", "prompt_tokens", "output_tokens", "phases", "trace",
+                                  "prefix_block_tokens", "prefixes"))
         trace = data.get("trace")
+        block = F.read_int(data, "prefix_block_tokens", path, default=512, lo=16, hi=65_536)
         if trace is not None:
-            for key in ("rate", "prompt_tokens", "output_tokens", "phases"):
+            for key in ("rate", "prompt_tokens", "output_tokens", "phases", "prefixes"):
                 if data.get(key) is not None:
                     raise LabError(F.join(path, key), "a trace workload takes its arrivals and lengths from the trace; remove this field or the trace")
             trace = Trace.from_dict(trace, F.join(path, "trace"), base_dir, roots)
             duration = F.read_number(data, "duration_s", path, default=None, lo=0, hi=MAX_DURATION_S, lo_open=True)
-            return cls(rate=None, duration_s=duration, trace=trace)
+            return cls(rate=None, duration_s=duration, trace=trace, prefix_block_tokens=block)
         rate = F.read_number(data, "rate", path, lo=0, hi=10_000)
         duration = F.read_number(data, "duration_s", path, default=60.0, lo=0, hi=MAX_DURATION_S, lo_open=True)
         prompt = LengthDist.from_dict(data.get("prompt_tokens"), F.join(path, "prompt_tokens")) if "prompt_tokens" in data else None
@@ -266,7 +323,10 @@ class Workload:
             if phase.start_s >= duration:
                 raise LabError(F.join(F.join(F.join(path, "phases"), i), "start_s"), f"{phase.start_s:g} is not before workload.duration_s ({duration:g})")
             phases.append(phase)
-        wl = cls(rate, duration, prompt, output, tuple(phases))
+        prefixes = data.get("prefixes")
+        if prefixes is not None:
+            prefixes = Prefixes.from_dict(F.read_dict(data, "prefixes", path), F.join(path, "prefixes"))
+        wl = cls(rate, duration, prompt, output, tuple(phases), prefix_block_tokens=block, prefixes=prefixes)
         wl._check_request_count(path)
         return wl
 
@@ -312,7 +372,10 @@ class Workload:
         return math.fsum((end - start) * rate for start, end, rate, _, _ in self.segments())
 
     def to_dict(self):
-        return _frozen_dict_of(self)
+        out = _frozen_dict_of(self)
+        if out.get("prefix_block_tokens") == 512:
+            del out["prefix_block_tokens"]  # the default: keep older scenarios' JSON as it was
+        return out
 
 
 # ---------------------------------------------------------------- model
@@ -508,10 +571,20 @@ class Fleet:
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
     long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
     admission: Admission = None  # early rejection at arrival; None = off (every request joins a queue)
+    # Prefix caching (README "Prefix caching", lab/core/prefix_cache.py): "off", "per_gpu"
+    # (an LRU in `prefix_cache_gb` of each prefilling GPU's HBM, out of its KV capacity) or
+    # "shared" (one pool of `prefix_pool_gb` in host memory, hits fetched at
+    # `prefix_fetch_gbytes_per_s`). None sizes read as the PREFIX_DEFAULTS.
+    prefix_cache: str = "off"
+    prefix_cache_gb: float = None
+    prefix_pool_gb: float = None
+    prefix_fetch_gbytes_per_s: float = None
 
     LAYOUTS = ("colocated", "disaggregated")
+    PREFIX_CACHES = ("off", "per_gpu", "shared")
+    PREFIX_DEFAULTS = {"prefix_cache_gb": 8.0, "prefix_pool_gb": 200.0, "prefix_fetch_gbytes_per_s": 25.0}
     FIRST_TOKEN = ("decode", "prefill")
-    DISPATCH = ("queue", "round_robin", "least_loaded", "length_split")
+    DISPATCH = ("queue", "round_robin", "least_loaded", "length_split", "cache_affinity")
     DECODE_PICK = ("most_free_kv", "fewest_seqs")
 
     @classmethod
@@ -579,14 +652,26 @@ class Fleet:
             prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
             long_prefill_tokens=F.read_int(data, "long_prefill_tokens", path, default=None, lo=16, hi=1_000_000),
             admission=Admission.from_dict(data.get("admission"), F.join(path, "admission")),
+            prefix_cache=F.read_choice(data, "prefix_cache", path, cls.PREFIX_CACHES, default=d.prefix_cache),
+            prefix_cache_gb=F.read_number(data, "prefix_cache_gb", path, default=None, lo=0, hi=10_000, lo_open=True),
+            prefix_pool_gb=F.read_number(data, "prefix_pool_gb", path, default=None, lo=0, hi=1_000_000, lo_open=True),
+            prefix_fetch_gbytes_per_s=F.read_number(data, "prefix_fetch_gbytes_per_s", path, default=None, lo=0.001, hi=100_000),
         )
+
+    def prefix_setting(self, key):
+        """A prefix-cache size or rate: the field if set, else its PREFIX_DEFAULTS value."""
+        value = getattr(self, key)
+        return self.PREFIX_DEFAULTS[key] if value is None else value
 
     @property
     def total_gpus(self):
         return self.gpus if self.layout == "colocated" else self.prefill_gpus + self.decode_gpus
 
     def to_dict(self):
-        return _frozen_dict_of(self)
+        out = _frozen_dict_of(self)
+        if out.get("prefix_cache") == "off":
+            del out["prefix_cache"]  # the default: keep older scenarios' JSON as it was
+        return out
 
 
 def _read_chunk(data, key, path):
@@ -742,9 +827,37 @@ def _check_pools(scenario):
                 f"({usable_gb:.0f} GB usable at memory_utilization {model.memory_utilization:g}), leaving no memory "
                 f"for the KV cache: raise {pool.tp_key.split('.')[-1]} or pick a GPU with more memory",
             )
+        _check_prefix_share(scenario, pool)
         cap = pool.power_cap_w
         if cap is not None and not spec["idle_w"] < cap <= spec["tdp_w"]:
             raise LabError(pool.cap_key, f"{cap:g} W is outside {pool.gpu}'s range: above its idle {spec['idle_w']:g} W and at most its TDP {spec['tdp_w']:g} W")
+
+
+def _check_prefix_share(scenario, pool):
+    """per_gpu prefix caching: the cache holds at least one block and leaves KV memory."""
+    from .prefix_cache import cache_blocks, kv_taken_tokens  # standard library only, no cycle at import
+
+    fleet = scenario.fleet
+    if fleet.prefix_cache == "off":
+        return
+    block = scenario.workload.prefix_block_tokens
+    block_mb = block * scenario.model.kv_bytes_per_token / 1e6
+    if fleet.prefix_cache == "shared":
+        if pool.role != "decode" and cache_blocks(scenario, fleet.prefix_setting("prefix_pool_gb")) < 1:
+            raise LabError("fleet.prefix_pool_gb", f"{fleet.prefix_setting('prefix_pool_gb'):g} GB holds no block of {block:,} "
+                                                   f"tokens ({block_mb:,.1f} MB each): use more")
+        return
+    if pool.role == "decode":
+        return  # decode instances never prefill, so they keep no cache
+    taken = kv_taken_tokens(scenario, pool)
+    gb = fleet.prefix_setting("prefix_cache_gb")
+    if taken < block:
+        raise LabError("fleet.prefix_cache_gb", f"{gb:g} GB per GPU holds no block of {block:,} tokens ({block_mb:,.1f} MB "
+                                                f"each): use more")
+    kv = scenario.model.kv_tokens_per_instance(pool.gpu, pool.tp)
+    if kv - taken < 1:
+        raise LabError("fleet.prefix_cache_gb", f"{gb:g} GB per GPU takes all of a {pool.role} instance's KV memory "
+                                                f"({kv:,} tokens, {kv * scenario.model.kv_bytes_per_token / 1e9:,.1f} GB): use less")
 
 
 # ---------------------------------------------------------------- overrides

@@ -5,6 +5,11 @@ prompt, output) so the same seed gives the same requests on every runtime. Arriv
 times are rounded to the microsecond so that a last-bit difference in a platform's
 `log` cannot change the schedule.
 
+Requests are `(arrival_s, prompt_tokens, output_tokens)`, or with a fourth item, the
+prompt's block hashes (a tuple of ints, one per `workload.prefix_block_tokens` tokens),
+when the workload has `prefixes` or a trace carries `hash_ids` (Mooncake's JSON lines).
+Without those the requests and the draws are exactly what they were before prefixes.
+
 Trace files are untrusted input: a trace path must resolve (symlinks included) inside
 the folders its scenario allows, be a regular file under MAX_TRACE_BYTES, and parse
 errors name the line and column but never echo the file's content.
@@ -12,6 +17,7 @@ errors name the line and column but never echo the file's content.
 
 import csv
 import io
+import json
 import math
 import os
 import random
@@ -20,7 +26,7 @@ from datetime import datetime
 
 from .errors import LabError
 from .loading import read_text
-from .spec import MAX_DURATION_S, MAX_REQUESTS, MAX_TOKENS, MAX_TRACE_TIME_S
+from .spec import MAX_DURATION_S, MAX_HASH_IDS, MAX_REQUESTS, MAX_TOKENS, MAX_TRACE_TIME_S
 
 __all__ = [
     "generate_requests",
@@ -28,6 +34,7 @@ __all__ = [
     "read_trace",
     "parse_trace_text",
     "TRACE_FORMATS",
+    "JSONL_FIELDS",
     "MAX_TRACE_BYTES",
 ]
 
@@ -40,12 +47,16 @@ TRACE_FORMATS = (
     ("arrived_at", "num_prefill_tokens", "num_decode_tokens", False),
     ("TIMESTAMP", "ContextTokens", "GeneratedTokens", True),
 )
+# Mooncake FAST'25 JSON lines: timestamp in ms, lengths, prefix block hashes.
+JSONL_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
 def generate_requests(workload, seed):
-    """[(arrival_s, prompt_tokens, output_tokens)] sorted by arrival."""
+    """[(arrival_s, prompt_tokens, output_tokens)] sorted by arrival (with hash ids: see above)."""
     if workload.trace is not None:
         return _trace_requests(workload)
+    if workload.prefixes is not None:
+        return _prefixed_requests(workload, seed)
     rng = random.Random(seed)
     out = []
     for start, end, rate, prompt, output in workload.segments():
@@ -60,6 +71,90 @@ def generate_requests(workload, seed):
             if arrival >= end:
                 break
             out.append((arrival, _draw(prompt, rng), _draw(output, rng)))
+            if len(out) > MAX_REQUESTS:
+                raise LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
+    return out
+
+
+class _Conversation:
+    """A multi-turn conversation's content so far: its length and its full blocks' hashes."""
+
+    __slots__ = ("tokens", "blocks")
+
+    def __init__(self, tokens, blocks):
+        self.tokens = tokens
+        self.blocks = blocks
+
+
+def _prefixed_requests(workload, seed):
+    """Generated requests with shared prefixes (README "Prefix caching", workload.prefixes).
+
+    Per arrival, in this order: the gap, then (when follow-ups are possible) whether it is
+    a follow-up and which open conversation it continues, the new message's length, the
+    output length, and for a new conversation whether it has a system prompt and which.
+    Block hashes are numbered in the order they are made: system prompts first (0, 1, ...),
+    then every new block; a turn reuses its conversation's full blocks.
+    """
+    spec = workload.prefixes
+    block = workload.prefix_block_tokens
+    rng = random.Random(seed)
+    next_id = 0
+    systems = []  # each system prompt's full blocks
+    for _ in range(spec.systems):
+        count = spec.system_tokens // block
+        systems.append(tuple(range(next_id, next_id + count)))
+        next_id += count
+    open_convs = []  # the most recent conversations, oldest first, at most open_conversations
+    out = []
+    total_ids = 0
+    for start, end, rate, prompt_dist, output_dist in workload.segments():
+        if rate <= 0:
+            continue
+        followup_dist = spec.followup_tokens or prompt_dist
+        t = start
+        while True:
+            t += rng.expovariate(rate)
+            if t >= end:
+                break
+            arrival = round(t, 6)
+            if arrival >= end:
+                break
+            conv = None
+            if spec.followup_share > 0 and open_convs and rng.random() < spec.followup_share:
+                conv = open_convs[rng.randrange(len(open_convs))]
+            message = _draw(followup_dist if conv is not None else prompt_dist, rng)
+            output = _draw(output_dist, rng)
+            if conv is not None and conv.tokens + message > spec.max_prompt_tokens:
+                conv = None  # too long to continue: this message starts a new conversation
+            if conv is None:
+                head_tokens, head = 0, ()
+                if spec.system_tokens and rng.random() < spec.system_share:
+                    head = systems[rng.randrange(len(systems))] if len(systems) > 1 else systems[0]
+                    head_tokens = spec.system_tokens
+                    message = min(message, spec.max_prompt_tokens - head_tokens)
+                conv = _Conversation(head_tokens, head)
+                open_convs.append(conv)
+                if len(open_convs) > spec.open_conversations:
+                    open_convs.pop(0)
+            prompt = conv.tokens + message
+            # The prompt's blocks: the conversation's full blocks, then new ones (the last
+            # may be partial, so it is new even when the conversation goes on past it).
+            reused = conv.blocks[: prompt // block] if prompt // block < len(conv.blocks) else conv.blocks
+            fresh = -(-prompt // block) - len(reused)
+            hash_ids = reused + tuple(range(next_id, next_id + fresh))
+            next_id += fresh
+            # After the answer, the conversation's content is prompt + output tokens: its
+            # full blocks inside the prompt keep their hashes, the later ones are new.
+            keep = hash_ids[: prompt // block]
+            more = (prompt + output) // block - len(keep)
+            conv.blocks = keep + tuple(range(next_id, next_id + more))
+            next_id += more
+            conv.tokens = prompt + output
+            total_ids += len(hash_ids)
+            if total_ids > MAX_HASH_IDS:
+                raise LabError("workload.prefix_block_tokens", f"more than {MAX_HASH_IDS:,} block hashes over the run; "
+                                                               "use larger blocks or fewer requests")
+            out.append((arrival, prompt, output, hash_ids))
             if len(out) > MAX_REQUESTS:
                 raise LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
     return out
@@ -89,13 +184,14 @@ def _trace_requests(workload):
     start = trace.start_s
     window = trace.duration_s if trace.duration_s is not None else workload.duration_s
     out = []
-    for arrival, prompt, output in rows:
+    for row in rows:
+        arrival = row[0]
         if arrival < start:
             continue
         rel = arrival - start
         if window is not None and rel >= window:
             break
-        out.append((round(rel * trace.time_scale, 6), prompt, output))
+        out.append((round(rel * trace.time_scale, 6),) + row[1:])
     if not out:
         raise LabError("workload.trace", f"no requests in the window start_s={start:g}, duration_s={window} of {trace.path}")
     if len(out) > MAX_REQUESTS:
@@ -151,7 +247,7 @@ _TRACE_CACHE_SIZE = 8
 
 
 def read_trace(path, field="trace"):
-    """[(arrival_s, prompt, output)] of a trace file (a cached, read-only tuple).
+    """[(arrival_s, prompt, output[, hash_ids])] of a trace file (a cached, read-only tuple).
 
     The file must be regular and at most MAX_TRACE_BYTES (a bounded read); containment
     is `resolve_trace_path`'s job.
@@ -174,7 +270,9 @@ def read_trace(path, field="trace"):
 
 
 def parse_trace_text(text, name="trace"):
-    """Parse a trace CSV in any of TRACE_FORMATS; arrivals re-based to start at 0 and sorted.
+    """Parse a trace CSV in any of TRACE_FORMATS, or Mooncake JSON lines (JSONL_FIELDS: a
+    text whose first non-blank character is "{"); arrivals re-based to start at 0 and
+    sorted (stably: equal times keep the file's order).
 
     Safe on hostile text (an upload): bounded size, csv's field-size limit reported
     as a LabError, and no message quotes the text; each names the line and column.
@@ -183,6 +281,8 @@ def parse_trace_text(text, name="trace"):
         raise LabError(name, "expected the trace as text")
     if len(text) > MAX_TRACE_BYTES:
         raise LabError(name, f"the trace is {len(text):,} characters; the limit is {MAX_TRACE_BYTES:,}")
+    if text.lstrip("\ufeff \t\r\n").startswith("{"):
+        return _parse_jsonl(text, name)
     reader = csv.reader(io.StringIO(text))
     try:
         return _parse_rows(reader, name)
@@ -264,4 +364,65 @@ def _parse_tokens(raw, name, lineno, column):
         raise LabError(where, "expected a whole number of tokens")
     if value < 1 or value > MAX_TOKENS:
         raise LabError(where, f"expected a token count from 1 to {MAX_TOKENS:,}")
+    return int(value)
+
+
+def _parse_jsonl(text, name):
+    """Mooncake FAST'25 JSON lines: one object per line with JSONL_FIELDS (others ignored)."""
+    rows = []
+    total_ids = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip().lstrip("\ufeff")
+        if not line:
+            continue
+        where = f"{name}: line {lineno}"
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            raise LabError(where, "not a JSON object; expected one object per line with " + ", ".join(JSONL_FIELDS)) from None
+        if not isinstance(row, dict):
+            raise LabError(where, "expected a JSON object with " + ", ".join(JSONL_FIELDS))
+        for key in JSONL_FIELDS[:3]:
+            if key not in row:
+                raise LabError(f"{where}, field {key}", "required field is missing (Mooncake rows have " + ", ".join(JSONL_FIELDS) + ")")
+        stamp = row["timestamp"]
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) \
+                or not 0 <= stamp <= MAX_TRACE_TIME_S * 1000:
+            raise LabError(f"{where}, field timestamp", f"{_short(stamp)} is not a time: expected milliseconds from 0 to {MAX_TRACE_TIME_S * 1000:g}")
+        prompt = _jsonl_tokens(row["input_length"], f"{where}, field input_length")
+        output = _jsonl_tokens(row["output_length"], f"{where}, field output_length")
+        hashes = row.get("hash_ids", [])
+        if not isinstance(hashes, list):
+            raise LabError(f"{where}, field hash_ids", f"{_short(hashes)} is not a list: expected a list of whole numbers (block hashes)")
+        for i, h in enumerate(hashes):
+            if isinstance(h, bool) or not isinstance(h, int) or h < 0:
+                raise LabError(f"{where}, field hash_ids[{i}]", f"{_short(h)} is not a block hash: expected a whole number of at least 0")
+        total_ids += len(hashes)
+        if total_ids > MAX_HASH_IDS:
+            raise LabError(where, f"more than {MAX_HASH_IDS:,} block hashes in the trace")
+        rows.append((stamp / 1000.0, prompt, output, tuple(hashes)))
+        if len(rows) > 10 * MAX_REQUESTS:
+            raise LabError(where, f"trace longer than {10 * MAX_REQUESTS:,} rows")
+    if not rows:
+        raise LabError(name, "the trace has no requests")
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0]
+    return [(r[0] - t0,) + r[1:] for r in rows]
+
+
+def _short(value):
+    """A bad value for a message: numbers as they are (shortened), never the file's text."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return text if len(text) <= 24 else text[:21] + "..."
+    return {str: "text", list: "a list", dict: "an object"}.get(type(value), "a value")
+
+
+def _jsonl_tokens(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+        raise LabError(where, f"{_short(value)} is not a token count: expected a whole number from 1 to {MAX_TOKENS:,}")
+    if not 1 <= value <= MAX_TOKENS:
+        raise LabError(where, f"{_short(value)} is out of range: expected a token count from 1 to {MAX_TOKENS:,}")
     return int(value)

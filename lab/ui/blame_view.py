@@ -28,6 +28,7 @@ CAUSE_LABELS = {
     "prefill": "own prefill",
     "chunk_wait": "shared prefill steps",
     "kv_wait": "KV room",
+    "prefix_fetch": "cache fetch",
     "link_wait": "link queue",
     "wire": "on the wire",
     "join_wait": "join wait",
@@ -53,6 +54,7 @@ CAUSE_FILLS = {
     "prefill": PALETTE["prefill"],
     "chunk_wait": _hatch(PALETTE["prefill"]),
     "kv_wait": PALETTE["kv"],
+    "prefix_fetch": _hatch(PALETTE["kv"]),  # cached KV coming in from the host pool
     "link_wait": PALETTE["link_wait"],
     "wire": PALETTE["link"],
     "join_wait": _hatch(PALETTE["link"]),

@@ -59,6 +59,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from lab.core.cost import instance_costs
+from lab.core.prefix_cache import kv_taken_by_instance
 from lab.core.result import instance_label
 
 from .fleet_words import gpu_type_text
@@ -460,7 +461,8 @@ def _queue_layers(result, out, rows, link_queue_row, half, costs):
         out["link_q"] = _empty(_QUAD_COLS)
         out["room_q"] = _empty(_QUAD_COLS)
     geo = box_geometry(half)
-    capacity = [float(cost.kv_tokens) for cost in costs]  # by instance: pools differ
+    # By instance (pools differ), less a per-GPU prefix cache's share (README "Prefix caching").
+    capacity = [float(cost.kv_tokens - taken) for cost, taken in zip(costs, kv_taken_by_instance(result.scenario))]
     row_of = {log.index: row for log, row in zip(result.gpus, rows)}
     usage = kv_usage(result)
     band = geo["band_bottom"] - geo["band_top"]

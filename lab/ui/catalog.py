@@ -53,6 +53,9 @@ _SANDBOX_CONTROLS = {
     "long_gpus": {"min": 1, "max": 15},
     "decode_pick": {},
     "admission": {},
+    "prefix_cache": {},
+    "prefix_cache_gb": {"min": 1, "max": 40, "step": 1},
+    "prefix_pool_gb": {"min": 10, "max": 2000, "step": 10},
 }
 
 _SANDBOX_SCENARIO = {
@@ -60,7 +63,8 @@ _SANDBOX_SCENARIO = {
     # long_prompt_tokens and long_gpus matter only once the student picks length_split routing;
     # each pool's GPU type is its own control (not model.gpu, the colocated fleet's).
     "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2,
-              "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100"},
+              "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100",
+              "prefix_cache_gb": 8, "prefix_pool_gb": 200},
     "slo": {"ttft_s": 1.5, "tpot_ms": 25},
     "seed": 0,
 }
@@ -75,7 +79,8 @@ Try a colocated fleet with whole prefills, then chunk them, then split the fleet
 starve the link. Switch to Llama 3 70B on the roofline and give each pool its own tensor
 parallelism, GPU type and power cap, and watch the cost and energy cards. Push the rate past
 what the fleet serves with early rejection on, and watch who is turned away. Or replay a
-trace of your own: upload a CSV under the controls.
+trace of your own: upload a CSV under the controls, or Mooncake's JSON lines, whose block
+hashes give the prefix cache something to find (the generated workload shares no prefixes).
 """
 
 # Where real request traces come from (shown next to the sandbox's upload, and in README.md).

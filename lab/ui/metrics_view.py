@@ -143,6 +143,8 @@ def metrics_html(metrics, scenario):
         "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
         f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
     ))
+    if getattr(scenario.fleet, "prefix_cache", "off") != "off":
+        cards.append(prefix_card(m))
     cards.extend(cost_cards(m))
     bars = []
     if scenario.fleet.layout == "colocated":
@@ -173,6 +175,16 @@ def metrics_html(metrics, scenario):
 def _value(name, text):
     """A metric's value, tagged with its METRIC_NAMES name (the page's tests read it)."""
     return f'<span data-value="{name}">{text}</span>'
+
+
+def prefix_card(m):
+    """Prefix caching: the share of prompt tokens prefills found cached, the tokens saved and,
+    for a shared pool, the fetch p99 (README "Prefix caching")."""
+    saved = m.get("prefill_tokens_saved") or 0
+    sub = f"{saved:,} prompt tokens not computed"
+    if m.get("prefix_fetch_p99_ms") is not None:
+        sub += f" · fetch p99 {fmt_ms(m['prefix_fetch_p99_ms'])}"
+    return _card("Prefix cache hits", fmt_share(m.get("prefix_hit_rate")), sub, None, "prefix")
 
 
 def cost_cards(m):

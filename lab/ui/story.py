@@ -50,6 +50,7 @@ CAUSE_WORDS = {
     "chunk_wait": "its prefill shared its steps with other work (other prompts, other requests' tokens), "
                   "so it took longer than its own compute.",
     "kv_wait": "its KV cache waited for room on a decode GPU: the decode pool's memory was full.",
+    "prefix_fetch": "its cached prompt blocks took that long to fetch from the shared pool.",
     "link_wait": "its KV cache waited for the link: other transfers were ahead of it.",
     "wire": "its KV cache took that long on the wire: the link is slow for a prompt this size.",
     "join_wait": "it waited for the decode GPU's next step to take it in.",
@@ -263,7 +264,7 @@ def _ttft_bar(blame, ttft):
     return f'<div class="stf-story-bar" role="img" aria-label="TTFT {fmt_seconds(ttft)}: {html.escape(label)}">{spans}</div>'
 
 
-ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded"}
+ROUTING_WORDS = {"round_robin": "round robin", "least_loaded": "least loaded", "cache_affinity": "cache affinity"}
 
 
 def _queue_words(fleet, rec, result, split):
@@ -315,11 +316,19 @@ def story_html(request, blame, result, scenario):
         where = _queue_words(fleet, rec, result, split)
         items.append(_part_item("queue", parts["queue"], f"Queued {_b(fmt_seconds(parts['queue']))} for {where}"
                                 f"{open_note if blame.open_part == 'queue' else ''}."))
+    if parts["prefix_fetch"] > 0:
+        items.append(_part_item("prefix_fetch", parts["prefix_fetch"],
+                                f"Fetched its {_b(f'{rec.prefix_hit_tokens:,}')} cached prompt tokens from the shared "
+                                f"pool: {_b(fmt_seconds(parts['prefix_fetch']))}."))
     if rec.prefill_start is not None and (parts["prefill"] > 0 or parts["chunk_wait"] > 0):
         end = rec.prefill_end
         span = f"{_t(rec.prefill_start)} to {_t(end)}" if end is not None else f"from {_t(rec.prefill_start)}"
+        cached = ""
+        if rec.prefix_hit_tokens:  # the prompt's head was in the prefix cache: not computed
+            cached = (f" for {_b(f'{rec.prompt_tokens - rec.prefix_hit_tokens:,}')} tokens "
+                      f"({rec.prefix_hit_tokens:,} cached)")
         items.append(_part_item("prefill", parts["prefill"], f"Prefill on {_b(instance_name(result, rec.prefill_gpu))}, {span}: "
-                                f"its own compute {_b(fmt_seconds(parts['prefill']))}"
+                                f"its own compute{cached} {_b(fmt_seconds(parts['prefill']))}"
                                 f"{open_note if blame.open_part == 'prefill' else ''}."))
         if parts["chunk_wait"] > 0:
             items.append(_part_item("chunk_wait", parts["chunk_wait"],

@@ -17,7 +17,7 @@ from panel.custom import JSComponent
 __all__ = ["TraceUpload", "MAX_UPLOAD_BYTES", "ACCEPT"]
 
 MAX_UPLOAD_BYTES = 16_000_000  # as JSON text this stays under Bokeh's 20 MiB websocket message limit
-ACCEPT = ".csv,text/csv"
+ACCEPT = ".csv,text/csv,.jsonl,application/jsonl,application/x-ndjson"  # CSV or Mooncake JSON lines
 
 _ESM = r"""
 const MAX = %(max)d;
