@@ -40,6 +40,9 @@ class GpuLog:
     # model.attention: step index -> (attention_units, reread_tokens) of steps with prompt
     # chunks, for the power model (cost.PoolCost.energy_j); empty otherwise.
     attention_args: dict = field(default_factory=dict)
+    # fleet.kv_policy on_demand: (step index, request id) of each sequence preempted at the
+    # boundary before that step (it held KV here and lost it), for the canvas; else empty.
+    preempted: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.gpu_ids:
@@ -98,10 +101,20 @@ class RequestRecord:
     decode_last_step: int = -1
     transfer: int = -1  # index into Result.transfers, disaggregated only
     dropped: str = None  # why the request could never be served (e.g. larger than KV memory)
+    # Decode stretches before the final one: [(decode_gpu, first_step, last_step)], in order
+    # (a preemption, or a sequence moved by a role change, ends one). Tokens 2..n are the ends
+    # of the steps of `stretches()` in order; empty for a request that decoded in one go.
+    earlier: list = None
+    preemptions: int = 0  # times it lost its KV (fleet.kv_policy on_demand)
 
     @property
     def finished(self):
         return self.finish is not None
+
+    def stretches(self):
+        """[(gpu, first_step, last_step)]: `earlier` then the final stretch, if it has begun."""
+        last = [(self.decode_gpu, self.decode_first_step, self.decode_last_step)] if self.decode_first_step >= 0 else []
+        return list(self.earlier) + last if self.earlier else last
 
 
 @dataclass
