@@ -219,6 +219,8 @@ def _worst_gap(result, rec, step_gaps):
     best = None
     prev = rec.first_token
     for k, (g, a, b) in enumerate(rec.stretches()):
+        if b < a:
+            continue  # preempted before it emitted in this stretch
         end = result.gpus[g].end
         last = min(b, len(end) - 1)
         if a > last:

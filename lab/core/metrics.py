@@ -126,6 +126,8 @@ def request_gaps(result, rec):
     gaps = []
     prev = rec.first_token
     for g, a, b in rec.stretches():
+        if b < a:
+            continue  # preempted before it emitted in this stretch
         end = result.gpus[g].end
         last = min(b, len(end) - 1)
         if a > last:
@@ -214,6 +216,8 @@ def _pooled_gaps(result, step_gaps):
             prev = rec.first_token
             for k, (g, a, b) in enumerate(rec.stretches()):
                 end = gpus[g].end
+                if b < a:
+                    continue
                 if a >= len(end):
                     break
                 if k == 0 or in_batch:

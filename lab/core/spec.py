@@ -480,11 +480,16 @@ class Fleet:
     decode_pick: str = "most_free_kv"  # disaggregated: which decode instance a prompt's KV goes to
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
     long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
+    # KV memory: "reserve" prompt + output at admission, or "on_demand" blocks of
+    # kv_block_tokens as a sequence grows, preempting when a GPU runs out (lab/core/kv.py).
+    kv_policy: str = "reserve"
+    kv_block_tokens: int = 16
 
     LAYOUTS = ("colocated", "disaggregated")
     FIRST_TOKEN = ("decode", "prefill")
     DISPATCH = ("queue", "round_robin", "least_loaded", "length_split")
     DECODE_PICK = ("most_free_kv", "fewest_seqs")
+    KV_POLICY = ("reserve", "on_demand")
 
     @classmethod
     def from_dict(cls, data, path="fleet"):
@@ -550,6 +555,8 @@ class Fleet:
             decode_pick=F.read_choice(data, "decode_pick", path, cls.DECODE_PICK, default=d.decode_pick),
             prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
             long_prefill_tokens=F.read_int(data, "long_prefill_tokens", path, default=None, lo=16, hi=1_000_000),
+            kv_policy=F.read_choice(data, "kv_policy", path, cls.KV_POLICY, default=d.kv_policy),
+            kv_block_tokens=F.read_int(data, "kv_block_tokens", path, default=d.kv_block_tokens, lo=1, hi=4096),
         )
 
     @property
