@@ -818,6 +818,8 @@ class _Simulation:
             if taker.idle:
                 taker.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, taker.index))
+                if taker.role == "prefill":
+                    self.prefill_next[taker.index] = t  # (decode GPUs' fast paths stop there)
 
     def _resume(self, gpu, rec, step, decode_step, context):
         """`rec`'s new stretch on `gpu` starts with `step`; it decodes in the batch from

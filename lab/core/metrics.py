@@ -26,6 +26,7 @@ from bisect import bisect_right
 from itertools import accumulate
 from operator import sub
 
+from . import kv
 from .cost import pool_costs
 
 __all__ = [
@@ -37,6 +38,9 @@ __all__ = [
     "summarize",
     "cost_and_energy",
     "request_gaps",
+    "kv_use",
+    "time_weighted_percentile",
+    "admission_waits",
     "resumed_in_batch",
     "step_gaps_of",
 ]
@@ -55,6 +59,7 @@ METRIC_NAMES = (
     "energy_j_per_token", "energy_j_per_request", "power_w_mean",
     "prefill_usd_per_hour", "decode_usd_per_hour", "prefill_energy_j", "decode_energy_j",
     "prefill_power_w_mean", "decode_power_w_mean",
+    "preemptions", "kv_util_p50", "kv_util_p99", "admission_wait_p99_ms",
 )
 
 # How the run ended; in every summary, after the metrics.
@@ -246,6 +251,109 @@ def _pooled_gaps(result, step_gaps):
     return values, counts
 
 
+def time_weighted_percentile(pieces, q):
+    """The lowest value v such that the pieces (value, seconds) at or below v last at least
+    q% of their total time; None when they last no time."""
+    total = math.fsum(w for _, w in pieces)
+    if total <= 0:
+        return None
+    want = total * q / 100.0
+    run = 0.0
+    ordered = sorted(pieces)
+    for value, w in ordered:
+        run += w
+        if run >= want and w > 0:
+            return value
+    return ordered[-1][0]
+
+
+def kv_use(result):
+    """[(share of KV capacity in use, seconds)] over [0, end_time] for every instance of
+    the pool that holds answers' KV (colocated instances, or the decode pool).
+
+    on_demand: the blocks in use (`GpuLog.kv_used`) over the whole blocks; reserve: the
+    tokens reserved (prompt + output of each sequence from its admission, a split fleet's
+    from its reservation on the decode GPU, to its finish) over the KV capacity."""
+    scenario = result.scenario
+    fleet = scenario.fleet
+    span = result.end_time
+    holder = "decode" if fleet.layout == "disaggregated" else "colocated"
+    capacity = {}
+    for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
+        capacity[pool.role] = cost.kv_tokens
+    if holder not in capacity:
+        return []
+    cap = capacity[holder]
+    on_demand = fleet.kv_policy == "on_demand"
+    if on_demand:
+        cap = kv.capacity_blocks(cap, fleet.kv_block_tokens)
+        traces = {log.index: log.kv_used for log in result.gpus if log.role == holder}
+    else:
+        changes = {log.index: [] for log in result.gpus if log.role == holder}
+        for rec in result.requests:
+            g = rec.decode_gpu if holder == "decode" else rec.prefill_gpu
+            if g not in changes:
+                continue
+            if holder == "decode":
+                if rec.transfer < 0:
+                    continue
+                start = result.transfers[rec.transfer].reserved
+            else:
+                start = rec.prefill_start
+            if start is None:
+                continue
+            need = rec.prompt_tokens + rec.output_tokens
+            changes[g].append((start, need))
+            if rec.finish is not None:
+                changes[g].append((rec.finish, -need))
+        traces = {}
+        for g, events in changes.items():
+            events.sort()
+            used = 0
+            trace = traces[g] = []
+            for t, delta in events:
+                used += delta
+                if trace and trace[-1][0] == t:
+                    trace[-1] = (t, used)
+                else:
+                    trace.append((t, used))
+    pieces = []
+    if cap <= 0:
+        return pieces
+    for trace in traces.values():
+        t0, used = 0.0, 0
+        for t, now in trace:
+            if t > span:
+                break
+            if t > t0:
+                pieces.append((used / cap, t - t0))
+            t0, used = t, now
+        if span > t0:
+            pieces.append((used / cap, span - t0))
+    return pieces
+
+
+def admission_waits(result):
+    """Seconds each request waited for a place that holds its KV (first admission only):
+    colocated, arrival -> its prefill starts on a GPU (its queue wait); split, its prefill's
+    end -> room reserved on a decode GPU (0 when reserved before, as layer-wise streaming
+    does). One still waiting when the run ended counts with the end of the run."""
+    split = result.scenario.fleet.layout == "disaggregated"
+    end = result.end_time
+    out = []
+    for rec in result.requests:
+        if rec.dropped:
+            continue
+        if not split:
+            out.append((rec.prefill_start if rec.prefill_start is not None else end) - rec.arrival)
+            continue
+        if rec.prefill_end is None or rec.output_tokens == 1:
+            continue
+        reserved = result.transfers[rec.transfer].reserved if rec.transfer >= 0 else end
+        out.append(max(0.0, reserved - rec.prefill_end))
+    return out
+
+
 def _per(total, count):
     return total / count if count else None
 
@@ -288,6 +396,18 @@ def cost_and_energy(result, finished, met, out_tokens, busy=None):
         "decode_energy_j": pool("decode", energy),
         "prefill_power_w_mean": pool("prefill", energy, per_s=True),
         "decode_power_w_mean": pool("decode", energy, per_s=True),
+    }
+
+
+def _memory_metrics(result):
+    use = kv_use(result)
+    waits = admission_waits(result)
+    wait99 = percentile(waits, 99)
+    return {
+        "preemptions": sum(rec.preemptions for rec in result.requests),
+        "kv_util_p50": time_weighted_percentile(use, 50),
+        "kv_util_p99": time_weighted_percentile(use, 99),
+        "admission_wait_p99_ms": wait99 * 1000.0 if wait99 is not None else None,
     }
 
 
@@ -352,6 +472,7 @@ def summarize(result, rows=None):
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
+        **_memory_metrics(result),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }
