@@ -74,6 +74,8 @@ CONTROL_PATHS = {
     "decode_pick": "fleet.decode_pick",
     "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
     "long_prefill_tokens": "fleet.long_prefill_tokens",
+    "kv_policy": "fleet.kv_policy",
+    "kv_block_tokens": "fleet.kv_block_tokens",
     "attention": "model.attention",
     "gpu": "model.gpu",
     "llm": "model.llm",
@@ -112,6 +114,8 @@ CONTROL_SPECS = {
     "decode_pick": ("choice", "Decode GPU for each prompt", ("disaggregated",), Fleet.DECODE_PICK),
     "prefill_chunk_tokens": ("int", "Prefill-pool chunk (tokens; 0 = whole prompt)", ("disaggregated",), None),
     "long_prefill_tokens": ("int", "A long prompt's share of a chunk (tokens; 0 = all of it)", ("colocated", "disaggregated"), None),
+    "kv_policy": ("choice", "KV memory", ("colocated", "disaggregated"), Fleet.KV_POLICY),
+    "kv_block_tokens": ("int", "KV block (tokens)", ("colocated", "disaggregated"), None),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
     "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
@@ -127,6 +131,7 @@ CONTROL_REQUIRES = {
     "long_prompt_tokens": ("fleet.dispatch", "length_split"),
     "long_gpus": ("fleet.dispatch", "length_split"),
     "attention": ("model.cost", "roofline"),
+    "kv_block_tokens": ("fleet.kv_policy", "on_demand"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
 COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}
