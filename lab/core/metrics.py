@@ -196,6 +196,7 @@ def request_metrics(result, step_gaps=None):
             "finished": rec.finished,
             "met_slo": bool(met),
             "dropped": rec.dropped or "",
+            "preemptions": rec.preemptions,
         })
     return rows
 

@@ -21,7 +21,7 @@ __all__ = ["REQUEST_COLUMNS", "RUN_COLUMNS", "REQUESTS_CSV_COLUMNS", "write_requ
 
 REQUEST_COLUMNS = (
     "id", "arrival_s", "prompt_tokens", "output_tokens", "prefill_gpu", "decode_gpu",
-    "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped",
+    "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped", "preemptions",
 )
 RUN_COLUMNS = ("run_cut",)
 REQUESTS_CSV_COLUMNS = REQUEST_COLUMNS + BLAME_COLUMNS + RUN_COLUMNS
