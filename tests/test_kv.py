@@ -3,6 +3,8 @@ against the naive reference (tests/reference_sim.py) on named cases and random s
 and the properties: KV never over capacity, every token counted once across preemptions,
 every request finished or unfinished exactly once."""
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -233,3 +235,90 @@ def test_engine_equals_reference_with_exact_ties_on_demand(case):
     raw, requests = case
     problems = diff_engine_reference(load_scenario(raw), requests)
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- metrics and the default path
+
+
+def test_on_demand_with_memory_to_spare_runs_as_reserve():
+    base = scenario(COLOCATED, **{"fleet.chunk_tokens": 512})
+    spare = scenario(COLOCATED, **{"fleet.chunk_tokens": 512, "fleet.kv_policy": "on_demand"})
+    a, b = simulate(base), simulate(spare)
+    assert sum(r.preemptions for r in b.requests) == 0
+    assert a.requests == b.requests
+    for x, y in zip(a.gpus, b.gpus):
+        assert (x.start, x.end, x.decode_seqs, x.prefill_tokens) == (y.start, y.end, y.decode_seqs, y.prefill_tokens)
+    assert not any(log.kv_used for log in a.gpus) and any(log.kv_used for log in b.gpus)
+
+
+def test_time_weighted_percentile_is_the_lowest_share_covering_the_time():
+    pieces = [(0.5, 1.0), (0.0, 1.0), (1.0, 2.0)]
+    from lab.core.metrics import time_weighted_percentile
+    assert time_weighted_percentile(pieces, 25) == 0.0
+    assert time_weighted_percentile(pieces, 50) == 0.5  # 0.0 and 0.5 cover 2 of 4 s
+    assert time_weighted_percentile(pieces, 51) == 1.0
+    assert time_weighted_percentile([], 50) is None
+
+
+def test_kv_util_on_demand_reads_the_blocks_the_reference_counts():
+    from lab.core.metrics import kv_use, time_weighted_percentile
+    from reference_sim import reference_simulate
+
+    sc = CASES["disagg-fifo"]
+    res, ref = simulate(sc), reference_simulate(sc)
+    cap = kv.capacity_blocks(sc.model.kv_capacity_tokens, sc.fleet.kv_block_tokens)
+    pieces = []
+    for rg in ref.gpus:
+        if rg.role != "decode":
+            continue
+        trace = canonical_kv(rg.kv_trace)
+        times = [0.0] + [t for t, _ in trace] + [res.end_time]
+        values = [0] + [u for _, u in trace]
+        pieces += [(u / cap, b - a) for u, a, b in zip(values, times, times[1:]) if b > a]
+
+    def seconds_at(ps):  # time at each share (the engine's log may split a run of one value)
+        out = {}
+        for u, w in ps:
+            out[u] = out.get(u, 0.0) + w
+        return out
+
+    mine, theirs = seconds_at(kv_use(res)), seconds_at(pieces)
+    assert mine.keys() == theirs.keys()
+    assert all(math.isclose(mine[u], theirs[u], rel_tol=1e-9, abs_tol=1e-9) for u in mine)
+    m = summarize(res)
+    assert m["kv_util_p99"] == time_weighted_percentile(pieces, 99)
+    assert 0 < m["kv_util_p50"] <= m["kv_util_p99"] <= 1
+
+
+def test_kv_util_reserve_counts_prompt_and_output_from_admission_to_finish():
+    from lab.core.metrics import kv_use
+
+    sc = scenario(COLOCATED, **{"fleet.gpus": 1, "model.kv_capacity_tokens": 100_000})
+    res = simulate(sc, requests=[(0.0, 1000, 200), (0.01, 2000, 20)])
+    a, b = res.requests
+    assert a.prefill_start < b.prefill_start < b.finish < a.finish  # b runs inside a's lifetime
+    need_a, need_b = a.prompt_tokens + a.output_tokens, b.prompt_tokens + b.output_tokens
+    expected = [(need_a, b.prefill_start - a.prefill_start), (need_a + need_b, b.finish - b.prefill_start),
+                (need_a, a.finish - b.finish)]
+    expected = [(u / 100_000, w) for u, w in expected]
+    if res.end_time > a.finish:
+        expected.append((0.0, res.end_time - a.finish))
+    assert kv_use(res) == expected
+
+
+@pytest.mark.parametrize("name", ["colocated-chunked", "disagg-fifo"])
+def test_admission_wait_is_the_wait_for_a_place_for_the_kv(name):
+    import numpy as np
+    from lab.core.metrics import admission_waits
+
+    res = simulate(CASES[name])
+    waits = admission_waits(res)
+    if res.scenario.fleet.layout == "colocated":
+        # one never admitted (this run is cut) waits to the end of the run
+        expect = [(res.end_time if r.prefill_start is None else r.prefill_start) - r.arrival
+                  for r in res.requests if not r.dropped]
+    else:
+        expect = [max(0.0, res.transfers[r.transfer].reserved - r.prefill_end) for r in res.requests
+                  if not r.dropped and r.output_tokens > 1]
+    assert waits == expect
+    assert summarize(res)["admission_wait_p99_ms"] == np.percentile(waits, 99) * 1000.0
