@@ -65,6 +65,8 @@ class Seq:
         self.finish = None
         self.prefilled = 0  # prompt tokens processed so far
         self.tokens = []  # timestamp of every emitted token, in order
+        self.token_gpus = []  # the GPU that emitted each
+        self.resumed_at = set()  # indices into tokens of the first token after each preemption
         self.generated = 0  # tokens the sequence owns (decode side: the first token counts)
         self.joined = False  # decode GPU: added to the running batch
         self.landed = None  # disaggregated: time the KV landed on the decode GPU
@@ -389,8 +391,9 @@ class _Sim:
         return k
 
     @staticmethod
-    def emit(seq, t):
+    def emit(seq, t, g):
         seq.tokens.append(t)
+        seq.token_gpus.append(g.index)
         seq.generated += 1
         if seq.generated == seq.O:
             seq.finish = t
@@ -401,14 +404,14 @@ class _Sim:
         step = g.step
         if step is not None:
             for s in step["decode"]:
-                self.emit(s, t)
+                self.emit(s, t, g)
             for s, k in step["prefill"]:
                 s.prefilled += k
                 if s.prefilled == s.todo:
                     if not s.preemptions:
                         s.prefill_end = t
                         s.first_token = t
-                    self.emit(s, t)  # (a re-prefill emits its next token)
+                    self.emit(s, t, g)  # (a re-prefill emits its next token)
             g.members = [s for s in g.members if not s.finished]
         decode = [s for s in g.members if s.prefilled == s.todo]
         if self.on_demand:
@@ -484,6 +487,7 @@ class _Sim:
         return decode
 
     def preempt(self, g, s, t):
+        s.resumed_at.add(len(s.tokens))
         g.members.remove(s)
         s.blocks = 0
         s.preemptions += 1
@@ -577,12 +581,13 @@ class _Sim:
                     continue
                 s.prefill_end = t
                 if s.O == 1:
-                    self.emit(s, t)
+                    self.emit(s, t, g)
                     s.first_token = t
                     continue
                 if f.first_token == "prefill":
                     s.first_token = t
                     s.tokens.append(t)  # the prefill GPU emits the first token
+                    s.token_gpus.append(g.index)
                 if not f.link.layerwise:
                     self.waiting.append(s)
             self.reserve(t)
@@ -641,7 +646,7 @@ class _Sim:
         step = g.step
         if step is not None:
             for s in step["decode"]:
-                self.emit(s, t)
+                self.emit(s, t, g)
             before = len(g.members)
             g.members = [s for s in g.members if not s.finished]
             freed = len(g.members) < before
@@ -657,6 +662,7 @@ class _Sim:
             if self.fleet.first_token == "decode":
                 s.first_token = t
                 s.tokens.append(t)
+                s.token_gpus.append(g.index)
         g.landed = []
         decode = [s for s in g.members if s.joined and not s.finished]
         if self.on_demand:
@@ -721,9 +727,11 @@ def reference_blame(scenario, ref):
         worst = None
         if gaps:
             k = gaps.index(max(gaps))  # the earliest of the largest
-            g = ref.gpus[s.decode_gpu]
+            g = ref.gpus[s.token_gpus[k + 1]]
             step = next(st for st in g.steps if st[1] == s.tokens[k + 1])
-            if split_first_at_prefill and k == 0:
+            if k + 1 in s.resumed_at:
+                cause = "preemption"
+            elif split_first_at_prefill and k == 0:
                 cause = "transfer"
             elif step[3] > 0:
                 cause = "prefill_interference"

@@ -322,3 +322,26 @@ def test_admission_wait_is_the_wait_for_a_place_for_the_kv(name):
                   if not r.dropped and r.output_tokens > 1]
     assert waits == expect
     assert summarize(res)["admission_wait_p99_ms"] == np.percentile(waits, 99) * 1000.0
+
+
+# ---------------------------------------------------------------- blame
+
+
+@pytest.mark.parametrize("name", ["colocated-chunked", "colocated-partial-prefills", "colocated-whole-batched",
+                                  "disagg-fifo", "disagg-first-token-prefill", "disagg-prefill-chunks"])
+def test_blame_on_demand_adds_up_and_equals_the_reference(name):
+    from test_blame import check_blame, diff_blame
+
+    blames = check_blame(simulate(CASES[name]))
+    assert any(b.worst_gap_cause == "preemption" for b in blames)
+    assert not diff_blame(CASES[name])
+
+
+@PROPERTY_SETTINGS
+@given(under_pressure())
+def test_blame_on_demand_equals_the_reference_under_pressure(raw):
+    from test_blame import check_blame, diff_blame
+
+    check_blame(simulate(load_scenario(raw)))
+    problems = diff_blame(load_scenario(raw))
+    assert not problems, "\n".join(problems)

@@ -108,7 +108,8 @@ def _prompt_pieces(result):
     """{request id: [(step index, own prompt tokens)]} on its prefill GPU, from the step logs.
 
     A GPU admits prompts in request-id order (each queue is FIFO), each at the start of a
-    step that carries some of it (its `prefill_start`). A step's prompt tokens go to the
+    step that carries some of it (its `prefill_start`); on_demand's re-prefills
+    (`GpuLog.readmitted`) are admitted at their step ahead of that step's new prompts. A step's prompt tokens go to the
     prompts under way in admission order, each `policies.prefill_slice` of what is left
     (README "Chunked prefill and partial prefills"). Replaying that with the step's logged
     total as the budget gives each prompt's share exactly: the engine's slices sum to that
@@ -117,7 +118,7 @@ def _prompt_pieces(result):
     fleet = result.scenario.fleet
     chunked = (fleet.chunk_tokens if fleet.layout == "colocated" else fleet.prefill_chunk_tokens) is not None
     long_tokens = fleet.long_prefill_tokens if chunked else None  # whole prefill ignores it
-    by_gpu = {}
+    by_gpu = {log.index: [] for log in result.gpus if log.readmitted}
     for rec in result.requests:
         if rec.prefill_gpu >= 0 and rec.prefill_start is not None:
             by_gpu.setdefault(rec.prefill_gpu, []).append(rec)
@@ -126,9 +127,16 @@ def _prompt_pieces(result):
         log = result.gpus[g]
         column, starts = log.prefill_tokens, log.start
         admitted, count = 0, len(recs)
-        next_start = recs[0].prefill_start
+        next_start = recs[0].prefill_start if recs else math.inf
+        # on_demand's re-prefills: admitted ahead of the step's new prompts (they re-enter the
+        # front of the queue); their pieces are not their request's own prefill (TTFT's).
+        again = log.readmitted
+        k = 0
         under_way = []  # [prompt tokens, tokens left, its pieces], admission order
         for j in compress(range(len(column)), column):  # the steps with prompt work
+            while k < len(again) and again[k][0] <= j:
+                under_way.append([again[k][2], again[k][2], []])
+                k += 1
             while next_start <= starts[j]:
                 rec = recs[admitted]
                 under_way.append([rec.prompt_tokens, rec.prompt_tokens, pieces.setdefault(rec.id, [])])
@@ -271,7 +279,8 @@ def request_blame(result, rows=None):
                 blame.worst_gap_cause = "prefill_interference"
             else:
                 blame.worst_gap_cause = "decode_batch"
-            if first_at_prefill:
+            first_emitted = rec.stretches()[0][2] >= first_step  # (a preemption may empty it)
+            if first_at_prefill and first_emitted:
                 first_log = result.gpus[first_gpu]
                 joined = first_log.start[first_step]
                 split, _ = _link_parts(result.transfers[rec.transfer], rec.prefill_end, joined)
