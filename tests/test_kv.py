@@ -135,8 +135,8 @@ def check_on_demand(res):
         assert rec.finished + (not rec.finished) == 1 and (rec.dropped is None or not rec.finished)
     # Pooled inter-token gaps count every emitted token after the first exactly once.
     emitted = sum(len(request_gaps(res, rec)) for rec in res.requests)
-    from lab.core.metrics import _pooled_gaps, step_gaps_of
-    values, counts = _pooled_gaps(res, [step_gaps_of(g) for g in res.gpus])
+    from lab.core.metrics import pooled_gaps, step_gaps_of
+    values, counts = pooled_gaps(res, [step_gaps_of(g) for g in res.gpus])
     assert sum(counts) == emitted
     assert all(c >= 0 for c in counts)
     m = summarize(res)

@@ -38,6 +38,8 @@ __all__ = [
     "summarize",
     "cost_and_energy",
     "request_gaps",
+    "gap_steps",
+    "pooled_gaps",
     "kv_use",
     "time_weighted_percentile",
     "admission_waits",
@@ -143,6 +145,20 @@ def request_gaps(result, rec):
     return gaps
 
 
+def gap_steps(result, rec):
+    """(gpu, step index) that emitted each of tokens 2..n, in order: what ended each gap of
+    `request_gaps` (same length and order)."""
+    out = []
+    for g, a, b in rec.stretches():
+        if b < a:
+            continue
+        last = min(b, len(result.gpus[g].end) - 1)
+        if a > last:
+            break
+        out.extend((g, j) for j in range(a, last + 1))
+    return out
+
+
 def resumed_in_batch(result):
     """Whether a later stretch's first step counts the sequence among its `decode_seqs`.
 
@@ -201,7 +217,7 @@ def request_metrics(result, step_gaps=None):
     return rows
 
 
-def _pooled_gaps(result, step_gaps):
+def pooled_gaps(result, step_gaps):
     """(values, counts): every emitted token's gap, grouped by the step that emitted it.
 
     A token emitted at the end of step j waited end[j] - end[j-1], except the first token
@@ -425,7 +441,7 @@ def summarize(result, rows=None):
     tpots = sorted(r["tpot_ms"] for r in rows if r["tpot_ms"] is not None)
     worst = sorted(r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None)
     transfers = sorted(r["transfer_ms"] for r in rows if r["transfer_ms"] is not None)
-    itl50, itl99 = weighted_percentile(*_pooled_gaps(result, step_gaps), (50, 99))
+    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99))
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus

@@ -52,6 +52,8 @@ _SANDBOX_CONTROLS = {
     "long_prompt_tokens": {"min": 500, "max": 32000, "step": 500},
     "long_gpus": {"min": 1, "max": 15},
     "decode_pick": {},
+    "kv_policy": {},
+    "kv_block_tokens": {"min": 16, "max": 256, "step": 16},
 }
 
 _SANDBOX_SCENARIO = {
