@@ -31,6 +31,12 @@ obviously correct, not fast:
   eviction scans for the smallest last use; a per_gpu cache's blocks are taken out of
   the instance's KV capacity here, and a shared pool's fetch is added to the step that
   admits the prompt.
+- KV on demand (README "KV on demand", `fleet.kv_policy: on_demand`): every sequence keeps
+  the number of blocks it holds; at each boundary every sequence of the next step's batch
+  is asked whether its context (prompt + tokens it owns) still fits its blocks, and while
+  the free blocks (recounted from the members) do not cover those that do not, the most
+  recently admitted member of the batch is preempted, one at a time. A preempted sequence
+  keeps its token list and prefills prompt + those tokens again (`todo`).
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -43,6 +49,10 @@ Only two things are shared with the engine by design: the cost model
 
 from lab.core import generate_requests, step_time_fn
 from lab.core.spec import GPU_PRESETS
+
+
+def ceil_div(a, b):
+    return -(-a // b)
 
 __all__ = ["Seq", "RefGpu", "RefTransfer", "RefResult", "reference_simulate", "reference_blame"]
 
@@ -68,6 +78,8 @@ class Seq:
         self.finish = None
         self.prefilled = 0  # prompt tokens processed so far
         self.tokens = []  # timestamp of every emitted token, in order
+        self.token_gpus = []  # the GPU that emitted each
+        self.resumed_at = set()  # indices into tokens of the first token after each preemption
         self.generated = 0  # tokens the sequence owns (decode side: the first token counts)
         self.joined = False  # decode GPU: added to the running batch
         self.landed = None  # disaggregated: time the KV landed on the decode GPU
@@ -76,6 +88,11 @@ class Seq:
         self.prompt_pieces = []  # (own prompt tokens, own tokens before) of each step that carried some (for blame)
         self.rejected = False  # fleet.admission turned it away at arrival
         self.predicted_ttft_s = None  # what the admission rule predicted at its arrival
+        self.todo = prompt  # tokens its (next) prefill processes: prompt, + tokens it owns after a preemption
+        self.blocks = 0  # on_demand: KV blocks it holds on its colocated / decode GPU
+        self.preemptions = 0
+        self.at_prefill = None  # the GPU prefilling it now (split fleet), and when it was taken there
+        self.taken = None
 
     @property
     def kv_need(self):
@@ -136,10 +153,22 @@ class RefGpu:
         self.attention = {}  # model.attention on a roofline: step number -> (units, re-read tokens)
         self.fetch_s = {}  # shared prefix cache: step number -> seconds its prompts fetched
         self.queue_id = None  # colocated / prefill: the queue it takes prompts from
+        self.block = None  # on_demand: kv_block_tokens
+        self.kv_trace = []
+        self.preempted = []  # (step index, request id)
 
     # Recomputed from scratch every time: no counters.
     def free_kv(self):
+        if self.block:  # on_demand: free whole blocks, in tokens
+            return (self.kv_capacity // self.block - sum(s.blocks for s in self.members)) * self.block
         return self.kv_capacity - sum(s.kv_need for s in self.members)
+
+    def used_blocks(self):
+        return sum(s.blocks for s in self.members)
+
+    def note_kv(self, t):
+        """The blocks in use at t, after everything so far at t (compared with GpuLog.kv_used)."""
+        self.kv_trace.append((t, self.used_blocks()))
 
     def free_slots(self):
         return self.max_seqs - len(self.members)
@@ -230,13 +259,25 @@ class _Sim:
                     g.cache = shared  # None when caching is off
                 self.gpus.append(g)
                 gpu_number += tp
+        self.on_demand = f.kv_policy == "on_demand"
+        self.B = f.kv_block_tokens
+        if self.on_demand:
+            for g in self.gpus:
+                g.block = self.B
         # A request no instance can hold is dropped: prompt + output over a colocated or
-        # decode instance's KV, or its prompt over a prefill instance's.
+        # decode instance's KV, or its prompt over a prefill instance's. On demand: the
+        # blocks of its last step's context (prompt + output - 1) over the whole blocks.
         for s in self.seqs:
             for g in self.gpus[:1] + self.gpus[-1:]:
-                need = s.P if g.role == "prefill" else s.kv_need
-                if need > g.kv_capacity:
+                if g.role == "prefill":
+                    too_big = s.P > g.kv_capacity
+                elif self.on_demand:
+                    too_big = ceil_div(s.P + max(s.O - 1, 0), self.B) > g.kv_capacity // self.B
+                else:
+                    too_big = s.kv_need > g.kv_capacity
+                if too_big:
                     s.dropped = True
+        self.take_count = 0
         self.pending = [s for s in self.seqs if not s.dropped]  # arrivals to come, by (arrival, id)
         self.pending.sort(key=lambda s: (s.arrival, s.id))
         self.queues = {}  # queue number -> FIFO of arrived, not admitted requests
@@ -309,12 +350,11 @@ class _Sim:
         """least_loaded's load of each prompt-taking GPU, summed over the sequence objects."""
         loads = []
         for g in takers:
-            load = sum(s.P for s in self.queues[g.queue_id])
+            load = sum(s.todo for s in self.queues[g.queue_id])
             if g.role == "colocated":
                 load += sum(s.P + s.generated for s in g.members)
             else:  # its prompts whose prefill started and has not ended
-                load += sum(s.P for s in self.seqs
-                            if s.prefill_gpu == g.index and s.prefill_start is not None and s.prefill_end is None)
+                load += sum(s.todo for s in self.seqs if s.at_prefill == g.index and s.prefilled < s.todo)
             loads.append(load)
         return loads
 
@@ -453,7 +493,8 @@ class _Sim:
         ptoks = 0
         for s, k in prefill:
             ptoks += k
-            s.prompt_pieces.append((k, s.prefilled))
+            if not s.preemptions:  # blame's own prefill: its first prefill only
+                s.prompt_pieces.append((k, s.prefilled))
         if n == 0 and ptoks == 0:
             g.step = None
             g.boundary = None  # idle
@@ -484,15 +525,16 @@ class _Sim:
     def chunk_share(self, s, budget):
         """README "Chunked prefill and partial prefills": what the prompt still needs, at most
         the budget left; a prompt of more than long_prefill_tokens tokens at most that many."""
-        k = min(s.P - s.prefilled, budget)
+        k = min(s.todo - s.prefilled, budget)
         cap = self.fleet.long_prefill_tokens
-        if cap is not None and s.P > cap:
+        if cap is not None and s.todo > cap:
             k = min(k, cap)
         return k
 
     @staticmethod
-    def emit(seq, t):
+    def emit(seq, t, g):
         seq.tokens.append(t)
+        seq.token_gpus.append(g.index)
         seq.generated += 1
         if seq.generated == seq.O:
             seq.finish = t
@@ -503,29 +545,37 @@ class _Sim:
         step = g.step
         if step is not None:
             for s in step["decode"]:
-                self.emit(s, t)
+                self.emit(s, t, g)
             for s, k in step["prefill"]:
                 s.prefilled += k
-                if s.prefilled == s.P:
-                    s.prefill_end = t
-                    s.first_token = t
-                    self.prefill_ended(g, s)
-                    self.emit(s, t)
+                if s.prefilled == s.todo:
+                    if not s.preemptions:
+                        s.prefill_end = t
+                        s.first_token = t
+                        self.prefill_ended(g, s)
+                    self.emit(s, t, g)  # (a re-prefill emits its next token)
             g.members = [s for s in g.members if not s.finished]
-        decode = [s for s in g.members if s.prefilled == s.P]
+        decode = [s for s in g.members if s.prefilled == s.todo]
+        if self.on_demand:
+            decode = self.grow(g, t, decode)
         prefill = []
         f = self.fleet
         queue = self.queues[g.queue_id]
 
         def admissible(s):
+            if self.on_demand:
+                return ceil_div(s.todo, self.B) * self.B <= g.free_kv() and g.free_slots() > 0
             return s.kv_need <= g.free_kv() and g.free_slots() > 0
 
         def admit(s):
             queue.pop(0)
             g.members.append(s)
-            s.prefill_gpu = g.index
+            s.blocks = ceil_div(s.todo, self.B)
             if s.O > 1:  # decode_gpu = the GPU that emits tokens 2..O (none for one token)
                 s.decode_gpu = g.index
+            if s.preemptions:
+                return  # its first prefill's GPU and start stay
+            s.prefill_gpu = g.index
             s.prefill_start = t
             self.look_up(g, s)
 
@@ -535,17 +585,17 @@ class _Sim:
                 s = queue[0]
                 if not admissible(s):
                     break
-                if prefill and total + s.P - self.cached_tokens(g, s) > f.prefill_batch_tokens:
+                if prefill and total + s.todo - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 admit(s)
-                prefill.append((s, s.P - s.hit))
-                total += s.P - s.hit
+                prefill.append((s, s.todo - s.hit))
+                total += s.todo - s.hit
         else:
             budget = f.chunk_tokens
             for s in g.members:  # partly prefilled prompts first, in admission order
                 if budget == 0:
                     break
-                if s.prefilled < s.P:
+                if s.prefilled < s.todo:
                     k = self.chunk_share(s, budget)
                     prefill.append((s, k))
                     budget -= k
@@ -557,7 +607,43 @@ class _Sim:
                 k = self.chunk_share(s, budget)
                 prefill.append((s, k))
                 budget -= k
+        if self.on_demand:
+            g.note_kv(t)
         self.start_step(g, t, decode, prefill)
+
+    # ------------------------------------------------------------ KV on demand
+
+    def grow(self, g, t, decode):
+        """Each sequence of the next step's batch needs ceil((prompt + tokens it owns) / B)
+        blocks; while the free blocks do not cover those short of one, preempt the most
+        recently admitted member of the batch. Returns the batch left."""
+        while True:
+            short = [s for s in decode if ceil_div(s.P + s.generated, self.B) > s.blocks]
+            free = g.kv_capacity // self.B - g.used_blocks()
+            if len(short) <= free:
+                break
+            victim = [s for s in g.members if s in decode][-1]
+            self.preempt(g, victim, t)
+            decode = [s for s in decode if s is not victim]
+        for s in short:
+            s.blocks += 1
+        return decode
+
+    def preempt(self, g, s, t):
+        s.resumed_at.add(len(s.tokens))
+        g.members.remove(s)
+        s.blocks = 0
+        s.preemptions += 1
+        s.prefilled = 0
+        s.todo = s.P + s.generated
+        s.joined = False
+        s.at_prefill = None
+        queue_id = g.queue_id if g.role == "colocated" else self.gpus[s.prefill_gpu].queue_id
+        self.queues[queue_id].insert(0, s)
+        g.preempted.append((len(g.steps), s.id))
+        for taker in self.takers():
+            if taker.queue_id == queue_id and taker.boundary is None:
+                taker.boundary = t
 
     # ------------------------------------------------------------ disaggregated
 
@@ -570,7 +656,8 @@ class _Sim:
             s = self.waiting[0]
             # README "Routing": among decode GPUs with a free slot and room for it, the most
             # free KV (most_free_kv) or the fewest sequences (fewest_seqs); ties lowest index.
-            fits = [g for g in self.decode_gpus() if g.free_slots() > 0 and g.free_kv() >= s.kv_need]
+            need = ceil_div(s.todo, self.B) * self.B if self.on_demand else s.kv_need
+            fits = [g for g in self.decode_gpus() if g.free_slots() > 0 and g.free_kv() >= need]
             if not fits:
                 return
             if self.fleet.decode_pick == "most_free_kv":
@@ -580,11 +667,15 @@ class _Sim:
             self.waiting.pop(0)
             best.members.append(s)
             s.decode_gpu = best.index
-            nbytes = s.P * self.model.kv_bytes_per_token
+            nbytes = s.todo * self.model.kv_bytes_per_token
             bandwidth = link.gbytes_per_s * 1e9
             self.transfer_of[s.id] = len(self.transfers)
+            src = s.at_prefill
+            if self.on_demand:
+                s.blocks = ceil_div(s.todo, self.B)
+                best.note_kv(t)
             if link.layerwise:
-                tr = RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, None, None, nbytes)
+                tr = RefTransfer(s.id, src, best.index, s.prefill_end_planned, t, None, None, nbytes)
                 self.transfers.append(tr)
                 self.stream_layers(tr, s, t, bandwidth)
                 continue
@@ -594,7 +685,7 @@ class _Sim:
             end = start + nbytes / bandwidth
             if link.sharing == "fifo":
                 self.link_free = end
-            self.transfers.append(RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, start, end, nbytes))
+            self.transfers.append(RefTransfer(s.id, src, best.index, s.prefill_end_planned, t, start, end, nbytes))
             self.in_flight.append((s, best))
 
     def stream_layers(self, tr, s, reserved, bandwidth):
@@ -625,17 +716,22 @@ class _Sim:
         if step is not None:
             for s, k in step["prefill"]:
                 s.prefilled += k
-                if s.prefilled < s.P:
+                if s.prefilled < s.todo:
                     continue  # more chunks to come
+                if s.preemptions:  # a re-prefill: its KV crosses again
+                    if not f.link.layerwise:
+                        self.waiting.append(s)
+                    continue
                 s.prefill_end = t
                 self.prefill_ended(g, s)
                 if s.O == 1:
-                    self.emit(s, t)
+                    self.emit(s, t, g)
                     s.first_token = t
                     continue
                 if f.first_token == "prefill":
                     s.first_token = t
                     s.tokens.append(t)  # the prefill GPU emits the first token
+                    s.token_gpus.append(g.index)
                 if not f.link.layerwise:
                     self.waiting.append(s)
             self.reserve(t)
@@ -644,6 +740,11 @@ class _Sim:
 
         def take(s):
             queue.pop(0)
+            s.at_prefill = g.index
+            s.taken = self.take_count
+            self.take_count += 1
+            if s.preemptions:
+                return
             s.prefill_gpu = g.index
             s.prefill_start = t
             self.look_up(g, s)
@@ -652,17 +753,16 @@ class _Sim:
             total = 0
             while queue:
                 s = queue[0]
-                if batch and total + s.P - self.cached_tokens(g, s) > f.prefill_batch_tokens:
+                if batch and total + s.todo - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 take(s)
-                batch.append((s, s.P - s.hit))
-                total += s.P - s.hit
+                batch.append((s, s.todo - s.hit))
+                total += s.todo - s.hit
         else:
             budget = f.prefill_chunk_tokens
             # its prompts under way first (in the order it took them), then the queue's head
-            under_way = [s for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
-                         and s.prefilled < s.P]
-            under_way.sort(key=lambda s: (s.prefill_start, s.id))
+            under_way = [s for s in self.seqs if s.at_prefill == g.index and s.prefilled < s.todo]
+            under_way.sort(key=lambda s: s.taken)
             for s in under_way:
                 if budget == 0:
                     break
@@ -677,7 +777,7 @@ class _Sim:
                 budget -= k
         self.start_step(g, t, [], batch)
         if g.step is not None:
-            ending = [s for s, k in batch if s.prefilled + k == s.P]  # its last chunk is in this step
+            ending = [s for s, k in batch if s.prefilled + k == s.todo]  # its last chunk is in this step
             for s in ending:
                 s.prefill_end_planned = g.step["end"]
                 s.last_step_start = t
@@ -691,19 +791,32 @@ class _Sim:
         step = g.step
         if step is not None:
             for s in step["decode"]:
-                self.emit(s, t)
+                self.emit(s, t, g)
             before = len(g.members)
             g.members = [s for s in g.members if not s.finished]
-            if len(g.members) < before:
+            freed = len(g.members) < before
+            if freed and not self.on_demand:
                 self.reserve(t)
+        else:
+            freed = False
         for s in g.landed:
             s.joined = True
+            if s.preemptions:
+                continue  # it owns its tokens already
             s.generated = 1  # the first token already exists
             if self.fleet.first_token == "decode":
                 s.first_token = t
                 s.tokens.append(t)
+                s.token_gpus.append(g.index)
         g.landed = []
         decode = [s for s in g.members if s.joined and not s.finished]
+        if self.on_demand:
+            # On demand: growth (and preemption) before freed blocks go to waiting prompts.
+            count = len(g.preempted)
+            decode = self.grow(g, t, decode)
+            if freed or len(g.preempted) > count:
+                self.reserve(t)
+            g.note_kv(t)
         self.start_step(g, t, decode, [])
 
 
@@ -760,9 +873,11 @@ def reference_blame(scenario, ref):
         worst = None
         if gaps:
             k = gaps.index(max(gaps))  # the earliest of the largest
-            g = ref.gpus[s.decode_gpu]
+            g = ref.gpus[s.token_gpus[k + 1]]
             step = next(st for st in g.steps if st[1] == s.tokens[k + 1])
-            if split_first_at_prefill and k == 0:
+            if k + 1 in s.resumed_at:
+                cause = "preemption"
+            elif split_first_at_prefill and k == 0:
                 cause = "transfer"
             elif step[3] > 0:
                 cause = "prefill_interference"

@@ -151,6 +151,28 @@ SCENARIOS = {
                                "followup_tokens": {"dist": "uniform", "low": 100, "high": 1500}}},
         seed=15,
     ),
+    # KV on demand (fleet.kv_policy): preemptions, re-prefills and re-transfers on tight memory.
+    "on-demand-colocated-chunked": _scenario(
+        {"layout": "colocated", "gpus": 2, "chunk_tokens": 512, "kv_policy": "on_demand"},
+        model={"cost": "linear", "kv_capacity_tokens": 5000},
+        workload={"rate": 5, "output_tokens": {"dist": "uniform", "low": 100, "high": 900}},
+        seed=13,
+    ),
+    "on-demand-disagg-layerwise-first-token-prefill": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2, "kv_policy": "on_demand", "kv_block_tokens": 64,
+         "first_token": "prefill", "link": {"gbytes_per_s": 5, "sharing": "fifo", "layerwise": True}},
+        model={"cost": "roofline", "gpu": "h100", "kv_capacity_tokens": 8000, "attention": True},
+        workload={"rate": 8, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 3000},
+                  "output_tokens": {"dist": "uniform", "low": 100, "high": 900}},
+        seed=14,
+    ),
+    "on-demand-colocated-least-loaded-whole": _scenario(
+        {"layout": "colocated", "gpus": 3, "dispatch": "least_loaded", "kv_policy": "on_demand", "kv_block_tokens": 1},
+        model={"cost": "linear", "kv_capacity_tokens": 5000},
+        workload={"rate": 8, "prompt_tokens": {"dist": "uniform", "low": 100, "high": 2500},
+                  "output_tokens": {"dist": "uniform", "low": 100, "high": 700}},
+        seed=15,
+    ),
 }
 
 
@@ -210,7 +232,8 @@ for name, spec in SPECS.items():
     h = hashlib.sha256()
     for r in result.requests:
         h.update(repr((r.id, r.arrival, r.prompt_tokens, r.output_tokens, r.prefill_gpu, r.decode_gpu,
-                       r.prefill_start, r.prefill_end, r.first_token, r.finish)).encode())
+                       r.prefill_start, r.prefill_end, r.first_token, r.finish,
+                       getattr(r, "earlier", None), getattr(r, "preemptions", 0))).encode())
         h.update(b"\n")
     t = hashlib.sha256()
     for x in result.transfers:
@@ -235,6 +258,7 @@ for name, spec in SPECS.items():
         "admission_fingerprint": a.hexdigest(),
         "steps": [len(g) for g in result.gpus],
         "attention": [repr(sorted(getattr(g, "attention", {}).items())) for g in result.gpus],
+        "kv": [repr((getattr(g, "preempted", None), getattr(g, "kv_used", None))) for g in result.gpus],
         "end_time": canon(result.end_time),
     }
 print(json.dumps(out, sort_keys=True))

@@ -39,6 +39,8 @@ def diff_engine_reference(scenario, requests=None, limit=8):
         if (rec.prefix_hit_tokens, rec.prefix_fetch_s) != (seq.hit, seq.fetch):
             out.append(f"request {rec.id}: prefix hit engine ({rec.prefix_hit_tokens}, {rec.prefix_fetch_s}), "
                        f"reference ({seq.hit}, {seq.fetch}) (hit tokens, fetch s)")
+        if rec.preemptions != seq.preemptions:
+            out.append(f"request {rec.id}: preemptions engine {rec.preemptions}, reference {seq.preemptions}")
         if bool(rec.dropped) != seq.dropped:
             out.append(f"request {rec.id}: dropped engine {rec.dropped!r}, reference {seq.dropped}")
         for f in ("rejected", "predicted_ttft_s"):  # early rejection (README "Early rejection")
@@ -63,6 +65,13 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             out.append(f"gpu {log.index}: step {k} differs (engine {len(steps)} steps, reference {len(rg.steps)}): "
                        f"engine {steps[k] if k < len(steps) else None}, reference {rg.steps[k] if k < len(rg.steps) else None} "
                        "(start, end, decode_seqs, prefill_tokens, context_tokens)")
+        if log.preempted != rg.preempted:
+            out.append(f"gpu {log.index}: preemptions (step, request) engine {log.preempted[:4]}, reference {rg.preempted[:4]}")
+        if canonical_kv(log.kv_used) != canonical_kv(rg.kv_trace):
+            mine, theirs = canonical_kv(log.kv_used), canonical_kv(rg.kv_trace)
+            k = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            out.append(f"gpu {log.index}: KV blocks in use differ from entry {k}: engine {mine[k:k + 2]}, "
+                       f"reference {theirs[k:k + 2]} (time, blocks)")
         if log.attention_args != rg.attention:
             k = min(set(log.attention_args) ^ set(rg.attention) or
                     {j for j in log.attention_args if log.attention_args[j] != rg.attention[j]})
@@ -87,6 +96,18 @@ def diff_engine_reference(scenario, requests=None, limit=8):
     # Gap differences last, so that a field-level difference is always shown.
     out.sort(key=lambda line: "gaps differ" in line)
     return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def canonical_kv(trace):
+    """(time, blocks in use) once everything at each time happened, only where it changed."""
+    last = {}
+    for t, used in trace:
+        last[t] = used
+    out = []
+    for t in sorted(last):
+        if (out[-1][1] if out else 0) != last[t]:
+            out.append((t, last[t]))
+    return out
 
 
 def assert_matches(scenario, requests=None):

@@ -21,6 +21,7 @@ import math
 from collections import deque
 
 from . import admission
+from . import kv
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
@@ -46,6 +47,7 @@ class _Gpu:
     __slots__ = (
         "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
+        "held", "grow_at",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -70,6 +72,10 @@ class _Gpu:
         self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
         self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
         self.fetch = 0.0  # shared prefix cache: seconds of cached KV the next step fetches first
+        # kv_policy on_demand (kv.py): blocks each sequence holding KV here has, in admission
+        # order, and step index -> sequences that need one more block in that step.
+        self.held = None
+        self.grow_at = None
 
 
 def simulate(scenario, requests=None):
@@ -100,6 +106,9 @@ class _Simulation:
                             for i, r in enumerate(requests)]
         else:
             self.records = [RequestRecord(i, a, p, o) for i, (a, p, o) in enumerate(requests)]
+        # Prompt tokens each request's next prefill processes: its prompt, or after a
+        # preemption (kv_policy on_demand) prompt + the tokens it already emitted.
+        self.todo = [rec.prompt_tokens for rec in self.records]
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -143,6 +152,9 @@ class _Simulation:
         self._plan_queues(scenario)
         if fleet.admission is not None:
             self._plan_admission(scenario)
+        self.on_demand = fleet.kv_policy == "on_demand"
+        if self.on_demand:
+            self._setup_on_demand()
 
     def _plan_queues(self, scenario):
         """The FIFO queues prompts wait in and which instances take from each (policies.py)."""
@@ -183,6 +195,8 @@ class _Simulation:
         self._push_next_arrival(0)
         handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
                     "decode": self._decode_boundary}
+        if self.on_demand:
+            handlers.update(colocated=self._colocated_boundary_kv, decode=self._decode_boundary_kv)
         boundary = [handlers[g.role] for g in self.gpus]  # by GPU index
         gpus = self.gpus
         pop = heapq.heappop
@@ -215,6 +229,8 @@ class _Simulation:
             self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
             _cut_at(self.gpus, self.records, stop)
+            if self.on_demand:
+                _cut_kv_logs(self.gpus, stop)
             end_time = stop
         else:
             end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
@@ -239,6 +255,16 @@ class _Simulation:
         prefill = self.prefill_gpus[0] if self.prefill_gpus else None  # holds the prompt
         most = holder.kv_tokens
         most_prompt = prefill.kv_tokens if prefill is not None else most
+        if self.on_demand:
+            block = self.block
+            room = kv.capacity_blocks(most, block)
+            for rec in self.records:
+                peak = kv.peak_blocks(rec.prompt_tokens, rec.output_tokens, block)
+                if peak > room:
+                    rec.dropped = f"needs {peak:,} KV blocks of {block} tokens; {_holder(holder)} holds {room:,}"
+                elif rec.prompt_tokens > most_prompt:
+                    rec.dropped = f"needs {rec.prompt_tokens:,} KV tokens; {_holder(prefill)} holds {most_prompt:,}"
+            return
         for rec in self.records:
             need = rec.prompt_tokens + rec.output_tokens
             if need > most:
@@ -314,9 +340,13 @@ class _Simulation:
         if not queue:
             return None
         rec = self.records[queue.popleft()]
-        prompt = rec.prompt_tokens
+        prompt = self.todo[rec.id]
         self.queued_tokens[gpu.queue_k] -= prompt
         gpu.pending += prompt
+        if rec.preemptions:  # a re-prefill: its first prefill's GPU and start stay (TTFT's)
+            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt))
+            self.src[rec.id] = gpu.index
+            return rec
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
         if self.cache is not None and rec.hash_ids:
@@ -416,7 +446,7 @@ class _Simulation:
                 rec = records[rid]
                 if cache is not None:
                     cache.insert(gpu.index, rec.hash_ids)
-                gpu.pending -= rec.prompt_tokens
+                gpu.pending -= rec.prompt_tokens  # (reserve: a prompt prefills once)
                 rec.prefill_end = t
                 rec.first_token = t
                 if rec.output_tokens == 1:
@@ -522,18 +552,19 @@ class _Simulation:
         attention = self.attention
         cache = self.cache
         taken = 0
+        todo = self.todo
         while queue:
             if taken:
-                head = records[queue[0]]
-                need = head.prompt_tokens  # the tokens it would compute: what its cache lacks
-                if cache is not None and head.hash_ids:
-                    need -= cache.peek(gpu.index, head.hash_ids, need)
+                head = queue[0]
+                need = todo[head]  # the tokens it would compute: what its cache lacks
+                if cache is not None and records[head].hash_ids:
+                    need -= cache.peek(gpu.index, records[head].hash_ids, need)
                 if taken + need > budget:
                     break
             rec = admit(gpu, t)
             if rec is None:
                 break
-            own = rec.prompt_tokens - rec.prefix_hit_tokens
+            own = todo[rec.id] - rec.prefix_hit_tokens
             taken += own
             completing.append(rec.id)
             if attention:
@@ -561,7 +592,7 @@ class _Simulation:
             rec = admit(gpu, t)
             if rec is None:
                 break
-            item = [rec.id, rec.prompt_tokens - rec.prefix_hit_tokens]  # a cached head is not computed
+            item = [rec.id, self.todo[rec.id] - rec.prefix_hit_tokens]  # a cached head is not computed
             budget -= self._take_piece(gpu, item, budget, long_tokens)
             if item[1]:
                 kept.append(item)
@@ -581,11 +612,11 @@ class _Simulation:
                 rec = admit(gpu, t)
                 if rec is None:
                     break
-                prefilling.append([rec.id, rec.prompt_tokens - rec.prefix_hit_tokens])
+                prefilling.append([rec.id, self.todo[rec.id] - rec.prefix_hit_tokens])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
             if self.attention:
-                gpu.pieces.append((take, self.records[item[0]].prompt_tokens - item[1]))
+                gpu.pieces.append((take, self.todo[item[0]] - item[1]))
             item[1] -= take
             budget -= take
             if item[1] == 0:
@@ -595,7 +626,7 @@ class _Simulation:
 
     def _take_piece(self, gpu, item, budget, long_tokens):
         """Move one prompt under way ([request id, tokens left]) on by its slice of `budget`."""
-        prompt = self.records[item[0]].prompt_tokens
+        prompt = self.todo[item[0]]
         take = prefill_slice(prompt, item[1], budget, long_tokens)
         if self.attention:
             gpu.pieces.append((take, prompt - item[1]))
@@ -614,7 +645,11 @@ class _Simulation:
                 rec = records[rid]
                 if cache is not None:
                     cache.insert(gpu.index, rec.hash_ids)
-                gpu.pending -= rec.prompt_tokens
+                gpu.pending -= self.todo[rid]
+                if rec.preemptions:  # a re-prefill (kv_policy on_demand): its KV goes again
+                    if not layerwise:
+                        self.waiting_reserve.append((rid, t, None))
+                    continue
                 rec.prefill_end = t
                 if rec.output_tokens == 1:
                     rec.first_token = rec.finish = t  # nothing left to decode: no transfer
@@ -655,7 +690,10 @@ class _Simulation:
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
-            need = rec.prompt_tokens + rec.output_tokens
+            if self.on_demand:  # the blocks of what it prefilled (kv.py)
+                need = kv.blocks(self.todo[rid], self.block) * self.block
+            else:
+                need = rec.prompt_tokens + rec.output_tokens
             pick = pick_decode(need, max_seqs, decode_gpus)
             if pick is None:
                 return
@@ -663,11 +701,20 @@ class _Simulation:
             waiting.popleft()
             best.kv_free -= need
             best.seqs += 1
-            nbytes = rec.prompt_tokens * self.kv_bytes
+            nbytes = self.todo[rid] * self.kv_bytes
             rec.decode_gpu = best.index
-            rec.transfer = len(self.transfers)
+            src = rec.prefill_gpu
+            if self.on_demand:
+                best.held[rid] = need // self.block
+                self._kv_note(best, t)
+                if rec.preemptions:
+                    src = self.src[rid]  # its re-prefill's GPU; rec.transfer stays its first
+                else:
+                    rec.transfer = len(self.transfers)
+            else:
+                rec.transfer = len(self.transfers)
             if link.layerwise:
-                tr = Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, None, None, nbytes,
+                tr = Transfer(rec.id, src, best.index, prefill_end, t, None, None, nbytes,
                               nbytes / self.layers / bandwidth)
                 self.transfers.append(tr)
                 if self.wire is not None:
@@ -683,7 +730,7 @@ class _Simulation:
             end = start + nbytes / bandwidth
             if link.sharing == "fifo":
                 self.link_free = end
-            tr = Transfer(rec.id, rec.prefill_gpu, best.index, prefill_end, t, start, end, nbytes)
+            tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
             self.transfers.append(tr)
             self._schedule_landing(tr)
 
@@ -755,6 +802,305 @@ class _Simulation:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
 
+    # ------------------------------------------------------ KV on demand (kv.py)
+    #
+    # Separate boundary handlers and fast path, chosen once per run, so the reserve path
+    # (the default) runs exactly as before. Block counts per sequence live in `gpu.held`
+    # (admission order: the victims' order); `gpu.kv_free` stays in tokens, whole blocks.
+
+    def _setup_on_demand(self):
+        block = self.block = self.fleet.kv_block_tokens
+        for gpu in self.gpus:
+            gpu.held = {}
+            gpu.grow_at = {}
+            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, block) * block
+        self.before = {}  # request id -> tokens it emitted before its current stretch
+        self.grow_step = {}  # request id -> the step its next block is due (in its GPU's grow_at)
+        self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
+        self._admit = self._admit_kv
+        self.sole_taker = [len(takers) == 1 for takers in self.takers_of]
+
+    def _kv_note(self, gpu, t):
+        """Log the blocks in use on `gpu` at t (GpuLog.kv_used; the last entry at t wins)."""
+        used = kv.capacity_blocks(gpu.kv_tokens, self.block) - gpu.kv_free // self.block
+        trace = gpu.log.kv_used
+        if trace and trace[-1][0] == t:
+            trace[-1] = (t, used)
+        elif not trace or trace[-1][1] != used:
+            trace.append((t, used))
+
+    def _admit_kv(self, gpu, t):
+        """`_admit` on demand: the queue's head needs the blocks of what it prefills."""
+        if not gpu.queue:
+            return None
+        rid = gpu.queue[0]
+        need = kv.blocks(self.todo[rid], self.block)
+        if need * self.block > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
+            return None
+        rec = self._pop_queue(gpu, t)
+        gpu.kv_free -= need * self.block
+        gpu.held[rid] = need
+        gpu.seqs += 1
+        if rec.output_tokens > 1:
+            rec.decode_gpu = gpu.index
+        return rec
+
+    def _track(self, gpu, rec, step, context):
+        """Schedule the step where `rec`, attending `context` tokens in `step`, needs a block."""
+        due = kv.grows_at(step, context, gpu.held[rec.id], self.block)
+        if due <= rec.decode_last_step:
+            gpu.grow_at.setdefault(due, []).append(rec.id)
+            self.grow_step[rec.id] = due
+
+    def _finish_decode_step_kv(self, gpu, t):
+        """`_finish_decode_step` on demand: a finished sequence frees its blocks."""
+        step = len(gpu.log.start) - 1
+        gpu.context += gpu.decoding
+        done = gpu.finish_at.pop(step, None)
+        if not done:
+            return False
+        records = self.records
+        held = gpu.held
+        for rid in done:
+            rec = records[rid]
+            rec.finish = t
+            gpu.decoding -= 1
+            gpu.context -= rec.prompt_tokens + rec.output_tokens
+            gpu.kv_free += held.pop(rid) * self.block
+            gpu.seqs -= 1
+        return True
+
+    def _grow(self, gpu, t):
+        """Give the sequences that need one more block in the next step theirs, preempting
+        the most recently admitted decoding ones first while they do not fit (kv.victims).
+        Returns True if it preempted (blocks were freed)."""
+        step = len(gpu.log.start)
+        growers = gpu.grow_at.pop(step, None)
+        if not growers:
+            return False
+        block = self.block
+        records = self.records
+        preempted = False
+        if len(growers) * block > gpu.kv_free:
+            candidates = [rid for rid in gpu.held if records[rid].decode_first_step >= 0]
+            out = kv.victims(candidates, set(growers), gpu.kv_free // block, gpu.held)
+            for rid in out:
+                self._preempt(gpu, rid, step, t)
+            gone = set(out)
+            growers = [rid for rid in growers if rid not in gone]
+            preempted = True
+        held = gpu.held
+        for rid in growers:
+            held[rid] += 1
+            due = step + block
+            if due <= records[rid].decode_last_step:
+                gpu.grow_at.setdefault(due, []).append(rid)
+                self.grow_step[rid] = due
+        gpu.kv_free -= len(growers) * block
+        return preempted
+
+    def _preempt(self, gpu, rid, step, t):
+        """`rid` loses its KV before `step`: its stretch ends, and it re-enters the front of
+        the queue it came from to prefill prompt + the tokens it emitted."""
+        rec = self.records[rid]
+        first = rec.decode_first_step
+        emitted = self.before.get(rid, 1) + (step - first)
+        if rec.earlier is None:
+            rec.earlier = []
+        rec.earlier.append((gpu.index, first, step - 1))  # (empty if it had not emitted in it)
+        self.before[rid] = emitted
+        rec.preemptions += 1
+        ending = gpu.finish_at[rec.decode_last_step]
+        ending.remove(rid)
+        if not ending:
+            del gpu.finish_at[rec.decode_last_step]
+        due = gpu.grow_at.get(self.grow_step.pop(rid, None))
+        if due and rid in due:
+            due.remove(rid)
+        gpu.decoding -= 1
+        gpu.context -= rec.prompt_tokens + emitted
+        gpu.kv_free += gpu.held.pop(rid) * self.block
+        gpu.seqs -= 1
+        rec.decode_first_step = rec.decode_last_step = -1
+        tokens = self.todo[rid] = rec.prompt_tokens + emitted
+        k = gpu.queue_k if gpu.role == "colocated" else self.gpus[rec.prefill_gpu].queue_k
+        self.queues[k].appendleft(rid)
+        self.queued_tokens[k] += tokens
+        gpu.log.preempted.append((step, rid))
+        for taker in self.takers_of[k]:
+            if taker.idle:
+                taker.idle = False
+                heapq.heappush(self.heap, (t, BOUNDARY, taker.index))
+                if taker.role == "prefill":
+                    self.prefill_next[taker.index] = t  # (decode GPUs' fast paths stop there)
+
+    def _resume(self, gpu, rec, step, decode_step, context):
+        """`rec`'s new stretch on `gpu` starts with `step`; it decodes in the batch from
+        `decode_step`, attending `context` tokens there. Its stretch emits the tokens it
+        still owes: output - what it emitted before."""
+        rid = rec.id
+        last = step + rec.output_tokens - self.before[rid] - 1
+        rec.decode_gpu = gpu.index
+        rec.decode_first_step = step
+        rec.decode_last_step = last
+        gpu.decoding += 1
+        gpu.context += context
+        gpu.finish_at.setdefault(last, []).append(rid)
+        self._track(gpu, rec, decode_step, context)
+
+    def _colocated_boundary_kv(self, gpu, t):
+        records = self.records
+        block = self.block
+        if gpu.busy:
+            self._finish_decode_step_kv(gpu, t)
+            ended = len(gpu.log.start) - 1
+            for rid in gpu.completing:
+                rec = records[rid]
+                gpu.pending -= self.todo[rid]
+                if rec.preemptions:
+                    # A re-prefill emits its next token now: its new stretch starts with this step.
+                    emitted = self.before[rid]
+                    if emitted + 1 == rec.output_tokens:
+                        rec.decode_gpu, rec.decode_first_step, rec.decode_last_step = gpu.index, ended, ended
+                        rec.finish = t
+                        gpu.kv_free += gpu.held.pop(rid) * block
+                        gpu.seqs -= 1
+                        continue
+                    self._resume(gpu, rec, ended, ended + 1, rec.prompt_tokens + emitted + 1)
+                    continue
+                rec.prefill_end = t
+                rec.first_token = t
+                if rec.output_tokens == 1:
+                    rec.finish = t
+                    gpu.kv_free += gpu.held.pop(rid) * block
+                    gpu.seqs -= 1
+                else:
+                    self._start_decoding(gpu, rec)
+                    self._track(gpu, rec, rec.decode_first_step, rec.prompt_tokens + 1)
+            gpu.completing = []
+        self._grow(gpu, t)
+        prefill_tokens = self._take_prompts(gpu, t) if (gpu.queue or gpu.prefilling) else 0
+        self._kv_note(gpu, t)
+        end = self._start_step(gpu, t, prefill_tokens, schedule=False)
+        if end is None:
+            return
+        # As _colocated_boundary, and only on a queue no other GPU takes from: a preemption
+        # elsewhere may push work into a shared queue at any boundary.
+        if (not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival
+                and self.sole_taker[gpu.queue_k]):
+            end = self._run_decode_only_kv(gpu, end, self.next_arrival)
+        if end is not None:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+    def _decode_boundary_kv(self, gpu, t):
+        records = self.records
+        freed = self._finish_decode_step_kv(gpu, t) if gpu.busy else False
+        if gpu.landed:
+            first_at_decode = self.fleet.first_token == "decode"
+            step = len(gpu.log.start)
+            for rid in gpu.landed:
+                rec = records[rid]
+                if rec.preemptions:
+                    self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
+                    continue
+                if first_at_decode:
+                    rec.first_token = t
+                self._start_decoding(gpu, rec)
+                self._track(gpu, rec, step, rec.prompt_tokens + 1)
+            gpu.landed = []
+        if self._grow(gpu, t):
+            freed = True
+        if freed and self.waiting_reserve:
+            self._reserve_and_send(t)
+        self._kv_note(gpu, t)
+        end = self._start_step(gpu, t, 0, schedule=False)
+        if end is None:
+            return
+        # As _decode_boundary; and not while a prefill GPU idles: a preemption on another
+        # decode GPU would start its re-prefill there at once.
+        if not self.waiting_reserve and not any(g.idle for g in self.prefill_gpus):
+            limit = min(self.prefill_next)
+            if self.landings and self.landings[0] < limit:
+                limit = self.landings[0]
+            if self.link_wake < limit:
+                limit = self.link_wake
+            if end < limit:
+                end = self._run_decode_only_kv(gpu, end, limit)
+        if end is not None:
+            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+    def _run_decode_only_kv(self, gpu, t, limit):
+        """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
+        preempt is handed back to the heap (returned) before anything of it is applied."""
+        log = gpu.log
+        starts, ends = log.start, log.end
+        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
+        finish_at = gpu.finish_at
+        grow_at = gpu.grow_at
+        held = gpu.held
+        block = self.block
+        records = self.records
+        step_s = gpu.step_s
+        cap = self.time_cap
+        budget = MAX_STEPS - self.steps
+        decoding = gpu.decoding
+        context = gpu.context
+        step = len(starts) - 1
+        taken = 0
+        while True:
+            nxt = step + 1
+            growers = grow_at.get(nxt)
+            done = finish_at.get(step)
+            if growers:
+                free = gpu.kv_free // block
+                if done:
+                    free += sum(held[rid] for rid in done)
+                if len(growers) > free:
+                    gpu.decoding, gpu.context = decoding, context
+                    self.steps += taken
+                    return t
+            context += decoding
+            if done:
+                del finish_at[step]
+                for rid in done:
+                    rec = records[rid]
+                    rec.finish = t
+                    decoding -= 1
+                    context -= rec.prompt_tokens + rec.output_tokens
+                    gpu.kv_free += held.pop(rid) * block
+                    gpu.seqs -= 1
+                if not decoding:
+                    gpu.decoding, gpu.context = 0, context
+                    gpu.idle, gpu.busy = True, False
+                    self.steps += taken
+                    self._kv_note(gpu, t)
+                    return None
+            if growers:
+                del grow_at[nxt]
+                for rid in growers:
+                    held[rid] += 1
+                    due = nxt + block
+                    if due <= records[rid].decode_last_step:
+                        grow_at.setdefault(due, []).append(rid)
+                        self.grow_step[rid] = due
+                gpu.kv_free -= len(growers) * block
+            if done or growers:
+                self._kv_note(gpu, t)
+            end = t + step_s(decoding, context, 0)
+            starts.append(t)
+            ends.append(end)
+            seqs_col.append(decoding)
+            prefill_col.append(0)
+            context_col.append(context)
+            taken += 1
+            step = nxt
+            t = end
+            if end >= limit or end > cap or taken >= budget:
+                gpu.decoding, gpu.context = decoding, context
+                self.steps += taken
+                return end
+
+
 def _holder(gpu):
     """Who holds a request's KV, for drop reasons: "a GPU", "a decode GPU", "an instance
     (2 x h100)", "a prefill instance (2 x h100)"."""
@@ -787,3 +1133,13 @@ def _cut_at(gpus, records, stop):
             rec.first_token = None
         if rec.prefill_end is not None and rec.prefill_end > stop:
             rec.prefill_end = None
+
+
+def _cut_kv_logs(gpus, stop):
+    """on_demand's logs of a run cut at `stop`: nothing after it."""
+    for gpu in gpus:
+        log = gpu.log
+        steps = len(log.start)
+        log.kv_used[:] = [(t, used) for t, used in log.kv_used if t <= stop]
+        log.preempted[:] = [(j, rid) for j, rid in log.preempted if j <= steps]
+        log.readmitted[:] = [item for item in log.readmitted if item[0] < steps]

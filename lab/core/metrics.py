@@ -35,6 +35,7 @@ from bisect import bisect_right
 from itertools import accumulate
 from operator import sub
 
+from . import kv
 from .cost import pool_costs
 
 __all__ = [
@@ -46,6 +47,12 @@ __all__ = [
     "summarize",
     "cost_and_energy",
     "request_gaps",
+    "gap_steps",
+    "pooled_gaps",
+    "kv_use",
+    "time_weighted_percentile",
+    "admission_waits",
+    "resumed_in_batch",
     "step_gaps_of",
     "prefix_metrics",
 ]
@@ -65,6 +72,7 @@ METRIC_NAMES = (
     "prefill_usd_per_hour", "decode_usd_per_hour", "prefill_energy_j", "decode_energy_j",
     "prefill_power_w_mean", "decode_power_w_mean",
     "prefix_hit_rate", "prefill_tokens_saved", "prefix_fetch_p99_ms",
+    "preemptions", "kv_util_p50", "kv_util_p99", "admission_wait_p99_ms",
 )
 
 # How the run ended; in every summary, after the metrics.
@@ -128,16 +136,47 @@ def step_gaps_of(log):
 
 
 def request_gaps(result, rec):
-    """Every inter-token gap of one request, in seconds (for tests and plots)."""
-    if rec.decode_first_step < 0 or rec.first_token is None:
+    """Every inter-token gap of one request, in seconds (for tests and plots): over its
+    decode stretches in order (`RequestRecord.stretches`); the gap into a later stretch
+    runs from the last token of the one before (a preemption's wait, a move)."""
+    if rec.first_token is None:
         return []
-    end = result.gpus[rec.decode_gpu].end
-    last = min(rec.decode_last_step, len(end) - 1)
-    if rec.decode_first_step > last:
-        return []
-    gaps = [end[rec.decode_first_step] - rec.first_token]
-    gaps.extend(end[j] - end[j - 1] for j in range(rec.decode_first_step + 1, last + 1))
+    gaps = []
+    prev = rec.first_token
+    for g, a, b in rec.stretches():
+        if b < a:
+            continue  # preempted before it emitted in this stretch
+        end = result.gpus[g].end
+        last = min(b, len(end) - 1)
+        if a > last:
+            break  # (a run cut before this stretch's first token)
+        gaps.append(end[a] - prev)
+        gaps.extend(end[j] - end[j - 1] for j in range(a + 1, last + 1))
+        prev = end[last]
     return gaps
+
+
+def gap_steps(result, rec):
+    """(gpu, step index) that emitted each of tokens 2..n, in order: what ended each gap of
+    `request_gaps` (same length and order)."""
+    out = []
+    for g, a, b in rec.stretches():
+        if b < a:
+            continue
+        last = min(b, len(result.gpus[g].end) - 1)
+        if a > last:
+            break
+        out.extend((g, j) for j in range(a, last + 1))
+    return out
+
+
+def resumed_in_batch(result):
+    """Whether a later stretch's first step counts the sequence among its `decode_seqs`.
+
+    On a split fleet a preempted (or moved) sequence rejoins a decode GPU's batch, so yes;
+    on a colocated fleet that step ends its re-prefill, whose token is prompt work, not one
+    of the step's decoding sequences (like any request's first token)."""
+    return result.scenario.fleet.layout != "colocated"
 
 
 def request_metrics(result, step_gaps=None):
@@ -154,11 +193,14 @@ def request_metrics(result, step_gaps=None):
         tpot_ms = worst_ms = None
         if rec.finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
-            end = result.gpus[rec.decode_gpu].end
-            first_gap = end[rec.decode_first_step] - rec.first_token
-            gaps = step_gaps[rec.decode_gpu]
-            rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
-            worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
+            if rec.earlier:
+                worst_ms = max(request_gaps(result, rec)) * 1000.0
+            else:
+                end = result.gpus[rec.decode_gpu].end
+                first_gap = end[rec.decode_first_step] - rec.first_token
+                gaps = step_gaps[rec.decode_gpu]
+                rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
+                worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
         met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -187,27 +229,50 @@ def request_metrics(result, step_gaps=None):
             "predicted_ttft_s": rec.predicted_ttft_s,
             "prefix_hit_tokens": rec.prefix_hit_tokens,
             "prefix_fetch_s": rec.prefix_fetch_s,
+            "preemptions": rec.preemptions,
         })
     return rows
 
 
-def _pooled_gaps(result, step_gaps):
+def pooled_gaps(result, step_gaps):
     """(values, counts): every emitted token's gap, grouped by the step that emitted it.
 
-    A token emitted at the end of step j waited end[j] - end[j-1], except the second
-    token of each request, which waited from its own first token.
+    A token emitted at the end of step j waited end[j] - end[j-1], except the first token
+    of each decode stretch, which waited from the token before it (the request's first
+    token, or the last of its stretch before), so it is counted on its own.
     """
     values, counts = [], []
     firsts = [dict() for _ in result.gpus]
+    gpus = result.gpus
+    in_batch = None
     for rec in result.requests:
         a = rec.decode_first_step
-        if a < 0 or rec.first_token is None or a >= len(result.gpus[rec.decode_gpu].end):
+        if rec.first_token is None:
+            continue
+        if rec.earlier:
+            if in_batch is None:
+                in_batch = resumed_in_batch(result)
+            prev = rec.first_token
+            for k, (g, a, b) in enumerate(rec.stretches()):
+                end = gpus[g].end
+                if b < a:
+                    continue
+                if a >= len(end):
+                    break
+                if k == 0 or in_batch:
+                    first = firsts[g]
+                    first[a] = first.get(a, 0) + 1
+                values.append(end[a] - prev)
+                counts.append(1)
+                prev = end[min(b, len(end) - 1)]
+            continue
+        if a < 0 or a >= len(gpus[rec.decode_gpu].end):
             continue
         first = firsts[rec.decode_gpu]
         first[a] = first.get(a, 0) + 1
-        values.append(result.gpus[rec.decode_gpu].end[a] - rec.first_token)
+        values.append(gpus[rec.decode_gpu].end[a] - rec.first_token)
         counts.append(1)
-    for g, log in enumerate(result.gpus):
+    for g, log in enumerate(gpus):
         first = firsts[g]
         if first:
             seqs = list(log.decode_seqs)
@@ -218,6 +283,109 @@ def _pooled_gaps(result, step_gaps):
         values.extend(step_gaps[g])
         counts.extend(seqs)
     return values, counts
+
+
+def time_weighted_percentile(pieces, q):
+    """The lowest value v such that the pieces (value, seconds) at or below v last at least
+    q% of their total time; None when they last no time."""
+    total = math.fsum(w for _, w in pieces)
+    if total <= 0:
+        return None
+    want = total * q / 100.0
+    run = 0.0
+    ordered = sorted(pieces)
+    for value, w in ordered:
+        run += w
+        if run >= want and w > 0:
+            return value
+    return ordered[-1][0]
+
+
+def kv_use(result):
+    """[(share of KV capacity in use, seconds)] over [0, end_time] for every instance of
+    the pool that holds answers' KV (colocated instances, or the decode pool).
+
+    on_demand: the blocks in use (`GpuLog.kv_used`) over the whole blocks; reserve: the
+    tokens reserved (prompt + output of each sequence from its admission, a split fleet's
+    from its reservation on the decode GPU, to its finish) over the KV capacity."""
+    scenario = result.scenario
+    fleet = scenario.fleet
+    span = result.end_time
+    holder = "decode" if fleet.layout == "disaggregated" else "colocated"
+    capacity = {}
+    for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
+        capacity[pool.role] = cost.kv_tokens
+    if holder not in capacity:
+        return []
+    cap = capacity[holder]
+    on_demand = fleet.kv_policy == "on_demand"
+    if on_demand:
+        cap = kv.capacity_blocks(cap, fleet.kv_block_tokens)
+        traces = {log.index: log.kv_used for log in result.gpus if log.role == holder}
+    else:
+        changes = {log.index: [] for log in result.gpus if log.role == holder}
+        for rec in result.requests:
+            g = rec.decode_gpu if holder == "decode" else rec.prefill_gpu
+            if g not in changes:
+                continue
+            if holder == "decode":
+                if rec.transfer < 0:
+                    continue
+                start = result.transfers[rec.transfer].reserved
+            else:
+                start = rec.prefill_start
+            if start is None:
+                continue
+            need = rec.prompt_tokens + rec.output_tokens
+            changes[g].append((start, need))
+            if rec.finish is not None:
+                changes[g].append((rec.finish, -need))
+        traces = {}
+        for g, events in changes.items():
+            events.sort()
+            used = 0
+            trace = traces[g] = []
+            for t, delta in events:
+                used += delta
+                if trace and trace[-1][0] == t:
+                    trace[-1] = (t, used)
+                else:
+                    trace.append((t, used))
+    pieces = []
+    if cap <= 0:
+        return pieces
+    for trace in traces.values():
+        t0, used = 0.0, 0
+        for t, now in trace:
+            if t > span:
+                break
+            if t > t0:
+                pieces.append((used / cap, t - t0))
+            t0, used = t, now
+        if span > t0:
+            pieces.append((used / cap, span - t0))
+    return pieces
+
+
+def admission_waits(result):
+    """Seconds each request waited for a place that holds its KV (first admission only):
+    colocated, arrival -> its prefill starts on a GPU (its queue wait); split, its prefill's
+    end -> room reserved on a decode GPU (0 when reserved before, as layer-wise streaming
+    does). One still waiting when the run ended counts with the end of the run."""
+    split = result.scenario.fleet.layout == "disaggregated"
+    end = result.end_time
+    out = []
+    for rec in result.requests:
+        if rec.dropped:
+            continue
+        if not split:
+            out.append((rec.prefill_start if rec.prefill_start is not None else end) - rec.arrival)
+            continue
+        if rec.prefill_end is None or rec.output_tokens == 1:
+            continue
+        reserved = result.transfers[rec.transfer].reserved if rec.transfer >= 0 else end
+        out.append(max(0.0, reserved - rec.prefill_end))
+    return out
 
 
 def _per(total, count):
@@ -282,6 +450,18 @@ def prefix_metrics(result):
     }
 
 
+def _memory_metrics(result):
+    use = kv_use(result)
+    waits = admission_waits(result)
+    wait99 = percentile(waits, 99)
+    return {
+        "preemptions": sum(rec.preemptions for rec in result.requests),
+        "kv_util_p50": time_weighted_percentile(use, 50),
+        "kv_util_p99": time_weighted_percentile(use, 99),
+        "admission_wait_p99_ms": wait99 * 1000.0 if wait99 is not None else None,
+    }
+
+
 def summarize(result, rows=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
     step_gaps = [step_gaps_of(g) for g in result.gpus]
@@ -296,7 +476,7 @@ def summarize(result, rows=None):
     tpots = sorted(r["tpot_ms"] for r in rows if r["tpot_ms"] is not None)
     worst = sorted(r["worst_gap_ms"] for r in rows if r["worst_gap_ms"] is not None)
     transfers = sorted(r["transfer_ms"] for r in rows if r["transfer_ms"] is not None)
-    itl50, itl99 = weighted_percentile(*_pooled_gaps(result, step_gaps), (50, 99))
+    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99))
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus
@@ -347,6 +527,7 @@ def summarize(result, rows=None):
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
         **prefix_metrics(result),
+        **_memory_metrics(result),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }

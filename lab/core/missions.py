@@ -75,6 +75,8 @@ CONTROL_PATHS = {
     "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
     "long_prefill_tokens": "fleet.long_prefill_tokens",
     "admission": "fleet.admission.reject_when",
+    "kv_policy": "fleet.kv_policy",
+    "kv_block_tokens": "fleet.kv_block_tokens",
     "attention": "model.attention",
     "prefix_cache": "fleet.prefix_cache",
     "prefix_cache_gb": "fleet.prefix_cache_gb",
@@ -118,6 +120,8 @@ CONTROL_SPECS = {
     "long_prefill_tokens": ("int", "A long prompt's share of a chunk (tokens; 0 = all of it)", ("colocated", "disaggregated"), None),
     "admission": ("choice", "Early rejection (at arrival)", ("colocated", "disaggregated"),
                   (Admission.OFF,) + Admission.RULES),
+    "kv_policy": ("choice", "KV memory", ("colocated", "disaggregated"), Fleet.KV_POLICY),
+    "kv_block_tokens": ("int", "KV block (tokens)", ("colocated", "disaggregated"), None),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "prefix_cache": ("choice", "Prefix cache", ("colocated", "disaggregated"), Fleet.PREFIX_CACHES),
     "prefix_cache_gb": ("float", "Prefix cache per GPU (GB of HBM)", ("colocated", "disaggregated"), None),
@@ -138,6 +142,7 @@ CONTROL_REQUIRES = {
     "attention": ("model.cost", "roofline"),
     "prefix_cache_gb": ("fleet.prefix_cache", "per_gpu"),
     "prefix_pool_gb": ("fleet.prefix_cache", "shared"),
+    "kv_block_tokens": ("fleet.kv_policy", "on_demand"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
 COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}

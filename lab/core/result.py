@@ -43,6 +43,14 @@ class GpuLog:
     # fleet.prefix_cache shared: step index -> seconds the step spent fetching cached KV from
     # the host pool before its compute (README "Prefix caching"); empty otherwise.
     fetch_s: dict = field(default_factory=dict)
+    # fleet.kv_policy on_demand: (step index, request id) of each sequence preempted at the
+    # boundary before that step (it held KV here and lost it), for the canvas; else empty.
+    preempted: list = field(default_factory=list)
+    # on_demand: (step index, request id, prompt tokens) of each re-prefill admitted at the
+    # boundary before that step (blame replays them), and (time, KV blocks in use) after
+    # every change (the last entry at a time is the state once all at that time happened).
+    readmitted: list = field(default_factory=list)
+    kv_used: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.gpu_ids:
@@ -111,10 +119,20 @@ class RequestRecord:
     hash_ids: tuple = ()
     prefix_hit_tokens: int = 0
     prefix_fetch_s: float = 0.0
+    # Decode stretches before the final one: [(decode_gpu, first_step, last_step)], in order
+    # (a preemption, or a sequence moved by a role change, ends one). Tokens 2..n are the ends
+    # of the steps of `stretches()` in order; empty for a request that decoded in one go.
+    earlier: list = None
+    preemptions: int = 0  # times it lost its KV (fleet.kv_policy on_demand)
 
     @property
     def finished(self):
         return self.finish is not None
+
+    def stretches(self):
+        """[(gpu, first_step, last_step)]: `earlier` then the final stretch, if it has begun."""
+        last = [(self.decode_gpu, self.decode_first_step, self.decode_last_step)] if self.decode_first_step >= 0 else []
+        return list(self.earlier) + last if self.earlier else last
 
 
 @dataclass

@@ -579,6 +579,10 @@ class Fleet:
     prefix_cache_gb: float = None
     prefix_pool_gb: float = None
     prefix_fetch_gbytes_per_s: float = None
+    # KV memory: "reserve" prompt + output at admission, or "on_demand" blocks of
+    # kv_block_tokens as a sequence grows, preempting when a GPU runs out (lab/core/kv.py).
+    kv_policy: str = "reserve"
+    kv_block_tokens: int = 16
 
     LAYOUTS = ("colocated", "disaggregated")
     PREFIX_CACHES = ("off", "per_gpu", "shared")
@@ -586,6 +590,7 @@ class Fleet:
     FIRST_TOKEN = ("decode", "prefill")
     DISPATCH = ("queue", "round_robin", "least_loaded", "length_split", "cache_affinity")
     DECODE_PICK = ("most_free_kv", "fewest_seqs")
+    KV_POLICY = ("reserve", "on_demand")
 
     @classmethod
     def from_dict(cls, data, path="fleet"):
@@ -656,6 +661,8 @@ class Fleet:
             prefix_cache_gb=F.read_number(data, "prefix_cache_gb", path, default=None, lo=0, hi=10_000, lo_open=True),
             prefix_pool_gb=F.read_number(data, "prefix_pool_gb", path, default=None, lo=0, hi=1_000_000, lo_open=True),
             prefix_fetch_gbytes_per_s=F.read_number(data, "prefix_fetch_gbytes_per_s", path, default=None, lo=0.001, hi=100_000),
+            kv_policy=F.read_choice(data, "kv_policy", path, cls.KV_POLICY, default=d.kv_policy),
+            kv_block_tokens=F.read_int(data, "kv_block_tokens", path, default=d.kv_block_tokens, lo=1, hi=4096),
         )
 
     def prefix_setting(self, key):

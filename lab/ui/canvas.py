@@ -6,7 +6,9 @@ per-token term the SLO uses, `Slo.per_token_target_ms` (the max gap if set, else
 every sequence in it waited longer than that for its next token. Amber: prefill work; a
 step that both decodes and prefills carries an amber strip whose width is the prefill's
 share of the step. On the link row, green boxes are KV caches on the wire and grey bars
-the time a prompt's KV waited (for decode memory or the link).
+the time a prompt's KV waited (for decode memory or the link). A dark triangle on a GPU row
+marks a preemption (`fleet.kv_policy: on_demand`): a sequence lost its KV there at that step
+boundary and went back to the queue.
 
 Queues and memory (series from lab.ui.queues): the top row, "prefill queue", is a grey
 area as tall as the number of requests waiting for their prefill (full height = the
@@ -85,7 +87,7 @@ FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no 
 FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected") + QUEUE_LAYERS
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected", "preempt") + QUEUE_LAYERS
 WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
@@ -106,13 +108,15 @@ _QUAD_COLS = ("left", "right", "top", "bottom", "n")
 _KV_COLS = _QUAD_COLS + ("hit",)  # hit: the band's top, so a hover anywhere on the band finds its level
 _REJECT_COLS = ("left", "right", "y", "req", "pred")  # a rejected request: its arrival (left = right), predicted TTFT
 REJECT_Y = 0.55  # a rejection's cross sits this share of half a row above the prefill queue row's centre
+_PREEMPT_COLS = ("left", "right", "y", "req")  # a mark at one time (left = right), for the slicing
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
-def legend_html(slo, embed=False, rejection=False):
+def legend_html(slo, embed=False, rejection=False, preemptions=False):
     """The canvas's legend: every mark's swatch and name, and a line saying what a red,
     hatched step is against this SLO and what it means for it (the embed says less).
-    `rejection`: the mission can turn early rejection on, so its cross is listed too."""
+    `rejection`: the mission can turn early rejection on, so its cross is listed too;
+    `preemptions`: the fleet may preempt (KV on demand), so the legend names its mark."""
     sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
                                    + (f' style="background:{colour}"' if colour else "") + "></span>")
     entries = (
@@ -123,7 +127,7 @@ def legend_html(slo, embed=False, rejection=False):
         (sw("wait"), "KV waiting", "KV waiting"),
         (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
         (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
-    )
+    ) + (((_PREEMPT_SWATCH, "preempted", "preempted: lost its KV, back to the queue"),) if preemptions else ())
     if rejection:
         cross = (f'<span class="sw" style="background:none;color:{PALETTE["bad"]};font-weight:700;'
                  'text-align:center;line-height:11px">×</span>')
@@ -136,6 +140,9 @@ def legend_html(slo, embed=False, rejection=False):
     if embed:
         over = f'<span>{sw("slow")}{html.escape(OVER_WORDS)}: {html.escape(label)}</span>'
     return f'<div class="stf-legend" aria-label="legend">{items}{over}</div>'
+
+
+_PREEMPT_SWATCH = f'<span class="sw-mark" style="color:{PALETTE["ink"]}" aria-hidden="true">▼</span>'
 
 
 def _keys_html(note):
@@ -361,7 +368,7 @@ def timeline_data(result, target_ms, frame=None):
                 "left": start[idx], "right": start[idx] + width * share,
                 "y": np.full(len(idx), row, dtype=F32),  # drawn at the box's bottom (a Dodge)
             })
-    out = {}
+    out = {"preempt": _preempt_marks(result, rows)}
     for name, chunks in parts.items():
         cols = _STEP_COLS if name != "strip" else _STRIP_COLS
         if chunks:
@@ -424,6 +431,24 @@ def timeline_data(result, target_ms, frame=None):
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
     return out
+
+
+def _preempt_marks(result, rows):
+    """One mark per preemption (GpuLog.preempted): at the boundary before the step it names
+    (that step's start, or the end of the last step when the GPU then had none), on its row."""
+    xs, ys, reqs = [], [], []
+    for log, row in zip(result.gpus, rows):
+        for step, rid in log.preempted:
+            if step < len(log.start):
+                xs.append(log.start[step])
+            elif step:
+                xs.append(log.end[step - 1])
+            else:
+                continue
+            ys.append(row)
+            reqs.append(rid)
+    x = np.asarray(xs, dtype=float)
+    return {"left": _narrow(x), "right": _narrow(x), "y": np.asarray(ys, dtype=F32), "req": np.asarray(reqs, dtype=np.int32)}
 
 
 def _quads(left, right, top, bottom, n):
@@ -539,6 +564,7 @@ class Canvas(param.Parameterized):
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["rejected"] = ColumnDataSource(_empty(_REJECT_COLS), name="canvas-rejected")
+        self.sources["preempt"] = ColumnDataSource(_empty(_PREEMPT_COLS), name="canvas-preempt")
         for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
             self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
@@ -675,6 +701,14 @@ class Canvas(param.Parameterized):
         fig.add_tools(HoverTool(renderers=[r_rejected], point_policy="snap_to_data", attachment="above", tooltips=(
             f'<div style="font: 12px {FONT_STACK}">Request <b>@req</b> rejected at arrival: '
             'predicted TTFT <b>@pred{0,0.000} s</b></div>')))
+        # Preemptions: a dark triangle at the top of the row's step boxes, pointing down at the
+        # boundary where the sequence lost its KV.
+        self.mark_dodge = Dodge(value=geo["step_offset"] - geo["step_height"] / 2, range=fig.y_range)
+        r_preempt = fig.scatter(source=self.sources["preempt"], x="left", y={"field": "y", "transform": self.mark_dodge},
+                                marker="inverted_triangle", size=9, fill_color=PALETTE["ink"], line_color="white",
+                                line_width=1, level="overlay")
+        fig.add_tools(HoverTool(renderers=[r_preempt], point_policy="follow_mouse", attachment="above", tooltips=(
+            f'<div style="font: 12px {FONT_STACK}">request <b>@req</b> preempted: its KV freed, back to the queue</div>')))
         # The step a request's story points at: a thick dark frame around its whole row's height.
         r_focus = fig.hbar(source=self.focus_source, y="y", left="left", right="right", height=2 * HALF + 0.14,
                            fill_color=None, line_color=PALETTE["ink"], line_width=3, level="overlay")
@@ -890,6 +924,7 @@ class Canvas(param.Parameterized):
         for glyph in self._box_glyphs:
             glyph.height = geo["step_height"]
         self.step_dodge.value = geo["step_offset"]
+        self.mark_dodge.value = geo["step_offset"] - geo["step_height"] / 2
         self._wire_glyph.height = 2 * half
         self._strip_glyph.height = geo["step_height"] * STRIP
         self.strip_dodge.value = geo["step_offset"] + geo["step_height"] * (1 - STRIP) / 2

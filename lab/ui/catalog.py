@@ -56,6 +56,8 @@ _SANDBOX_CONTROLS = {
     "prefix_cache": {},
     "prefix_cache_gb": {"min": 1, "max": 40, "step": 1},
     "prefix_pool_gb": {"min": 10, "max": 2000, "step": 10},
+    "kv_policy": {},
+    "kv_block_tokens": {"min": 16, "max": 256, "step": 16},
 }
 
 _SANDBOX_SCENARIO = {

@@ -13,7 +13,7 @@ from .mission_text import brief_html
 from .theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd",
-           "fmt_joules", "fmt_watts", "cost_cards", "PER_REQUESTS",
+           "fmt_joules", "fmt_watts", "cost_cards", "kv_card", "PER_REQUESTS",
            "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
@@ -146,6 +146,8 @@ def metrics_html(metrics, scenario):
     if getattr(scenario.fleet, "prefix_cache", "off") != "off":
         cards.append(prefix_card(m))
     cards.extend(cost_cards(m))
+    if scenario.fleet.kv_policy == "on_demand":
+        cards.append(kv_card(m))
     bars = []
     if scenario.fleet.layout == "colocated":
         bars.append(_bar("GPUs", m.get("util_gpu"), PALETTE["decode"], "util_gpu"))
@@ -170,6 +172,21 @@ def metrics_html(metrics, scenario):
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'
+
+
+def kv_card(m):
+    """KV memory on demand: how full the pool that holds answers' KV runs (p50 / p99 of its
+    blocks in use), the preemptions, and the p99 wait for a place to hold a request's KV."""
+    pre = m.get("preemptions") or 0
+    word = "preemption" if pre == 1 else "preemptions"
+    return _card(
+        "KV memory p50 / p99",
+        f'{_value("kv_util_p50", fmt_share(m.get("kv_util_p50")))} <small>/</small> '
+        f'{_value("kv_util_p99", fmt_share(m.get("kv_util_p99")))}',
+        f'{_value("preemptions", f"{pre:,}")} {word} · admission wait p99 '
+        f'{_value("admission_wait_p99_ms", fmt_ms(m.get("admission_wait_p99_ms")))}',
+        None if not m else pre == 0, "kv", pair=True,
+    )
 
 
 def _value(name, text):

@@ -37,6 +37,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from lab.core.metrics import pooled_gaps, step_gaps_of
+
 from .story import nearest_point
 from .theme import CSS, FONT_STACK, PALETTE
 
@@ -66,6 +68,12 @@ def token_gaps(result):
     reqs = result.requests
     if not reqs:
         return np.zeros(0), np.zeros(0)
+    if any(r.earlier for r in reqs):
+        # Preempted requests decode in several stretches (KV on demand): the core's pooling
+        # knows where each stretch starts.
+        pooled, counts = pooled_gaps(result, [step_gaps_of(g) for g in result.gpus])
+        v, c = np.asarray(pooled, dtype=float), np.asarray(counts, dtype=float)
+        return v[c > 0] * 1000.0, c[c > 0]
     dgpu = np.fromiter((r.decode_gpu for r in reqs), np.int64, len(reqs))
     first = np.fromiter((r.decode_first_step for r in reqs), np.int64, len(reqs))
     ftok = np.fromiter((r.first_token if r.first_token is not None else np.nan for r in reqs), float, len(reqs))

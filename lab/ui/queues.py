@@ -20,6 +20,7 @@ out, and neighbours of equal value are merged).
   frees it all when the last token is emitted, so this is exactly what admission checks
   against the instance's capacity (`cost.PoolCost.kv_tokens`), not the tokens written so far (which grow to it one
   per step). A sequence not finished when the run stopped holds its room until then.
+  On demand (`fleet.kv_policy: on_demand`) it is the blocks in use instead (GpuLog.kv_used).
 """
 
 import numpy as np
@@ -109,8 +110,22 @@ def link_queue(result):
 
 
 def kv_usage(result):
-    """{GPU index: (left, right, KV tokens reserved)} for each GPU that decodes."""
+    """{GPU index: (left, right, KV tokens reserved)} for each GPU that decodes.
+
+    With `fleet.kv_policy: on_demand` the tokens of the blocks in use instead, from the
+    engine's log of them (`GpuLog.kv_used`): they grow as answers are written and drop at
+    a preemption."""
     stop = run_stop(result)
+    fleet = result.scenario.fleet
+    if fleet.kv_policy == "on_demand":
+        out = {}
+        for g in result.gpus:
+            if g.role not in ("colocated", "decode"):
+                continue
+            trace = [(t, used) for t, used in g.kv_used if t <= stop]
+            times = [t for t, _ in trace] + [stop]
+            out[g.index] = occupancy(times[:-1], times[1:], [used * fleet.kv_block_tokens for _, used in trace])
+        return out
     held = {g.index: ([], [], []) for g in result.gpus if g.role in ("colocated", "decode")}
     split = any(g.role == "decode" for g in result.gpus)
     for rec in result.requests:

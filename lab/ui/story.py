@@ -29,7 +29,7 @@ import statistics
 import panel as pn
 
 from lab.core.blame import LINK_PARTS, TTFT_PARTS
-from lab.core.metrics import request_gaps
+from lab.core.metrics import gap_steps, request_gaps
 
 from .blame_view import CAUSE_FILLS, CAUSE_LABELS
 from .fleet_words import instance_name
@@ -68,7 +68,7 @@ CAUSE_WORDS = {
 _GAP_CAUSE_SHORT = {"prefill_interference": "prefill mixed in: {tokens} prompt tokens in that step",
                     "decode_batch": "a decode-only step, {batch} decoding in it",
                     "transfer": "the KV transfer (first token counted at the prefill)",
-                    "preemption": "preemption"}
+                    "preemption": "the wait after a preemption, and its re-prefill"}
 
 
 def _t(seconds):
@@ -116,13 +116,15 @@ def missed_order(rows, slo):
 
 
 def _worst(result, rec):
-    """(step index of its decode GPU that ended its worst gap, gap s) or None: the earliest of
-    the largest gaps, as lab.core.blame names it."""
+    """(step index that ended its worst gap, gap s, that step's GPU) or None: the earliest of
+    the largest gaps, as lab.core.blame names it (a preempted request's may be on a GPU it
+    decoded on before its last)."""
     gaps = request_gaps(result, rec)
     if not gaps:
         return None
     worst = max(gaps)
-    return rec.decode_first_step + gaps.index(worst), worst
+    gpu, step = gap_steps(result, rec)[gaps.index(worst)]
+    return step, worst, gpu
 
 
 def _prefill_step(result, rec):
@@ -144,11 +146,11 @@ def focus_of(result, rec, blame=None):
         return "link", rec.transfer
     worst = _worst(result, rec)
     if worst is not None and cause not in TTFT_PARTS:
-        return "gpu", rec.decode_gpu, worst[0]
+        return "gpu", worst[2], worst[0]
     j = _prefill_step(result, rec)
     if j is not None:
         return "gpu", rec.prefill_gpu, j
-    return ("gpu", rec.decode_gpu, worst[0]) if worst is not None else None
+    return ("gpu", worst[2], worst[0]) if worst is not None else None
 
 
 def focus_span(result, focus):
@@ -174,10 +176,10 @@ def request_at_step(result, rows, gpu, step):
     s, e = log.start[step], log.end[step]
     stalled, served = [], []
     for rec in result.requests:
-        if rec.decode_gpu == gpu and rec.decode_first_step >= 0 and rec.decode_first_step <= step <= rec.decode_last_step:
+        if any(g == gpu and a <= step <= b for g, a, b in rec.stretches()):
             served.append(rec.id)
             worst = _worst(result, rec)
-            if worst is not None and worst[0] == step:
+            if worst is not None and (worst[2], worst[0]) == (gpu, step):
                 stalled.append((-worst[1], rec.id))
         elif (rec.prefill_gpu == gpu and rec.prefill_start is not None and rec.prefill_start < e - 1e-12
               and (rec.prefill_end if rec.prefill_end is not None else math.inf) > s + 1e-12):
@@ -362,11 +364,17 @@ def story_html(request, blame, result, scenario):
     elif not rec.dropped and not rec.rejected:
         items.append(f'<li data-event="no-first-token" data-ttft-s="{ttft!r}">No first token by the end of the run: '
                      f'{_b(fmt_seconds(ttft))} and counting.</li>')
+    if rec.preemptions:
+        times = "once" if rec.preemptions == 1 else f"{rec.preemptions:,} times"
+        where = "re-prefilled" if not split else "prefilled and crossed the link again with"
+        items.append(f'<li data-event="preempted" data-preemptions="{rec.preemptions}">Preempted {_b(times)} '
+                     f'(KV on demand): its GPU ran out of KV blocks, so it lost its KV, went back to the queue and '
+                     f'{where} its prompt + the tokens it had written; each wait is in a gap.</li>')
     gaps = request_gaps(result, rec)
     if gaps:
         worst = max(gaps)
-        j = rec.decode_first_step + gaps.index(worst)
-        when = result.gpus[rec.decode_gpu].end[j]
+        gpu_j, j = gap_steps(result, rec)[gaps.index(worst)]
+        when = result.gpus[gpu_j].end[j]
         per_token = slo.max_gap_ms or slo.tpot_ms
         over = per_token is not None and worst * 1000.0 > per_token
         term = "gap" if slo.max_gap_ms else "TPOT"

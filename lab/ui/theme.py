@@ -135,6 +135,7 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-legend .sw.mixed { background: linear-gradient(to top, var(--prefill) 0 40%%, var(--decode) 40%% 100%%); }
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
 .stf-legend .sw.queue { background: linear-gradient(to top, %(link_wait)s 0 60%%, transparent 60%% 100%%); }
+.stf-legend .sw-mark { display: inline-block; width: 16px; margin-right: 5px; font-size: 11px; text-align: center; }
 .stf-legend .sw.kv { background: linear-gradient(to top, %(kv)s 0 55%%, %(kv_track)s 55%% 100%%); outline: 1px solid %(kv_edge)s; outline-offset: -1px; }
 .stf-legend .stf-legend-over { flex-basis: 100%%; }
 .stf-lock { color: var(--muted); font-size: 12px; }
