@@ -613,3 +613,13 @@ def test_gpu_overrides_change_only_the_named_keys():
     assert sc.model.gpu_spec("a100")["usd_per_hour"] == 0.9
     assert sc.model.gpu_spec("a100")["tdp_w"] == 400.0
     assert sc.model.gpu_spec("h100")["usd_per_hour"] == 2.5
+
+
+def test_on_demand_kv_with_a_prefix_cache_is_refused_on_the_cache_field():
+    raw = {"workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 500, "output_tokens": 50},
+           "fleet": {"layout": "colocated", "gpus": 2, "kv_policy": "on_demand", "prefix_cache": "per_gpu"}}
+    with pytest.raises(LabError) as err:
+        Scenario.from_dict(raw)
+    assert err.value.path == "fleet.prefix_cache" and "on_demand" in str(err.value)
+    raw["fleet"]["kv_policy"] = "reserve"
+    assert Scenario.from_dict(raw).fleet.prefix_cache == "per_gpu"

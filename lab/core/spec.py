@@ -777,6 +777,7 @@ class Scenario:
     def __post_init__(self):
         _check_pools(self)
         _check_admission(self)
+        _check_together(self)
 
     def pools(self):
         """The fleet's pools in GPU order: one colocated pool, or the prefill then the decode pool."""
@@ -816,6 +817,19 @@ def _check_admission(scenario):
             "fleet.admission.reject_when",
             f"{scenario.fleet.admission.reject_when!r} compares each arrival's predicted TTFT with the SLO's TTFT "
             "target, and slo sets no ttft_s: set slo.ttft_s, or turn admission off (null or \"off\")",
+        )
+
+
+def _check_together(scenario):
+    """Mechanisms the engine and the reference simulator do not yet model together are refused,
+    not run half-right: a prefix cache's skipped prompt blocks and an on-demand re-prefill's
+    recomputed tokens would need one rule for what a preempted prompt finds cached."""
+    fleet = scenario.fleet
+    if fleet.kv_policy == "on_demand" and fleet.prefix_cache != "off":
+        raise LabError(
+            "fleet.prefix_cache",
+            f"{fleet.prefix_cache!r} with kv_policy 'on_demand' is not modelled yet (what a preempted prompt "
+            "finds cached when it is prefilled again): use kv_policy 'reserve' with a prefix cache, or prefix_cache 'off'",
         )
 
 
