@@ -24,7 +24,7 @@ REQUEST_COLUMNS = (
     "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped",
     "rejected", "predicted_ttft_s",
     "prefix_hit_tokens", "prefix_fetch_s",
-    "ttft_s", "tpot_ms", "worst_gap_ms", "transfer_ms", "finish_s", "met_slo", "dropped", "preemptions",
+    "preemptions",
 )
 RUN_COLUMNS = ("run_cut",)
 REQUESTS_CSV_COLUMNS = REQUEST_COLUMNS + BLAME_COLUMNS + RUN_COLUMNS
