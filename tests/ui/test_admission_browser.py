@@ -2,7 +2,8 @@
 early": turning the control on draws a cross per rejected request on the prefill queue row,
 the SLO card gives the rejected count and the served share, a click on a cross opens that
 request's story ("Rejected at arrival: predicted TTFT ..."), the worst-gap plot lists the
-rejected, and the first star is met. At 1366 and 390 px, screenshots kept with STF_SCREENSHOTS.
+rejected, and the first star is met; axe-core finds nothing serious on the page with the story
+open. At 1366 and 390 px, screenshots kept with STF_SCREENSHOTS.
 
 Expectations come from the core run of the same settings (same seed, same result). Waits are
 on DOM conditions (test_browser's helpers), never sleeps.
@@ -16,7 +17,8 @@ import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.canvas import REJECT_Y, _rows, row_geometry  # noqa: E402
 from lab.ui.state import WINDOW_S  # noqa: E402
-from screenshots import shot  # noqa: E402  (tests/ is on sys.path)
+from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
+from screenshots import shot  # noqa: E402
 from test_browser import apply_in_ui, open_lab  # noqa: E402
 from test_story_browser import FRAME_JS, window_start  # noqa: E402
 
@@ -91,6 +93,9 @@ def test_rejected_requests_are_drawn_counted_and_told(context, new_page, server,
     assert "Rejected at arrival: predicted TTFT" in text and "It never queued" in text
     assert window_start(page) == t0  # the student is looking at it already
     shot(page, f"admission-story-{width}.png")
+    if width == 1366 and axe_missing() is None:  # the crosses, the card and the story are as readable as the rest
+        found = axe_violations(page)
+        assert not found, describe(found)
 
     # the worst-gap plot holds every rejected request, along its floor
     floor = page.evaluate("""() => { for (const d of Bokeh.documents) { const s = d.get_model_by_name("gap-rejected");
