@@ -22,6 +22,11 @@ obviously correct, not fast:
 - chunked prefill (README "Chunked prefill and partial prefills"): every prompt holding
   a slot that is not fully prefilled is offered the budget, in admission order, before
   the queue; `long_prefill_tokens` caps a long prompt's share in one place (`chunk_share`).
+- pools that change roles (README "Pools that change roles"): planner moments are one
+  more kind of pending thing (after the wire; GPUs done reloading first, by index, then
+  the decision); utilisations are summed over each member's step list, loads over the
+  sequence objects; a leaving decode GPU hands every sequence it holds back to the front
+  of the reservation line, its KV so far (its tokens emitted) crossing the link whole.
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -61,6 +66,7 @@ class Seq:
         self.prefill_end_planned = None  # disaggregated: end time of the step ending its prefill
         self.last_step_start = None  # disaggregated: start of that step (layer-wise streaming)
         self.prompt_pieces = []  # (own prompt tokens, own tokens before) of each step that carried some (for blame)
+        self.moved_from = None  # planner: (GPU, time) it was handed over from, until it joins again
 
     @property
     def kv_need(self):
@@ -120,6 +126,8 @@ class RefGpu:
         self.steps = []  # (start, end, decode_seqs, prefill_tokens, context_tokens)
         self.attention = {}  # model.attention on a roofline: step number -> (units, re-read tokens)
         self.queue_id = None  # colocated / prefill: the queue it takes prompts from
+        self.moving = None  # planner: the role it drains / reloads for
+        self.roles = [(0.0, role)]  # planner: (t, role) from t on
 
     # Recomputed from scratch every time: no counters.
     def free_kv(self):
@@ -176,6 +184,8 @@ class _Sim:
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         self.transfer_of = {}
         self.attention_on = scenario.model.attention and scenario.model.cost == "roofline"
+        self.plans = []  # planner: pending (time, key) moments; key < GPUs: that GPU is ready
+        self.reconfigurations = []
         # Routing: which queue each prompt-taking GPU takes from.
         takers = self.takers()
         for i, g in enumerate(takers):
@@ -189,7 +199,7 @@ class _Sim:
             self.queues.setdefault(g.queue_id, [])
 
     def takers(self):
-        return [g for g in self.gpus if g.role in ("colocated", "prefill")]
+        return [g for g in self.gpus if g.role in ("colocated", "prefill") and g.moving is None]
 
     def route(self, seq):
         """The queue an arriving prompt joins (README "Routing")."""
@@ -229,6 +239,13 @@ class _Sim:
 
     def run(self, arrivals_end):
         cap = arrivals_end + self.sc.drain_s
+        self.arrivals_end = arrivals_end
+        planner = self.fleet.planner
+        if planner is not None and planner.policy == "utilization" and planner.interval_s < arrivals_end:
+            self.plans.append((planner.interval_s, len(self.gpus)))
+        if planner is not None and planner.policy == "schedule":
+            self.plans.extend((row.at_s, len(self.gpus) + i) for i, row in enumerate(planner.schedule)
+                              if row.at_s < arrivals_end)
         while True:
             best = None  # (time, class, tiebreak, what)
             if self.pending:
@@ -249,6 +266,10 @@ class _Sim:
                 cand = (max(chunk.ready, self.link_free), 3, 0, ("wire", chunk))
                 if best is None or cand[:3] < best[:3]:
                     best = cand
+            for when, key in self.plans:
+                cand = (when, 4, key, ("plan", (when, key)))
+                if best is None or cand[:3] < best[:3]:
+                    best = cand
             if best is None:
                 break
             t = best[0]
@@ -263,6 +284,9 @@ class _Sim:
                 self.on_landing(obj[0], obj[1], t)
             elif kind == "wire":
                 self.put_on_wire(obj, t)
+            elif kind == "plan":
+                self.plans.remove(obj)
+                self.on_plan(obj[1], t)
             else:
                 self.on_boundary(obj, t)
         # Chunks still waiting when the run stopped get the places the rule gives them,
@@ -275,7 +299,9 @@ class _Sim:
         for g in self.gpus:
             g.steps = [st for st in g.steps if st[1] <= cap]
             g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
-        return RefResult(self.seqs, self.gpus, self.transfers, cap)
+        out = RefResult(self.seqs, self.gpus, self.transfers, cap)
+        out.reconfigurations = [tuple(r) for r in self.reconfigurations]
+        return out
 
     def on_arrival(self, seq, t):
         q = self.route(seq)
@@ -291,7 +317,11 @@ class _Sim:
             dst.boundary = t
 
     def on_boundary(self, g, t):
-        if g.role == "colocated":
+        if g.moving is not None and g.role == "prefill":
+            self.prefill_boundary(g, t, leaving=True)
+        elif g.moving is not None:
+            self.leaving_decode_boundary(g, t)
+        elif g.role == "colocated":
             self.colocated_boundary(g, t)
         elif g.role == "prefill":
             self.prefill_boundary(g, t)
@@ -419,7 +449,7 @@ class _Sim:
     # ------------------------------------------------------------ disaggregated
 
     def decode_gpus(self):
-        return [g for g in self.gpus if g.role == "decode"]
+        return [g for g in self.gpus if g.role == "decode" and g.moving is None]
 
     def reserve(self, t):
         link = self.fleet.link
@@ -439,6 +469,17 @@ class _Sim:
             s.decode_gpu = best.index
             nbytes = s.P * self.model.kv_bytes_per_token
             bandwidth = link.gbytes_per_s * 1e9
+            if s.moved_from is not None:  # its prompt and every token emitted so far
+                nbytes = (s.P + len(s.tokens)) * self.model.kv_bytes_per_token
+                start = max(t, self.link_free) if link.sharing == "fifo" else t
+                end = start + nbytes / bandwidth
+                if link.sharing == "fifo":
+                    self.link_free = end
+                src, ready = s.moved_from
+                self.transfer_of[s.id] = len(self.transfers)  # (its landing is this one's)
+                self.transfers.append(RefTransfer(s.id, src, best.index, ready, t, start, end, nbytes))
+                self.in_flight.append((s, best))
+                continue
             self.transfer_of[s.id] = len(self.transfers)
             if link.layerwise:
                 tr = RefTransfer(s.id, s.prefill_gpu, best.index, s.prefill_end_planned, t, None, None, nbytes)
@@ -476,7 +517,7 @@ class _Sim:
         tr.end = tr.chunks[-1].start + tr.layer_s
         self.in_flight.append((s, self.gpus[tr.dst_gpu]))
 
-    def prefill_boundary(self, g, t):
+    def prefill_boundary(self, g, t, leaving=False):
         f = self.fleet
         step = g.step
         if step is not None:
@@ -505,7 +546,7 @@ class _Sim:
 
         if f.prefill_chunk_tokens is None:
             total = 0
-            while queue:
+            while queue and not leaving:
                 s = queue[0]
                 if batch and total + s.P > f.prefill_batch_tokens:
                     break
@@ -524,13 +565,15 @@ class _Sim:
                 k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
-            while budget > 0 and queue:
+            while budget > 0 and queue and not leaving:
                 s = queue[0]
                 take(s)
                 k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
         self.start_step(g, t, [], batch)
+        if leaving and g.step is None:
+            self.start_reload(g, t)
         if g.step is not None:
             ending = [s for s, k in batch if s.prefilled + k == s.P]  # its last chunk is in this step
             for s in ending:
@@ -551,15 +594,113 @@ class _Sim:
             g.members = [s for s in g.members if not s.finished]
             if len(g.members) < before:
                 self.reserve(t)
-        for s in g.landed:
-            s.joined = True
-            s.generated = 1  # the first token already exists
-            if self.fleet.first_token == "decode":
-                s.first_token = t
-                s.tokens.append(t)
-        g.landed = []
+        self.join_landed(g, t)
         decode = [s for s in g.members if s.joined and not s.finished]
         self.start_step(g, t, decode, [])
+
+    def join_landed(self, g, t):
+        for s in g.landed:
+            s.joined = True
+            s.moved_from = None
+            if s.first_token is None:  # first_token: decode, and no token yet
+                s.first_token = t
+                s.tokens.append(t)
+            s.generated = len(s.tokens)  # the tokens it already has (a moved one: all of them)
+        g.landed = []
+
+    # ------------------------------------------------------------ planner
+
+    def leaving_decode_boundary(self, g, t):
+        """Keeps serving while KV is still coming to it; then hands every sequence over."""
+        step = g.step
+        if step is not None:
+            for s in step["decode"]:
+                self.emit(s, t)
+            g.members = [s for s in g.members if not s.finished]
+        coming = [s for s in g.members if not s.joined and s not in g.landed]
+        if coming:
+            self.join_landed(g, t)
+            self.start_step(g, t, [s for s in g.members if s.joined], [])
+            return
+        handed = sorted(g.members, key=lambda s: s.id)
+        for s in handed:
+            s.joined = False
+            s.moved_from = (g.index, t)
+        g.members = []
+        g.landed = []
+        self.waiting[:0] = handed
+        g.step = None
+        g.boundary = None
+        self.start_reload(g, t)
+        self.reserve(t)
+
+    def start_reload(self, g, t):
+        g.roles.append((t, "switching"))
+        ready = t + self.fleet.planner.switch_s
+        for r in self.reconfigurations:
+            if r[1] == g.index and r[4] is None:
+                r[4] = ready
+        self.plans.append((ready, g.index))
+
+    def on_plan(self, key, t):
+        import math
+
+        n = len(self.gpus)
+        if key < n:  # reloaded: joins its new pool
+            g = self.gpus[key]
+            g.role, g.moving = g.moving, None
+            g.roles.append((t, g.role))
+            if g.role == "prefill":
+                g.queue_id = "all"
+                if self.queues["all"] and g.boundary is None:
+                    g.boundary = t
+            else:
+                self.reserve(t)
+            return
+        planner = self.fleet.planner
+        prefill = [g for g in self.gpus if g.role == "prefill" and g.moving is None]
+        decode = self.decode_gpus()
+        any_moving = any(g.moving for g in self.gpus)
+        if planner.policy == "utilization":
+            if t + planner.interval_s < self.arrivals_end:
+                self.plans.append((t + planner.interval_s, n))
+            if any_moving:
+                return
+            t0 = t - planner.interval_s
+
+            def util(pool):
+                busy = math.fsum(min(e, t) - max(b, t0) for g in pool for b, e, *_ in g.steps if e > t0 and b < t)
+                return busy / (len(pool) * planner.interval_s)
+
+            up, ud = util(prefill), util(decode)
+            if up - ud > planner.threshold and len(decode) > planner.min_per_pool:
+                to, count = "prefill", 1
+            elif ud - up > planner.threshold and len(prefill) > planner.min_per_pool:
+                to, count = "decode", 1
+            else:
+                return
+        else:
+            row = planner.schedule[key - n]
+            want = row.prefill_gpus // self.fleet.prefill_tp
+            have = len(prefill) + sum(1 for g in self.gpus if g.moving == "prefill")
+            if want == have:
+                return
+            to, count = ("prefill", want - have) if want > have else ("decode", have - want)
+        source = decode if to == "prefill" else prefill
+        count = min(count, len(source) - 1)
+        for _ in range(count):
+            def load(g):
+                if g.role == "decode":
+                    return len(g.members)
+                return sum(s.P for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
+                           and s.prefill_end is None)
+
+            g = min(source, key=lambda g: (load(g), -g.index))  # least loaded, ties highest index
+            source.remove(g)
+            self.reconfigurations.append([t, g.index, g.role, to, None])
+            g.moving = to
+            if g.boundary is None:  # idle: it leaves at once
+                self.on_boundary(g, t)
 
 
 def reference_simulate(scenario, requests=None):

@@ -40,8 +40,13 @@ class GpuLog:
     # model.attention: step index -> (attention_units, reread_tokens) of steps with prompt
     # chunks, for the power model (cost.PoolCost.energy_j); empty otherwise.
     attention_args: dict = field(default_factory=dict)
+    # fleet.planner: [(t, role)] from t on ("switching" while it reloads for its new role);
+    # [(0.0, role)] unless it changed. `role` stays the role it started in.
+    roles: list = None
 
     def __post_init__(self):
+        if self.roles is None:
+            self.roles = [(0.0, self.role)]
         if not self.gpu_ids:
             self.gpu_ids = tuple(range(self.index * self.tp, (self.index + 1) * self.tp))
         if not self.label:
@@ -98,10 +103,19 @@ class RequestRecord:
     decode_last_step: int = -1
     transfer: int = -1  # index into Result.transfers, disaggregated only
     dropped: str = None  # why the request could never be served (e.g. larger than KV memory)
+    # Decode stretches before the final one: [(decode_gpu, first_step, last_step)], in order
+    # (a preemption, or a sequence moved by a role change, ends one). Tokens 2..n are the ends
+    # of the steps of `stretches()` in order; empty for a request that decoded in one go.
+    earlier: list = None
 
     @property
     def finished(self):
         return self.finish is not None
+
+    def stretches(self):
+        """[(gpu, first_step, last_step)]: `earlier` then the final stretch, if it has begun."""
+        last = [(self.decode_gpu, self.decode_first_step, self.decode_last_step)] if self.decode_first_step >= 0 else []
+        return list(self.earlier) + last if self.earlier else last
 
 
 @dataclass
@@ -119,6 +133,9 @@ class Result:
     # Simulated time the run stopped (the step bound may cut it before arrivals end);
     # None for a hand-built Result, read as end_time.
     stopped_at: float = None
+    # fleet.planner: (t_decided, gpu_index, from_role, to_role, t_ready) per role change, in
+    # decision order; t_ready None when the run ended before the instance was ready.
+    reconfigurations: list = field(default_factory=list)
 
     @property
     def gpu_roles(self):

@@ -22,6 +22,8 @@ __all__ = [
     "Model",
     "Link",
     "Fleet",
+    "Planner",
+    "PlanStep",
     "Pool",
     "Slo",
     "Scenario",
@@ -455,6 +457,111 @@ class Link:
 
 
 @dataclass(frozen=True)
+class PlanStep:
+    """One row of a hand schedule: from `at_s` on, the pools have these sizes (in GPUs)."""
+
+    at_s: float
+    prefill_gpus: int
+    decode_gpus: int
+
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Planner:
+    """`fleet.planner`: pools that change roles on a split fleet (README "Pools that change
+    roles"; the rules are lab/core/planner.py). `utilization`: every `interval_s`, when one
+    pool's utilisation exceeds the other's by more than `threshold`, one instance of the
+    idler pool moves, never leaving it under `min_per_pool` instances. `schedule`: at each
+    row's `at_s`, instances move until the pools have that row's sizes. A moving instance
+    drains, then reloads for `switch_s`."""
+
+    policy: str
+    switch_s: float = 5.0
+    interval_s: float = None  # utilization
+    threshold: float = None
+    min_per_pool: int = None
+    schedule: tuple = ()  # schedule: (PlanStep, ...), at_s increasing
+
+    POLICIES = ("utilization", "schedule")
+
+    @classmethod
+    def from_dict(cls, data, path="fleet.planner"):
+        kind = F.read_choice(data, "policy", path, cls.POLICIES)
+        allowed = {"utilization": ("policy", "interval_s", "threshold", "switch_s", "min_per_pool"),
+                   "schedule": ("policy", "switch_s", "schedule")}[kind]
+        for key in data:
+            if key not in allowed:
+                raise LabError(F.join(path, key), f"not used by policy {kind!r}; it takes: {', '.join(allowed)}")
+        switch_s = F.read_number(data, "switch_s", path, default=cls.switch_s, lo=0, hi=MAX_DURATION_S)
+        if kind == "utilization":
+            return cls(kind, switch_s,
+                       interval_s=F.read_number(data, "interval_s", path, default=10.0, lo=0.5, hi=MAX_DURATION_S),
+                       threshold=F.read_number(data, "threshold", path, default=0.2, lo=0, hi=1),
+                       min_per_pool=F.read_int(data, "min_per_pool", path, default=1, lo=1, hi=MAX_GPUS))
+        rows = F.read_list(data, "schedule", path)
+        where_list = F.join(path, "schedule")
+        if not rows:
+            raise LabError(where_list, "a schedule needs at least one row {at_s, prefill_gpus, decode_gpus}")
+        if len(rows) > 100:
+            raise LabError(where_list, f"{len(rows)} rows is more than the 100 a schedule may have")
+        steps = []
+        for i, row in enumerate(rows):
+            where = F.join(where_list, i)
+            if not isinstance(row, dict):
+                raise LabError(where, f"expected an object {{at_s, prefill_gpus, decode_gpus}}, got {F.describe(row)}")
+            F.check_keys(row, where, ("at_s", "prefill_gpus", "decode_gpus"))
+            step = PlanStep(F.read_number(row, "at_s", where, lo=0, hi=MAX_DURATION_S, lo_open=True),
+                            F.read_int(row, "prefill_gpus", where, lo=1, hi=MAX_GPUS),
+                            F.read_int(row, "decode_gpus", where, lo=1, hi=MAX_GPUS))
+            if steps and step.at_s <= steps[-1].at_s:
+                raise LabError(F.join(where, "at_s"), f"{step.at_s:g} must be after the previous row's at_s ({steps[-1].at_s:g})")
+            steps.append(step)
+        return cls(kind, switch_s, schedule=tuple(steps))
+
+    def to_dict(self):
+        out = _frozen_dict_of(self)
+        if self.schedule:
+            out["schedule"] = [s.to_dict() for s in self.schedule]
+        return out
+
+    def check(self, fleet, workload, path="fleet.planner"):
+        """What needs the whole fleet: a split fleet whose two pools are alike (one tp, GPU
+        type and power cap, so an instance can serve either), whole prompts' KV (no
+        layer-wise link) and one shared prefill queue, schedule rows that size this fleet."""
+        if fleet.layout != "disaggregated":
+            raise LabError(path, "pools change roles only on a disaggregated fleet (fleet.layout is 'colocated'): remove the planner or split the fleet")
+        alike = (("prefill_tp", "decode_tp", "tensor parallelism"), ("prefill_gpu", "decode_gpu", "GPU type"),
+                 ("prefill_power_cap_w", "decode_power_cap_w", "power cap"))
+        for a, b, what in alike:
+            if getattr(fleet, a) != getattr(fleet, b):
+                raise LabError(F.join("fleet", b), f"{getattr(fleet, b)!r} differs from fleet.{a} ({getattr(fleet, a)!r}): "
+                               f"with a planner an instance moves between pools, so both pools need the same {what}")
+        if fleet.link.layerwise:
+            raise LabError("fleet.link.layerwise", "true is not modelled with a planner (a moved sequence's KV crosses whole): set it to false or remove the planner")
+        if fleet.dispatch != "queue":
+            raise LabError("fleet.dispatch", f"{fleet.dispatch!r} binds prompts to instances at arrival; with a planner the prefill pool changes size, so only 'queue' is allowed")
+        tp = fleet.prefill_tp
+        instances = fleet.total_gpus // tp
+        if self.policy == "utilization":
+            if 2 * self.min_per_pool > instances:
+                raise LabError(F.join(path, "min_per_pool"), f"{self.min_per_pool} per pool needs {2 * self.min_per_pool} instances; the fleet has {instances}")
+            return
+        total = fleet.total_gpus
+        end = workload.duration_s if workload.trace is None else None
+        for i, step in enumerate(self.schedule):
+            where = F.join(F.join(path, "schedule"), i)
+            if step.prefill_gpus + step.decode_gpus != total:
+                raise LabError(F.join(where, "decode_gpus"), f"{step.prefill_gpus} + {step.decode_gpus} GPUs must add up to the fleet's {total} (prefill_gpus + decode_gpus)")
+            for key in ("prefill_gpus", "decode_gpus"):
+                if getattr(step, key) % tp:
+                    raise LabError(F.join(where, key), f"{getattr(step, key)} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}")
+            if end is not None and step.at_s >= end:
+                raise LabError(F.join(where, "at_s"), f"{step.at_s:g} is not before workload.duration_s ({end:g}): a change after arrivals end never matters")
+
+
+@dataclass(frozen=True)
 class Fleet:
     layout: str = "colocated"
     gpus: int = None  # colocated
@@ -480,6 +587,7 @@ class Fleet:
     decode_pick: str = "most_free_kv"  # disaggregated: which decode instance a prompt's KV goes to
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
     long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
+    planner: Planner = None  # disaggregated: pools that change roles; None = fixed pools
 
     LAYOUTS = ("colocated", "disaggregated")
     FIRST_TOKEN = ("decode", "prefill")
@@ -550,6 +658,7 @@ class Fleet:
             decode_pick=F.read_choice(data, "decode_pick", path, cls.DECODE_PICK, default=d.decode_pick),
             prefill_chunk_tokens=_read_chunk(data, "prefill_chunk_tokens", path),
             long_prefill_tokens=F.read_int(data, "long_prefill_tokens", path, default=None, lo=16, hi=1_000_000),
+            planner=_read_planner(data, path),
         )
 
     @property
@@ -558,6 +667,13 @@ class Fleet:
 
     def to_dict(self):
         return _frozen_dict_of(self)
+
+
+def _read_planner(data, path):
+    raw = data.get("planner")
+    if raw is None or raw == "off":
+        return None
+    return Planner.from_dict(F.read_dict(data, "planner", path), F.join(path, "planner"))
 
 
 def _read_chunk(data, key, path):
@@ -655,6 +771,8 @@ class Scenario:
 
     def __post_init__(self):
         _check_pools(self)
+        if self.fleet.planner is not None:
+            self.fleet.planner.check(self.fleet, self.workload)
 
     def pools(self):
         """The fleet's pools in GPU order: one colocated pool, or the prefill then the decode pool."""
