@@ -528,3 +528,34 @@ def test_partial_prefills_give_each_prompt_under_way_its_own_pieces():
         assert close(parts["chunk_wait"], math.fsum(others)) and parts["chunk_wait"] > 0.0
         assert close(math.fsum(parts.values()), rec.first_token - rec.arrival)
     assert result.requests[1].prefill_end == log.end[0]  # B did not wait for A's last chunk
+
+
+@pytest.mark.parametrize("layout", ["colocated", "disaggregated"])
+def test_a_gap_spanning_a_preemption_is_blamed_on_it_on_the_later_stretchs_gpu(layout):
+    from test_metrics import two_stretches
+
+    result = two_stretches(layout)
+    [b] = request_blame(result)
+    # The gap into the second stretch (0.75 -> 1.0 s) is the worst, ended by GPU 1's step 0
+    # (colocated: the re-prefill, which carried 12 prompt tokens and no decoding sequence).
+    g1 = result.requests[0].decode_gpu
+    assert b.worst_gap_s == 0.25
+    assert b.worst_gap_cause == "preemption"
+    assert (b.worst_gap_prompt_tokens, b.worst_gap_batch) == (result.gpus[g1].prefill_tokens[0],
+                                                              result.gpus[g1].decode_seqs[0])
+    assert (b.missed, b.dominant_cause) == (True, "preemption")
+    assert math.fsum(b.parts.values()) == 0.5  # TTFT parts unchanged: they add up to the TTFT
+
+
+def test_a_preempted_request_whose_worst_gap_is_within_a_stretch_keeps_its_cause():
+    from test_metrics import two_stretches
+
+    result = two_stretches("disaggregated")
+    first = result.gpus[1]
+    first.end[1] = 0.75 + 0.125  # stretch 1's second step: 0.625 -> 0.875 s, a 0.25 s gap
+    later = result.gpus[2]
+    later.start[:] = [1.0, 1.125]  # stretch 2 joins at 1.0 and ends at 1.125: 0.125 s gaps
+    later.end[:] = [1.125, 1.25]
+    result.requests[0].finish = 1.25
+    [b] = request_blame(result)
+    assert b.worst_gap_s == 0.25 and b.worst_gap_cause == "decode_batch"  # the earliest of equals

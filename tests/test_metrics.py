@@ -291,3 +291,69 @@ def test_transfer_ms_is_wait_plus_wire():
             assert row["transfer_ms"] == (tr.end - tr.ready) * 1000
         else:
             assert row["transfer_ms"] is None
+
+
+# ---------------------------------------------------- decode stretches (preemption)
+#
+# A request preempted once decodes in two stretches, here on two GPUs: tokens 2-3 at the
+# ends of GPU 0's steps 1-2, then (after its wait and re-prefill) tokens 4-5 at the ends
+# of GPU 1's steps 0-1. Binary fractions, so the sums are exact.
+
+
+def two_stretches(layout):
+    fleet = {"layout": "colocated", "gpus": 2} if layout == "colocated" else {
+        "layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 2}
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 1, "prompt_tokens": 10, "output_tokens": 5},
+                        "fleet": fleet, "slo": {"ttft_s": 10, "tpot_ms": 200, "max_gap_ms": 200}})
+    g0, g1 = (0, 1) if layout == "colocated" else (1, 2)
+    logs = [GpuLog(i, "colocated" if layout == "colocated" else ("prefill", "decode", "decode")[i])
+            for i in range(2 if layout == "colocated" else 3)]
+
+    def step(log, start, end, seqs, prompt=0):
+        log.start.append(start)
+        log.end.append(end)
+        log.decode_seqs.append(seqs)
+        log.prefill_tokens.append(prompt)
+        log.context_tokens.append(seqs * 12)
+
+    first_log = logs[0]
+    step(first_log, 0.0, 0.5, 0, 10)  # the prefill: first token at 0.5
+    base = 1 if layout == "colocated" else 0  # colocated: GPU 0's step 0 was the prefill
+    step(logs[g0], 0.5, 0.625, 1)
+    step(logs[g0], 0.625, 0.75, 1)
+    if layout == "colocated":
+        step(logs[g1], 0.75, 1.0, 0, 12)  # the re-prefill of prompt + 2 emitted tokens: token 4
+    else:
+        step(logs[g1], 0.75, 1.0, 1)  # after a fresh prefill and transfer: token 4
+    step(logs[g1], 1.0, 1.125, 1)
+    rec = RequestRecord(0, 0.0, 10, 5, prefill_gpu=0, decode_gpu=g1, prefill_start=0.0, prefill_end=0.5,
+                        first_token=0.5, finish=1.125, decode_first_step=0, decode_last_step=1,
+                        earlier=[(g0, base, base + 1)], preemptions=1)
+    return Result(scenario=sc, requests=[rec], gpus=logs, transfers=[], end_time=1.125, arrivals_end=1.0)
+
+
+@pytest.mark.parametrize("layout", ["colocated", "disaggregated"])
+def test_gaps_tpot_and_worst_gap_run_over_every_stretch(layout):
+    res = two_stretches(layout)
+    rec = res.requests[0]
+    gaps = request_gaps(res, rec)
+    # 2nd, 3rd: GPU 0's steps; 4th: from GPU 0's last token to GPU 1's first; 5th: GPU 1's step.
+    assert gaps == [0.125, 0.125, 0.25, 0.125]
+    assert sum(b - a + 1 for _, a, b in rec.stretches()) == rec.output_tokens - 1
+    [row] = request_metrics(res)
+    assert row["tpot_ms"] == (1.125 - 0.5) / 4 * 1000.0
+    assert row["worst_gap_ms"] == 250.0
+    assert row["met_slo"] is False  # the preemption's gap is over max_gap_ms
+    s = summarize(res)
+    # Every token's gap pooled once: the step log's counts are corrected for both stretch starts.
+    assert s["itl_p99_ms"] == np.percentile(np.array(gaps) * 1000.0, 99)
+    assert s["itl_p50_ms"] == 125.0
+
+
+def test_a_request_waiting_after_its_preemption_has_only_its_earlier_gaps():
+    res = two_stretches("colocated")
+    rec = res.requests[0]
+    rec.decode_first_step = rec.decode_last_step = -1  # preempted, not yet resumed
+    rec.finish = None
+    assert request_gaps(res, rec) == [0.125, 0.125]
+    assert rec.stretches() == [(0, 1, 2)]

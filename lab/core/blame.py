@@ -41,8 +41,10 @@ its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
 `transfer` when it is the first gap and `first_token: prefill` (a split fleet);
 `prefill_interference` when step j carried prompt tokens; `decode_batch` otherwise (a
 decode-only step: its batch and context made it long). `worst_gap_prompt_tokens` and
-`worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` is a
-reserved name: the engine never preempts, so its share is always 0. None without gaps.
+`worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` when the
+gap is the first of a later decode stretch (`RequestRecord.earlier`): it spans the
+sequence's preemption, its wait and its recompute (fleet.kv_policy on_demand). Gaps are
+read over every stretch in order (the step j is then on that stretch's GPU). None without gaps.
 
 **Dominant cause** (`dominant_cause`, None when the request met the SLO): `kv_capacity`
 for a dropped request; the largest TTFT part (earliest in `TTFT_PARTS` of equals) when it
@@ -210,22 +212,29 @@ def _ttft_parts(result, rec, pieces, step_s, end):
 
 
 def _worst_gap(result, rec, step_gaps):
-    """(gap seconds, step index that ended it) or None: the earliest of the largest gaps."""
-    a = rec.decode_first_step
-    if a < 0 or rec.first_token is None:
+    """(gap seconds, GPU, step index that ended it, its stretch's number) or None: the
+    earliest of the largest gaps, over the request's decode stretches in order."""
+    if rec.first_token is None:
         return None
-    end = result.gpus[rec.decode_gpu].end
-    last = min(rec.decode_last_step, len(end) - 1)
-    if a > last:
-        return None
-    first_gap = end[a] - rec.first_token
-    if a == last:
-        return first_gap, a
-    rest = step_gaps[rec.decode_gpu][a + 1: last + 1]
-    worst = max(rest)
-    if first_gap >= worst:
-        return first_gap, a
-    return worst, a + 1 + rest.index(worst)
+    best = None
+    prev = rec.first_token
+    for k, (g, a, b) in enumerate(rec.stretches()):
+        end = result.gpus[g].end
+        last = min(b, len(end) - 1)
+        if a > last:
+            break
+        first_gap = end[a] - prev
+        if best is None or first_gap > best[0]:
+            best = (first_gap, g, a, k)
+        if a < last:
+            if step_gaps[g] is None:
+                step_gaps[g] = step_gaps_of(result.gpus[g])
+            rest = step_gaps[g][a + 1: last + 1]
+            worst = max(rest)
+            if worst > best[0]:
+                best = (worst, g, a + 1 + rest.index(worst), k)
+        prev = end[last]
+    return best
 
 
 def request_blame(result, rows=None):
@@ -244,25 +253,27 @@ def request_blame(result, rows=None):
         step_s = step_fns[rec.prefill_gpu] if rec.prefill_gpu >= 0 else None
         parts, open_part = _ttft_parts(result, rec, pieces, step_s, result.end_time)
         blame = Blame(rec.id, parts, open_part)
-        if rec.decode_gpu >= 0 and gaps[rec.decode_gpu] is None and rec.decode_first_step >= 0:
-            gaps[rec.decode_gpu] = step_gaps_of(result.gpus[rec.decode_gpu])
         worst = _worst_gap(result, rec, gaps)
         if worst is not None:
-            gap, j = worst
-            log = result.gpus[rec.decode_gpu]
+            gap, g, j, k = worst
+            log = result.gpus[g]
+            first_gpu, first_step, _ = rec.stretches()[0]
             blame.worst_gap_s = gap
             blame.worst_gap_prompt_tokens = log.prefill_tokens[j]
             blame.worst_gap_batch = log.decode_seqs[j]
-            if first_at_prefill and j == rec.decode_first_step:
+            if k and j == rec.stretches()[k][1]:
+                blame.worst_gap_cause = "preemption"  # the gap spans its preemption's wait
+            elif first_at_prefill and k == 0 and j == first_step:
                 blame.worst_gap_cause = "transfer"
             elif log.prefill_tokens[j]:
                 blame.worst_gap_cause = "prefill_interference"
             else:
                 blame.worst_gap_cause = "decode_batch"
             if first_at_prefill:
-                joined = log.start[rec.decode_first_step]
+                first_log = result.gpus[first_gpu]
+                joined = first_log.start[first_step]
                 split, _ = _link_parts(result.transfers[rec.transfer], rec.prefill_end, joined)
-                split["decode_step"] = log.end[rec.decode_first_step] - joined
+                split["decode_step"] = first_log.end[first_step] - joined
                 blame.first_gap_parts = split
         blame.missed = not row["met_slo"]
         if blame.missed:

@@ -37,6 +37,7 @@ __all__ = [
     "summarize",
     "cost_and_energy",
     "request_gaps",
+    "resumed_in_batch",
     "step_gaps_of",
 ]
 
@@ -117,16 +118,31 @@ def step_gaps_of(log):
 
 
 def request_gaps(result, rec):
-    """Every inter-token gap of one request, in seconds (for tests and plots)."""
-    if rec.decode_first_step < 0 or rec.first_token is None:
+    """Every inter-token gap of one request, in seconds (for tests and plots): over its
+    decode stretches in order (`RequestRecord.stretches`); the gap into a later stretch
+    runs from the last token of the one before (a preemption's wait, a move)."""
+    if rec.first_token is None:
         return []
-    end = result.gpus[rec.decode_gpu].end
-    last = min(rec.decode_last_step, len(end) - 1)
-    if rec.decode_first_step > last:
-        return []
-    gaps = [end[rec.decode_first_step] - rec.first_token]
-    gaps.extend(end[j] - end[j - 1] for j in range(rec.decode_first_step + 1, last + 1))
+    gaps = []
+    prev = rec.first_token
+    for g, a, b in rec.stretches():
+        end = result.gpus[g].end
+        last = min(b, len(end) - 1)
+        if a > last:
+            break  # (a run cut before this stretch's first token)
+        gaps.append(end[a] - prev)
+        gaps.extend(end[j] - end[j - 1] for j in range(a + 1, last + 1))
+        prev = end[last]
     return gaps
+
+
+def resumed_in_batch(result):
+    """Whether a later stretch's first step counts the sequence among its `decode_seqs`.
+
+    On a split fleet a preempted (or moved) sequence rejoins a decode GPU's batch, so yes;
+    on a colocated fleet that step ends its re-prefill, whose token is prompt work, not one
+    of the step's decoding sequences (like any request's first token)."""
+    return result.scenario.fleet.layout != "colocated"
 
 
 def request_metrics(result, step_gaps=None):
@@ -141,11 +157,14 @@ def request_metrics(result, step_gaps=None):
         tpot_ms = worst_ms = None
         if rec.finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
-            end = result.gpus[rec.decode_gpu].end
-            first_gap = end[rec.decode_first_step] - rec.first_token
-            gaps = step_gaps[rec.decode_gpu]
-            rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
-            worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
+            if rec.earlier:
+                worst_ms = max(request_gaps(result, rec)) * 1000.0
+            else:
+                end = result.gpus[rec.decode_gpu].end
+                first_gap = end[rec.decode_first_step] - rec.first_token
+                gaps = step_gaps[rec.decode_gpu]
+                rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
+                worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
         met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -177,20 +196,40 @@ def request_metrics(result, step_gaps=None):
 def _pooled_gaps(result, step_gaps):
     """(values, counts): every emitted token's gap, grouped by the step that emitted it.
 
-    A token emitted at the end of step j waited end[j] - end[j-1], except the second
-    token of each request, which waited from its own first token.
+    A token emitted at the end of step j waited end[j] - end[j-1], except the first token
+    of each decode stretch, which waited from the token before it (the request's first
+    token, or the last of its stretch before), so it is counted on its own.
     """
     values, counts = [], []
     firsts = [dict() for _ in result.gpus]
+    gpus = result.gpus
+    in_batch = None
     for rec in result.requests:
         a = rec.decode_first_step
-        if a < 0 or rec.first_token is None or a >= len(result.gpus[rec.decode_gpu].end):
+        if rec.first_token is None:
+            continue
+        if rec.earlier:
+            if in_batch is None:
+                in_batch = resumed_in_batch(result)
+            prev = rec.first_token
+            for k, (g, a, b) in enumerate(rec.stretches()):
+                end = gpus[g].end
+                if a >= len(end):
+                    break
+                if k == 0 or in_batch:
+                    first = firsts[g]
+                    first[a] = first.get(a, 0) + 1
+                values.append(end[a] - prev)
+                counts.append(1)
+                prev = end[min(b, len(end) - 1)]
+            continue
+        if a < 0 or a >= len(gpus[rec.decode_gpu].end):
             continue
         first = firsts[rec.decode_gpu]
         first[a] = first.get(a, 0) + 1
-        values.append(result.gpus[rec.decode_gpu].end[a] - rec.first_token)
+        values.append(gpus[rec.decode_gpu].end[a] - rec.first_token)
         counts.append(1)
-    for g, log in enumerate(result.gpus):
+    for g, log in enumerate(gpus):
         first = firsts[g]
         if first:
             seqs = list(log.decode_seqs)

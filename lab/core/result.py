@@ -43,6 +43,9 @@ class GpuLog:
     # fleet.planner: [(t, role)] from t on ("switching" while it reloads for its new role);
     # [(0.0, role)] unless it changed. `role` stays the role it started in.
     roles: list = None
+    # fleet.kv_policy on_demand: (step index, request id) of each sequence preempted at the
+    # boundary before that step (it held KV here and lost it), for the canvas; else empty.
+    preempted: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.roles is None:
@@ -107,6 +110,7 @@ class RequestRecord:
     # (a preemption, or a sequence moved by a role change, ends one). Tokens 2..n are the ends
     # of the steps of `stretches()` in order; empty for a request that decoded in one go.
     earlier: list = None
+    preemptions: int = 0  # times it lost its KV (fleet.kv_policy on_demand)
 
     @property
     def finished(self):
