@@ -143,6 +143,7 @@ class RefResult:
         self.gpus = gpus  # list of RefGpu
         self.transfers = transfers  # list of RefTransfer, in creation order
         self.cap = cap
+        self.reconfigurations = []  # planner: (t decided, GPU, from, to, t ready)
 
 
 class _Sim:

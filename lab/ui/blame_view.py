@@ -35,6 +35,7 @@ CAUSE_LABELS = {
     "decode_batch": "big decode batch",
     "transfer": "transfer in first gap",
     "preemption": "preempted",
+    "role_change": "moved: GPU changed role",
     "kv_capacity": "KV capacity",
     "unfinished": "unfinished",
 }
@@ -59,6 +60,7 @@ CAUSE_FILLS = {
     "decode_batch": PALETTE["decode"],
     "transfer": _hatch(PALETTE["decode"]),
     "preemption": _hatch(PALETTE["ink"]),
+    "role_change": _hatch(PALETTE["kv"]),
     "kv_capacity": "#F0E442",  # Okabe & Ito's yellow (outlined: light on white)
     "unfinished": PALETTE["ink"],
 }

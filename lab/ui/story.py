@@ -57,13 +57,16 @@ CAUSE_WORDS = {
     "transfer": "its worst gap holds the KV transfer: with the first token counted at the prefill, the transfer "
                 "lands before the second token.",
     "preemption": "it was preempted and waited to run again.",
+    "role_change": "its decode GPU left for the prefill pool: its KV cache moved to another decode GPU "
+                   "and its stream waited for the move.",
     "kv_capacity": "its prompt and answer never fit in one GPU's KV memory, so it was dropped.",
     "unfinished": "the run ended before its last token.",
 }
 _GAP_CAUSE_SHORT = {"prefill_interference": "prefill mixed in: {tokens} prompt tokens in that step",
                     "decode_batch": "a decode-only step, {batch} decoding in it",
                     "transfer": "the KV transfer (first token counted at the prefill)",
-                    "preemption": "preemption"}
+                    "preemption": "preemption",
+                    "role_change": "a move: its decode GPU changed role"}
 
 
 def _t(seconds):
