@@ -41,7 +41,7 @@ def build(base=SPLIT, planner=None, **fleet):
 # ---------------------------------------------------------------- spec
 
 @pytest.mark.parametrize("fleet, planner, path, words", [
-    ({"layout": "colocated", "gpus": 4}, UTIL, "fleet.planner", "disaggregated"),
+    ({"layout": "colocated", "gpus": 4}, UTIL, "fleet.planner.policy", "disaggregated"),
     ({"decode_tp": 3, "decode_gpus": 3}, UTIL, "fleet.decode_tp", "same tensor parallelism"),
     ({"decode_gpu": "a100"}, UTIL, "fleet.decode_gpu", "'a100'"),
     ({"decode_power_cap_w": 400}, UTIL, "fleet.decode_power_cap_w", "power cap"),
@@ -50,7 +50,10 @@ def build(base=SPLIT, planner=None, **fleet):
     ({}, {**UTIL, "min_per_pool": 0}, "fleet.planner.min_per_pool", "at least 1"),
     ({}, {**UTIL, "min_per_pool": 3}, "fleet.planner.min_per_pool", "the fleet has 5"),
     ({}, {**UTIL, "threshold": 1.5}, "fleet.planner.threshold", "1.5"),
-    ({}, {**UTIL, "schedule": []}, "fleet.planner.schedule", "not used by policy 'utilization'"),
+    ({}, {**UTIL, "schedule": [{"at_s": 1, "prefill_gpus": 2, "decode_gpus": 2, "x": 1}]},
+     "fleet.planner.schedule[0].x", "x"),
+    ({}, {"policy": "schedule", "schedule": [{"at_s": 5, "prefill_gpus": 5}]},
+     "fleet.planner.schedule[0].prefill_gpus", "leaves none of the fleet's 5"),
     ({}, {"policy": "sometimes"}, "fleet.planner.policy", "'sometimes'"),
     ({}, {"policy": "schedule", "schedule": []}, "fleet.planner.schedule", "at least one row"),
     ({}, {"policy": "schedule", "schedule": [{"at_s": 5, "prefill_gpus": 1, "decode_gpus": 3}]},
@@ -81,6 +84,28 @@ def test_the_planner_round_trips_and_off_is_no_planner():
         sc = build(planner=planner)
         assert load_scenario(sc.to_dict()) == sc
     assert build(planner="off") == build() and build(planner="off").fleet.planner is None
+
+
+def test_policy_off_keeps_its_settings_unused_even_where_they_could_not_run():
+    """A control turns the planner off and on: off keeps every field, checks none against the fleet."""
+    off = build(planner={**SCHEDULE, "policy": "off"}, layout="colocated", gpus=5)
+    assert off.fleet.planner.schedule == build(planner=SCHEDULE).fleet.planner.schedule
+    assert not off.fleet.planner_on
+    on = off.with_changes({"fleet.planner.policy": "schedule", "fleet.layout": "disaggregated"})
+    assert on.fleet.planner_on and load_scenario(on.to_dict()) == on
+    res = simulate(build(planner={**SCHEDULE, "policy": "off"}))
+    assert res.reconfigurations == [] and summarize(res)["reconfigurations"] == 0
+    assert summarize(res)["reconfig_lost_gpu_s"] == 0.0
+
+
+def test_a_rows_decode_gpus_default_to_the_rest_and_a_dotted_path_reaches_a_row():
+    sc = build(planner={"policy": "schedule", "schedule": [{"at_s": 5, "prefill_gpus": 4}]})
+    assert sc.fleet.planner.schedule[0].decode_of(sc.fleet.total_gpus) == 1
+    moved = sc.with_changes({"fleet.planner.schedule.0.prefill_gpus": 3, "fleet.planner.schedule.0.at_s": 9})
+    assert moved.fleet.planner.schedule[0].prefill_gpus == 3 and moved.fleet.planner.schedule[0].at_s == 9
+    with pytest.raises(LabError) as err:
+        sc.with_changes({"fleet.planner.schedule.3.at_s": 9})
+    assert err.value.path == "fleet.planner.schedule.3.at_s" and "list of 1" in str(err.value)
 
 
 # ---------------------------------------------------------------- the rules
@@ -259,7 +284,7 @@ def test_a_schedule_that_keeps_the_sizes_changes_nothing():
     assert b.reconfigurations == []
     assert [(r.first_token, r.finish) for r in a.requests] == [(r.first_token, r.finish) for r in b.requests]
     assert [g.end for g in a.gpus] == [g.end for g in b.gpus]
-    assert summarize(b)["reconfigurations"] == 0 and summarize(a)["reconfigurations"] is None
+    assert summarize(b)["reconfigurations"] == 0 and summarize(a)["reconfigurations"] == 0
 
 
 def test_a_reload_past_the_drain_cap_does_not_cut_the_run():

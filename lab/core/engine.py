@@ -113,8 +113,8 @@ class _Simulation:
         self.next_arrival = float("inf")  # time of the next request not yet arrived
         self.landings = []  # heap of pending KV landing times
         # Each prefill GPU's next boundary, by GPU index (with a planner any GPU may prefill).
-        self.prefill_next = [float("inf")] * len(self.gpus if fleet.planner else self.prefill_gpus)
-        self.planner = fleet.planner
+        self.prefill_next = [float("inf")] * len(self.gpus if fleet.planner_on else self.prefill_gpus)
+        self.planner = fleet.planner if fleet.planner_on else None
         self.next_plan = INF  # the earliest planner event on the heap: decode run-ahead stops there
         self.plan_times = []  # heap of the planner events' times
         self.moving = 0  # instances draining or reloading

@@ -400,8 +400,8 @@ def summarize(result, rows=None):
         "transfer_p50_ms": percentile(transfers, 50, True),
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
-        "reconfigurations": len(result.reconfigurations) if fleet.planner is not None else None,
-        "reconfig_lost_gpu_s": reconfig_lost_gpu_s(result) if fleet.planner is not None else None,
+        "reconfigurations": len(result.reconfigurations),  # 0 with fixed pools (no planner)
+        "reconfig_lost_gpu_s": reconfig_lost_gpu_s(result),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import fields as F
 from .errors import LabError
 from .loading import MAX_JSON_BYTES, parse_json, read_text
-from .spec import GPU_PRESETS, LLM_PRESETS, Fleet, Link, Model, Scenario
+from .spec import GPU_PRESETS, LLM_PRESETS, Fleet, Link, Model, Planner, Scenario
 from .stars import evaluate_stars, parse_stars
 from .workload import resolve_trace_path
 
@@ -74,6 +74,10 @@ CONTROL_PATHS = {
     "decode_pick": "fleet.decode_pick",
     "prefill_chunk_tokens": "fleet.prefill_chunk_tokens",
     "long_prefill_tokens": "fleet.long_prefill_tokens",
+    "planner": "fleet.planner.policy",
+    "planner_threshold": "fleet.planner.threshold",
+    "plan_at_s": "fleet.planner.schedule.0.at_s",
+    "plan_prefill_gpus": "fleet.planner.schedule.0.prefill_gpus",
     "attention": "model.attention",
     "gpu": "model.gpu",
     "llm": "model.llm",
@@ -112,6 +116,10 @@ CONTROL_SPECS = {
     "decode_pick": ("choice", "Decode GPU for each prompt", ("disaggregated",), Fleet.DECODE_PICK),
     "prefill_chunk_tokens": ("int", "Prefill-pool chunk (tokens; 0 = whole prompt)", ("disaggregated",), None),
     "long_prefill_tokens": ("int", "A long prompt's share of a chunk (tokens; 0 = all of it)", ("colocated", "disaggregated"), None),
+    "planner": ("choice", "GPUs change roles", ("disaggregated",), Planner.POLICIES),
+    "planner_threshold": ("float", "Move a GPU when utilisations differ by more than", ("disaggregated",), None),
+    "plan_at_s": ("float", "Hand schedule: change at (s)", ("disaggregated",), None),
+    "plan_prefill_gpus": ("int", "Hand schedule: prefill GPUs from then on", ("disaggregated",), None),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "gpu": ("choice", "GPU type", ("colocated",), tuple(GPU_PRESETS)),
     "llm": ("choice", "Model", ("colocated", "disaggregated"), tuple(LLM_PRESETS)),
@@ -127,15 +135,21 @@ CONTROL_REQUIRES = {
     "long_prompt_tokens": ("fleet.dispatch", "length_split"),
     "long_gpus": ("fleet.dispatch", "length_split"),
     "attention": ("model.cost", "roofline"),
+    "planner_threshold": ("fleet.planner.policy", "utilization"),
+    "plan_at_s": ("fleet.planner.policy", "schedule"),
+    "plan_prefill_gpus": ("fleet.planner.policy", "schedule"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
-COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}
+COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp", "plan_prefill_gpus": "prefill_tp"}
 
 
 def _field(scenario, dotted):
     node = scenario
     for part in dotted.split("."):
-        node = getattr(node, part, None)
+        if isinstance(node, tuple) and part.isdigit():  # a list's item (fleet.planner.schedule.0)
+            node = node[int(part)] if int(part) < len(node) else None
+        else:
+            node = getattr(node, part, None)
     return node
 
 
@@ -150,6 +164,8 @@ def control_value(name, scenario):
         return fleet.gpus if fleet.gpus is not None else fleet.total_gpus
     if name in ("prefill_gpu", "decode_gpu"):
         return getattr(fleet, name) or scenario.model.gpu
+    if name == "planner":
+        return fleet.planner.policy if fleet.planner is not None else "off"
     return _field(scenario, CONTROL_PATHS[name])
 
 

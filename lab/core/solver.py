@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from .engine import simulate
 from .errors import LabError
 from .metrics import summarize
-from .missions import CONTROL_SPECS, RATE_METRICS, load_mission
+from .missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, RATE_METRICS, load_mission
 
 __all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "DEFAULT_SEEDS", "REPORT_METRICS",
            "SEED_SHARE", "seeds_needed", "predicate_margin"]
@@ -349,7 +349,7 @@ class _Search:
         """
         if seed == self.mission.scenario.seed:
             seed = None
-        key = (tuple(sorted((k, repr(v)) for k, v in _effective(self.mission, settings).items())), seed)
+        key = (tuple(sorted((k, repr(v)) for k, v in _run_key(self.mission, settings).items())), seed)
         if key in self.cache:
             return self.cache[key]
         try:
@@ -388,6 +388,18 @@ def _effective(mission, settings):
     """`settings` without the controls that do nothing in their layout."""
     layout = settings.get("layout", mission.scenario.fleet.layout)
     return {k: v for k, v in settings.items() if layout in CONTROL_SPECS[k][2]}
+
+
+def _run_key(mission, settings):
+    """`_effective`, also without the controls waiting for another control's value
+    (CONTROL_REQUIRES: a planner's threshold while it is off): the same run either way."""
+    out = _effective(mission, settings)
+    for name in list(out):
+        need = CONTROL_REQUIRES.get(name)
+        owner = next((n for n, p in CONTROL_PATHS.items() if need and p == need[0]), None)
+        if owner in out and out[owner] != need[1]:
+            del out[name]
+    return out
 
 
 def _changes(mission, settings, start):

@@ -458,11 +458,15 @@ class Link:
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One row of a hand schedule: from `at_s` on, the pools have these sizes (in GPUs)."""
+    """One row of a hand schedule: from `at_s` on, the pools have these sizes (in GPUs).
+    `decode_gpus` None: the rest of the fleet (what a one-number control sets)."""
 
     at_s: float
     prefill_gpus: int
-    decode_gpus: int
+    decode_gpus: int = None
+
+    def decode_of(self, total):
+        return self.decode_gpus if self.decode_gpus is not None else total - self.prefill_gpus
 
     def to_dict(self):
         return _frozen_dict_of(self)
@@ -475,34 +479,30 @@ class Planner:
     pool's utilisation exceeds the other's by more than `threshold`, one instance of the
     idler pool moves, never leaving it under `min_per_pool` instances. `schedule`: at each
     row's `at_s`, instances move until the pools have that row's sizes. A moving instance
-    drains, then reloads for `switch_s`."""
+    drains, then reloads for `switch_s`. `off` keeps the settings unused (a control can
+    turn it on again); every field is validated whatever the policy, like the fleet's."""
 
     policy: str
     switch_s: float = 5.0
-    interval_s: float = None  # utilization
-    threshold: float = None
-    min_per_pool: int = None
+    interval_s: float = 10.0  # utilization
+    threshold: float = 0.2
+    min_per_pool: int = 1
     schedule: tuple = ()  # schedule: (PlanStep, ...), at_s increasing
 
-    POLICIES = ("utilization", "schedule")
+    POLICIES = ("off", "utilization", "schedule")
+
+    @property
+    def active(self):
+        return self.policy != "off"
 
     @classmethod
     def from_dict(cls, data, path="fleet.planner"):
+        F.check_keys(data, path, ("policy", "interval_s", "threshold", "switch_s", "min_per_pool", "schedule"))
         kind = F.read_choice(data, "policy", path, cls.POLICIES)
-        allowed = {"utilization": ("policy", "interval_s", "threshold", "switch_s", "min_per_pool"),
-                   "schedule": ("policy", "switch_s", "schedule")}[kind]
-        for key in data:
-            if key not in allowed:
-                raise LabError(F.join(path, key), f"not used by policy {kind!r}; it takes: {', '.join(allowed)}")
-        switch_s = F.read_number(data, "switch_s", path, default=cls.switch_s, lo=0, hi=MAX_DURATION_S)
-        if kind == "utilization":
-            return cls(kind, switch_s,
-                       interval_s=F.read_number(data, "interval_s", path, default=10.0, lo=0.5, hi=MAX_DURATION_S),
-                       threshold=F.read_number(data, "threshold", path, default=0.2, lo=0, hi=1),
-                       min_per_pool=F.read_int(data, "min_per_pool", path, default=1, lo=1, hi=MAX_GPUS))
-        rows = F.read_list(data, "schedule", path)
+        d = cls(kind)
         where_list = F.join(path, "schedule")
-        if not rows:
+        rows = F.read_list(data, "schedule", path, default=[])
+        if kind == "schedule" and not rows:
             raise LabError(where_list, "a schedule needs at least one row {at_s, prefill_gpus, decode_gpus}")
         if len(rows) > 100:
             raise LabError(where_list, f"{len(rows)} rows is more than the 100 a schedule may have")
@@ -514,11 +514,18 @@ class Planner:
             F.check_keys(row, where, ("at_s", "prefill_gpus", "decode_gpus"))
             step = PlanStep(F.read_number(row, "at_s", where, lo=0, hi=MAX_DURATION_S, lo_open=True),
                             F.read_int(row, "prefill_gpus", where, lo=1, hi=MAX_GPUS),
-                            F.read_int(row, "decode_gpus", where, lo=1, hi=MAX_GPUS))
+                            F.read_int(row, "decode_gpus", where, default=None, lo=1, hi=MAX_GPUS))
             if steps and step.at_s <= steps[-1].at_s:
                 raise LabError(F.join(where, "at_s"), f"{step.at_s:g} must be after the previous row's at_s ({steps[-1].at_s:g})")
             steps.append(step)
-        return cls(kind, switch_s, schedule=tuple(steps))
+        return cls(
+            kind,
+            F.read_number(data, "switch_s", path, default=d.switch_s, lo=0, hi=MAX_DURATION_S),
+            F.read_number(data, "interval_s", path, default=d.interval_s, lo=0.5, hi=MAX_DURATION_S),
+            F.read_number(data, "threshold", path, default=d.threshold, lo=0, hi=1),
+            F.read_int(data, "min_per_pool", path, default=d.min_per_pool, lo=1, hi=MAX_GPUS),
+            tuple(steps),
+        )
 
     def to_dict(self):
         out = _frozen_dict_of(self)
@@ -527,11 +534,13 @@ class Planner:
         return out
 
     def check(self, fleet, workload, path="fleet.planner"):
-        """What needs the whole fleet: a split fleet whose two pools are alike (one tp, GPU
-        type and power cap, so an instance can serve either), whole prompts' KV (no
-        layer-wise link) and one shared prefill queue, schedule rows that size this fleet."""
+        """What needs the whole fleet (only when on): a split fleet whose two pools are alike
+        (one tp, GPU type and power cap, so an instance can serve either), whole prompts' KV
+        (no layer-wise link) and one shared prefill queue, schedule rows that size this fleet."""
+        if not self.active:
+            return
         if fleet.layout != "disaggregated":
-            raise LabError(path, "pools change roles only on a disaggregated fleet (fleet.layout is 'colocated'): remove the planner or split the fleet")
+            raise LabError(F.join(path, "policy"), f"{self.policy!r} needs a disaggregated fleet (fleet.layout is 'colocated'): pools change roles only on a split fleet; set it to 'off' or split the fleet")
         alike = (("prefill_tp", "decode_tp", "tensor parallelism"), ("prefill_gpu", "decode_gpu", "GPU type"),
                  ("prefill_power_cap_w", "decode_power_cap_w", "power cap"))
         for a, b, what in alike:
@@ -539,7 +548,7 @@ class Planner:
                 raise LabError(F.join("fleet", b), f"{getattr(fleet, b)!r} differs from fleet.{a} ({getattr(fleet, a)!r}): "
                                f"with a planner an instance moves between pools, so both pools need the same {what}")
         if fleet.link.layerwise:
-            raise LabError("fleet.link.layerwise", "true is not modelled with a planner (a moved sequence's KV crosses whole): set it to false or remove the planner")
+            raise LabError("fleet.link.layerwise", "true is not modelled with a planner (a moved sequence's KV crosses whole): set it to false or turn the planner off")
         if fleet.dispatch != "queue":
             raise LabError("fleet.dispatch", f"{fleet.dispatch!r} binds prompts to instances at arrival; with a planner the prefill pool changes size, so only 'queue' is allowed")
         tp = fleet.prefill_tp
@@ -552,11 +561,14 @@ class Planner:
         end = workload.duration_s if workload.trace is None else None
         for i, step in enumerate(self.schedule):
             where = F.join(F.join(path, "schedule"), i)
-            if step.prefill_gpus + step.decode_gpus != total:
-                raise LabError(F.join(where, "decode_gpus"), f"{step.prefill_gpus} + {step.decode_gpus} GPUs must add up to the fleet's {total} (prefill_gpus + decode_gpus)")
-            for key in ("prefill_gpus", "decode_gpus"):
-                if getattr(step, key) % tp:
-                    raise LabError(F.join(where, key), f"{getattr(step, key)} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}")
+            decode = step.decode_of(total)
+            if step.decode_gpus is None and decode < 1:
+                raise LabError(F.join(where, "prefill_gpus"), f"{step.prefill_gpus} GPUs leaves none of the fleet's {total} for decode: use fewer")
+            if step.prefill_gpus + decode != total:
+                raise LabError(F.join(where, "decode_gpus"), f"{step.prefill_gpus} + {decode} GPUs must add up to the fleet's {total} (prefill_gpus + decode_gpus)")
+            for key, value in (("prefill_gpus", step.prefill_gpus), ("decode_gpus", decode)):
+                if value % tp:
+                    raise LabError(F.join(where, key), f"{value} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}")
             if end is not None and step.at_s >= end:
                 raise LabError(F.join(where, "at_s"), f"{step.at_s:g} is not before workload.duration_s ({end:g}): a change after arrivals end never matters")
 
@@ -665,13 +677,18 @@ class Fleet:
     def total_gpus(self):
         return self.gpus if self.layout == "colocated" else self.prefill_gpus + self.decode_gpus
 
+    @property
+    def planner_on(self):
+        """Whether pools change roles in this run (a planner whose policy is not "off")."""
+        return self.planner is not None and self.planner.active
+
     def to_dict(self):
         return _frozen_dict_of(self)
 
 
 def _read_planner(data, path):
     raw = data.get("planner")
-    if raw is None or raw == "off":
+    if raw is None or raw == "off":  # (a bare "off" is no planner; {"policy": "off", ...} keeps its settings)
         return None
     return Planner.from_dict(F.read_dict(data, "planner", path), F.join(path, "planner"))
 
@@ -846,13 +863,32 @@ def _set_dotted(raw, dotted, value):
     node = raw
     parts = dotted.split(".")
     for i, part in enumerate(parts[:-1]):
+        if isinstance(node, list):  # a list's item by its number (fleet.planner.schedule.0.at_s)
+            node = _list_item(node, part, dotted)
+            continue
         child = node.get(part)
         if child is None:
             child = node[part] = {}
-        if not isinstance(child, dict):
+        if not isinstance(child, (dict, list)):
             raise LabError(".".join(parts[: i + 1]), f"is {F.describe(child)}, not an object, so {dotted!r} cannot be set")
         node = child
-    node[parts[-1]] = value
+    if isinstance(node, list):
+        node[_index(node, parts[-1], dotted)] = value
+    else:
+        node[parts[-1]] = value
+
+
+def _index(items, part, dotted):
+    if not part.isdigit() or int(part) >= len(items):
+        raise LabError(dotted, f"{part!r} is not an item of a list of {len(items)}")
+    return int(part)
+
+
+def _list_item(items, part, dotted):
+    item = items[_index(items, part, dotted)]
+    if not isinstance(item, dict):
+        raise LabError(dotted, f"item {part} is {F.describe(item)}, not an object")
+    return item
 
 
 def apply_overrides(raw, overrides):

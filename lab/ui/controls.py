@@ -41,11 +41,14 @@ CHOICE_LABELS = {
     "attention": {False: "Off", True: "On"},
     "llm": {"llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B"},
     "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
+    "planner": {"off": "Fixed pools", "utilization": "By utilisation", "schedule": "By hand"},
 }
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
-                  ("model.cost", "roofline"): ("the roofline cost model", "roofline")}  # (hint, locked list)
-INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus")  # sliders that count GPUs of a pool
+                  ("model.cost", "roofline"): ("the roofline cost model", "roofline"),
+                  ("fleet.planner.policy", "utilization"): ("GPUs that change roles by utilisation", "planner by utilisation"),
+                  ("fleet.planner.policy", "schedule"): ("GPUs that change roles by hand", "planner by hand")}  # (hint, locked list)
+INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus", "plan_prefill_gpus")  # sliders that count GPUs of a pool
 WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
@@ -55,6 +58,7 @@ UNITS = {
     "link_gbytes_per_s": "GB/s", "rate": "req/s", "prefill_batch_tokens": "tokens",
     "power_cap_w": "W", "prefill_power_cap_w": "W", "decode_power_cap_w": "W", "long_prompt_tokens": "tokens",
     "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens", "long_prefill_tokens": "tokens",
+    "plan_at_s": "s", "plan_prefill_gpus": "GPUs",
 }
 # What 0 reads as, for the controls whose 0 is "none" (NONE_AS_ZERO).
 ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "long_prefill_tokens": "no cap",
@@ -64,7 +68,7 @@ ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole pro
 QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "prefill_power_cap_w": 0,
                   "decode_power_cap_w": 0, "dispatch": "queue", "decode_pick": "most_free_kv",
                   "prefill_chunk_tokens": 0, "long_prefill_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
-                  "prefill_gpu": "h100", "decode_gpu": "h100"}
+                  "prefill_gpu": "h100", "decode_gpu": "h100", "planner": "off"}
 
 
 def _pretty(name, value):
