@@ -555,7 +555,7 @@ class LabApp:
         # Mission text never reaches the page as markup: see mission_text.py.
         brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
-        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed), stylesheets=[CSS], sizing_mode="stretch_width",
+        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed, roles="planner" in m.controls or s.scenario.fleet.planner_on), stylesheets=[CSS], sizing_mode="stretch_width",
                               margin=(0, 4), css_classes=["stf-legend-pane"])
         section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")

@@ -82,8 +82,11 @@ FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no 
 FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait") + QUEUE_LAYERS
-WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
+# fleet.planner: a GPU row's role over time, a tinted band behind its steps per role span
+# (prefill, decode, and hatched grey while it reloads); only GPUs whose role changed.
+ROLE_LAYERS = ("role_prefill", "role_decode", "role_switching")
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait") + QUEUE_LAYERS + ROLE_LAYERS
+WHOLE_RUN_LAYERS = ("kv_track",) + ROLE_LAYERS  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
 WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a link box
@@ -104,9 +107,10 @@ _KV_COLS = _QUAD_COLS + ("hit",)  # hit: the band's top, so a hover anywhere on 
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
-def legend_html(slo, embed=False):
+def legend_html(slo, embed=False, roles=False):
     """The canvas's legend: every mark's swatch and name, and a line saying what a red,
-    hatched step is against this SLO and what it means for it (the embed says less)."""
+    hatched step is against this SLO and what it means for it (the embed says less).
+    `roles`: GPUs may change roles (fleet.planner): name the role bands too."""
     sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
                                    + (f' style="background:{colour}"' if colour else "") + "></span>")
     entries = (
@@ -117,7 +121,9 @@ def legend_html(slo, embed=False):
         (sw("wait"), "KV waiting", "KV waiting"),
         (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
         (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
-    )
+    ) + ((
+        (sw("roles"), "role over time", "row tint: the GPU's role over time (amber prefill, blue decode, hatched grey reloading)"),
+    ) if roles else ())
     items = "".join(f"<span>{swatch}{html.escape(short if embed else full)}</span>" for swatch, short, full in entries)
     label = over_target_label(slo, short=embed)
     meaning = None if embed else over_target_meaning(slo)
@@ -408,9 +414,32 @@ def timeline_data(result, target_ms, frame=None):
         "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
     }
     peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
+    _role_layers(result, out, rows, half)
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
     return out
+
+
+def _role_layers(result, out, rows, half):
+    """Fill out's ROLE_LAYERS: per GPU whose role changed, a band over its row's whole box
+    for each span of `GpuLog.roles` (n = the span's start, for the tooltip)."""
+    spans = {name: [] for name in ROLE_LAYERS}
+    end = max(result.end_time, 0.0)
+    for log, row in zip(result.gpus, rows):
+        if len(log.roles) < 2:
+            continue
+        marks = list(log.roles) + [(end, None)]
+        for (t0, role), (t1, _) in zip(marks, marks[1:]):
+            if t1 > t0:
+                spans["role_" + role].append((t0, t1, row))
+    for name, items in spans.items():
+        if not items:
+            out[name] = _empty(_QUAD_COLS)
+            continue
+        lo = np.array([a for a, _, _ in items], dtype=float)
+        hi = np.array([b for _, b, _ in items], dtype=float)
+        ys = np.array([r for _, _, r in items], dtype=float)
+        out[name] = _quads(lo, hi, ys - half - 0.04, ys + half + 0.04, lo)
 
 
 def _quads(left, right, top, bottom, n):
@@ -524,7 +553,7 @@ class Canvas(param.Parameterized):
         self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
-        for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
+        for name in QUEUE_LAYERS + ROLE_LAYERS:  # named, so the page (tests) can read what a row shows
             self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
@@ -688,6 +717,18 @@ class Canvas(param.Parameterized):
         their compact tooltips, and a label per queue row for its scale."""
         quad = {"left": "left", "right": "right", "top": "top", "bottom": "bottom"}
         src = self.sources
+        # Role bands first: under the KV band and the steps (fleet.planner).
+        r_roles = [
+            fig.quad(source=src["role_prefill"], **quad, fill_color=PALETTE["prefill"], fill_alpha=0.16, line_color=None),
+            fig.quad(source=src["role_decode"], **quad, fill_color=PALETTE["decode"], fill_alpha=0.12, line_color=None),
+            fig.quad(source=src["role_switching"], **quad, fill_color=PALETTE["link_wait"], fill_alpha=0.35,
+                     hatch_pattern="/", hatch_color="white", hatch_alpha=0.9, hatch_scale=6, line_color=PALETTE["muted"],
+                     line_width=0.8),
+        ]
+        role_tip = '<div style="font: 12px %s">%s from <b>@left{0,0.0} s</b> to @right{0,0.0} s</div>'
+        for renderer, what in zip(r_roles, ("a prefill GPU", "a decode GPU", "reloading for its new role")):
+            fig.add_tools(HoverTool(renderers=[renderer], tooltips=role_tip % (FONT_STACK, what),
+                                    point_policy="follow_mouse", attachment="above"))
         r_track = fig.quad(source=src["kv_track"], **quad, fill_color=PALETTE["kv_track"],
                            line_color=PALETTE["kv_edge"], line_width=0.8)
         r_kv = fig.quad(source=src["kv"], **quad, fill_color=PALETTE["kv"], line_color=None)

@@ -52,6 +52,10 @@ _SANDBOX_CONTROLS = {
     "long_prompt_tokens": {"min": 500, "max": 32000, "step": 500},
     "long_gpus": {"min": 1, "max": 15},
     "decode_pick": {},
+    "planner": {},
+    "planner_threshold": {"min": 0, "max": 1, "step": 0.05},
+    "plan_at_s": {"min": 1, "max": 59, "step": 1},
+    "plan_prefill_gpus": {"min": 1, "max": 12},
 }
 
 _SANDBOX_SCENARIO = {
@@ -59,7 +63,11 @@ _SANDBOX_SCENARIO = {
     # long_prompt_tokens and long_gpus matter only once the student picks length_split routing;
     # each pool's GPU type is its own control (not model.gpu, the colocated fleet's).
     "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2,
-              "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100"},
+              "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100",
+              # Off until the student picks a policy (a split fleet only); its first schedule row
+              # is what the two plan_ controls move.
+              "planner": {"policy": "off", "interval_s": 5, "threshold": 0.2, "switch_s": 3,
+                          "schedule": [{"at_s": 30, "prefill_gpus": 1}]}},
     "slo": {"ttft_s": 1.5, "tpot_ms": 25},
     "seed": 0,
 }
