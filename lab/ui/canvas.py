@@ -68,7 +68,7 @@ from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
 __all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html", "row_label",
-           "legend_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
+           "legend_html", "roles_text", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
 
 MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
 EMBED_ROW_PX = 18  # in an embed: the 700 x 760 iframe shows the metrics under the canvas without scrolling
@@ -160,12 +160,21 @@ def _rows(result):
     for log in result.gpus:
         row = 1 + log.index + (2 if (split and log.role == "decode") else 0)
         rows.append(row)
-        labels[row] = row_label(log.label, log.role, (log.gpu_type, log.tp) if typed else None)
+        labels[row] = row_label(log.label, roles_text(log.roles), (log.gpu_type, log.tp) if typed else None)
     if split:
         link_queue_row, link_row = 1 + prefill, 2 + prefill
         labels[link_queue_row] = LINK_QUEUE
         labels[link_row] = "link (KV)"
     return rows, link_row, link_queue_row, labels
+
+
+def roles_text(roles):
+    """A row's role words from `GpuLog.roles`: "decode", or for a GPU that changed role
+    (fleet.planner) "decode→prefill", and "decode⇄prefill" when it went back and forth."""
+    served = [r for _, r in roles if r != "switching"]
+    if len(served) == 1:
+        return served[0]
+    return f"{served[0]}→{served[1]}" if len(served) == 2 else f"{served[0]}⇄{served[1]}"
 
 
 def row_label(label, role, kind=None):
@@ -241,6 +250,8 @@ def max_rows(mission):
         rows = max(rows, p // min(ptps) + d // min(dtps) + 3)  # and the prefill queue, the link queue and the link
         typed = _types_can_differ(mission)
         labels += [longest(max(p - 1, 0), ptps, "prefill", typed), longest(max(p + d - 1, 0), dtps, "decode", typed)]
+        if "planner" in controls or fleet.planner_on:  # a GPU that changed role says so
+            labels.append(longest(max(p + d - 1, 0), dtps, "decode→prefill", typed))
     return rows, max(labels, key=len)
 
 
