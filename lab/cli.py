@@ -147,6 +147,10 @@ def cmd_run(args):
         for line in describe_run(scenario, result):
             print(f"  {line}")
         print(format_metrics(metrics))
+        if scenario.fleet.planner_on:  # fleet.planner: the role changes and what they cost
+            moves = metrics["reconfigurations"]
+            print(f"  {'Role changes':<25} {moves} move{'' if moves == 1 else 's'}   "
+                  f"lost {metrics['reconfig_lost_gpu_s']:,.1f} GPU-s (draining and reloading)")
         if why["missed"]:
             causes = sorted(((share, c) for c, share in why["missed_by_cause"].items() if share), key=lambda x: -x[0])
             print(f"  {'Why requests missed':<25} {why['missed']} missed: "

@@ -335,3 +335,21 @@ def test_a_moved_sequences_gap_is_blamed_on_the_role_change():
     for b, r in zip(blames, res.requests):
         if b.worst_gap_cause == "role_change":
             assert r.earlier
+
+
+# ---------------------------------------------------------------- command line
+
+def test_lab_run_says_the_role_changes_and_refuses_a_planner_it_cannot_run(capsys):
+    from pathlib import Path
+
+    from lab.cli import main
+
+    mission = str(Path(__file__).resolve().parents[1] / "missions" / "19-traffic-shifts.json")
+    assert main(["run", mission, "--set", "fleet.planner.policy=schedule", "--set", "fleet.planner.schedule.0.at_s=24"]) == 0
+    out = capsys.readouterr().out
+    assert "Role changes              1 move " in out and "GPU-s (draining and reloading)" in out
+    assert main(["run", mission]) == 0
+    assert "Role changes" not in capsys.readouterr().out  # fixed pools: no line
+    assert main(["run", mission, "--set", "fleet.planner.policy=utilization", "--set", "fleet.layout=colocated"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: fleet.planner.policy: 'utilization' needs a disaggregated fleet") and "Traceback" not in err
