@@ -170,11 +170,13 @@ def _rows(result):
 
 def roles_text(roles):
     """A row's role words from `GpuLog.roles`: "decode", or for a GPU that changed role
-    (fleet.planner) "decode→prefill", and "decode⇄prefill" when it went back and forth."""
+    (fleet.planner) the role it ended in after an arrow, "→prefill" ("⇄prefill" when it went
+    back and forth): the row's place (it keeps its start's) and its tint say where it began,
+    and the label stays about as short as a fixed GPU's, so a phone keeps its timeline."""
     served = [r for _, r in roles if r != "switching"]
     if len(served) == 1:
         return served[0]
-    return f"{served[0]}→{served[1]}" if len(served) == 2 else f"{served[0]}⇄{served[1]}"
+    return f"→{served[-1]}" if len(served) == 2 else f"⇄{served[-1]}"
 
 
 def row_label(label, role, kind=None):
@@ -251,7 +253,7 @@ def max_rows(mission):
         typed = _types_can_differ(mission)
         labels += [longest(max(p - 1, 0), ptps, "prefill", typed), longest(max(p + d - 1, 0), dtps, "decode", typed)]
         if "planner" in controls or fleet.planner_on:  # a GPU that changed role says so
-            labels.append(longest(max(p + d - 1, 0), dtps, "decode→prefill", typed))
+            labels.append(longest(max(p + d - 1, 0), dtps, "→prefill", typed))
     return rows, max(labels, key=len)
 
 

@@ -91,12 +91,12 @@ def test_a_moved_gpus_row_label_says_both_roles_and_fits_the_gutter():
     from lab.ui.canvas import max_rows, roles_text, split_label
 
     assert roles_text([(0.0, "decode")]) == "decode"
-    assert roles_text([(0.0, "decode"), (5.0, "switching"), (8.0, "prefill")]) == "decode→prefill"
+    assert roles_text([(0.0, "decode"), (5.0, "switching"), (8.0, "prefill")]) == "→prefill"
     assert roles_text([(0.0, "prefill"), (1.0, "switching"), (2.0, "decode"), (9.0, "switching"),
-                       (10.0, "prefill")]) == "prefill⇄decode"
+                       (10.0, "prefill")]) == "⇄prefill"
     _, res = run(BY_HAND)
     labels = timeline_data(res, 20)["meta"]["labels"].values()
-    moved = [t for t in labels if "→" in t]
+    moved = [t for t in labels if "→prefill" in t]
     assert len(moved) == len(res.reconfigurations)
     _, longest = max_rows(MISSION)  # the gutter is sized for the longest label the mission can show
     assert all(len(split_label(t)[0]) <= len(split_label(longest)[0]) for t in labels)
