@@ -647,19 +647,23 @@ class _Simulation:
             gpu.idle = False
             heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _decode_boundary(self, gpu, t):
+    def _join_landed(self, gpu, t):
+        """Prompts whose KV has landed join the batch: from the next step on they decode."""
         records = self.records
+        first_at_decode = self.fleet.first_token == "decode"
+        for rid in gpu.landed:
+            rec = records[rid]
+            if first_at_decode:
+                rec.first_token = t
+            self._start_decoding(gpu, rec)
+        gpu.landed = []
+
+    def _decode_boundary(self, gpu, t):
         if gpu.busy:
             if self._finish_decode_step(gpu, t) and self.waiting_reserve:
                 self._reserve_and_send(t)
         if gpu.landed:
-            first_at_decode = self.fleet.first_token == "decode"
-            for rid in gpu.landed:
-                rec = records[rid]
-                if first_at_decode:
-                    rec.first_token = t
-                self._start_decoding(gpu, rec)
-            gpu.landed = []
+            self._join_landed(gpu, t)
         if gpu.rejoin:
             self._rejoin(gpu, t)
         end = self._start_step(gpu, t, 0, schedule=False)
@@ -779,12 +783,7 @@ class _Simulation:
         if gpu.seqs > gpu.decoding + len(gpu.landed) + len(gpu.rejoin):
             # KV reserved before the decision is still on the link: keep serving until it lands.
             if gpu.landed:
-                for rid in gpu.landed:
-                    rec = self.records[rid]
-                    if self.fleet.first_token == "decode":
-                        rec.first_token = t
-                    self._start_decoding(gpu, rec)
-                gpu.landed = []
+                self._join_landed(gpu, t)
             if gpu.rejoin:
                 self._rejoin(gpu, t)
             self._start_step(gpu, t, 0)
