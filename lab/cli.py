@@ -176,6 +176,10 @@ def cmd_run(args):
             served = metrics["served_slo_attainment"]
             print(f"  {'Early rejection':<25} rejected {metrics['rejected']:,}   served met "
                   + ("—" if served is None else f"{served:.1%}"))
+        if scenario.fleet.planner_on:  # fleet.planner: the role changes and what they cost
+            moves = metrics["reconfigurations"]
+            print(f"  {'Role changes':<25} {moves} move{'' if moves == 1 else 's'}   "
+                  f"lost {metrics['reconfig_lost_gpu_s']:,.1f} GPU-s (draining and reloading)")
         if why["missed"]:
             causes = sorted(((share, c) for c, share in why["missed_by_cause"].items() if share), key=lambda x: -x[0])
             print(f"  {'Why requests missed':<25} {why['missed']} missed: "

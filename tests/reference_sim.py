@@ -37,6 +37,11 @@ obviously correct, not fast:
   the free blocks (recounted from the members) do not cover those that do not, the most
   recently admitted member of the batch is preempted, one at a time. A preempted sequence
   keeps its token list and prefills prompt + those tokens again (`todo`).
+- pools that change roles (README "Pools that change roles"): planner moments are one
+  more kind of pending thing (after the wire; GPUs done reloading first, by index, then
+  the decision); utilisations are summed over each member's step list, loads over the
+  sequence objects; a leaving decode GPU hands every sequence it holds back to the front
+  of the reservation line, its KV so far (its tokens emitted) crossing the link whole.
 
 Pools (README "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
@@ -93,6 +98,7 @@ class Seq:
         self.preemptions = 0
         self.at_prefill = None  # the GPU prefilling it now (split fleet), and when it was taken there
         self.taken = None
+        self.moved_from = None  # planner: (GPU, time) it was handed over from, until it joins again
 
     @property
     def kv_need(self):
@@ -156,6 +162,8 @@ class RefGpu:
         self.block = None  # on_demand: kv_block_tokens
         self.kv_trace = []
         self.preempted = []  # (step index, request id)
+        self.moving = None  # planner: the role it drains / reloads for
+        self.roles = [(0.0, role)]  # planner: (t, role) from t on
 
     # Recomputed from scratch every time: no counters.
     def free_kv(self):
@@ -216,6 +224,7 @@ class RefResult:
         self.gpus = gpus  # list of RefGpu
         self.transfers = transfers  # list of RefTransfer, in creation order
         self.cap = cap
+        self.reconfigurations = []  # planner: (t decided, GPU, from, to, t ready)
 
 
 class _Sim:
@@ -289,6 +298,8 @@ class _Sim:
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         self.transfer_of = {}
         self.attention_on = scenario.model.attention and scenario.model.cost == "roofline"
+        self.plans = []  # planner: pending (time, key) moments; key < GPUs: that GPU is ready
+        self.reconfigurations = []
         # Routing: which queue each prompt-taking GPU takes from.
         takers = self.takers()
         for i, g in enumerate(takers):
@@ -302,7 +313,7 @@ class _Sim:
             self.queues.setdefault(g.queue_id, [])
 
     def takers(self):
-        return [g for g in self.gpus if g.role in ("colocated", "prefill")]
+        return [g for g in self.gpus if g.role in ("colocated", "prefill") and g.moving is None]
 
     def cached_tokens(self, g, s):
         """Prompt tokens of `s` that g's cache holds as a leading run (never all of them)."""
@@ -372,6 +383,13 @@ class _Sim:
 
     def run(self, arrivals_end):
         cap = arrivals_end + self.sc.drain_s
+        self.arrivals_end = arrivals_end
+        planner = self.fleet.planner
+        if planner is not None and planner.policy == "utilization" and planner.interval_s < arrivals_end:
+            self.plans.append((planner.interval_s, len(self.gpus)))
+        if planner is not None and planner.policy == "schedule":
+            self.plans.extend((row.at_s, len(self.gpus) + i) for i, row in enumerate(planner.schedule)
+                              if row.at_s < arrivals_end)
         while True:
             best = None  # (time, class, tiebreak, what)
             if self.pending:
@@ -392,6 +410,10 @@ class _Sim:
                 cand = (max(chunk.ready, self.link_free), 3, 0, ("wire", chunk))
                 if best is None or cand[:3] < best[:3]:
                     best = cand
+            for when, key in self.plans:
+                cand = (when, 4, key, ("plan", (when, key)))
+                if best is None or cand[:3] < best[:3]:
+                    best = cand
             if best is None:
                 break
             t = best[0]
@@ -406,6 +428,9 @@ class _Sim:
                 self.on_landing(obj[0], obj[1], t)
             elif kind == "wire":
                 self.put_on_wire(obj, t)
+            elif kind == "plan":
+                self.plans.remove(obj)
+                self.on_plan(obj[1], t)
             else:
                 self.on_boundary(obj, t)
         # Chunks still waiting when the run stopped get the places the rule gives them,
@@ -419,7 +444,9 @@ class _Sim:
             g.steps = [st for st in g.steps if st[1] <= cap]
             g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
             g.fetch_s = {k: v for k, v in g.fetch_s.items() if k < len(g.steps)}
-        return RefResult(self.seqs, self.gpus, self.transfers, cap)
+        out = RefResult(self.seqs, self.gpus, self.transfers, cap)
+        out.reconfigurations = [tuple(r) for r in self.reconfigurations]
+        return out
 
     def predicted_ttft(self, seq, q):
         """README "Early rejection": (prompt tokens ahead + its own) / the queue's prefill
@@ -463,7 +490,11 @@ class _Sim:
             dst.boundary = t
 
     def on_boundary(self, g, t):
-        if g.role == "colocated":
+        if g.moving is not None and g.role == "prefill":
+            self.prefill_boundary(g, t, leaving=True)
+        elif g.moving is not None:
+            self.leaving_decode_boundary(g, t)
+        elif g.role == "colocated":
             self.colocated_boundary(g, t)
         elif g.role == "prefill":
             self.prefill_boundary(g, t)
@@ -648,7 +679,7 @@ class _Sim:
     # ------------------------------------------------------------ disaggregated
 
     def decode_gpus(self):
-        return [g for g in self.gpus if g.role == "decode"]
+        return [g for g in self.gpus if g.role == "decode" and g.moving is None]
 
     def reserve(self, t):
         link = self.fleet.link
@@ -669,6 +700,17 @@ class _Sim:
             s.decode_gpu = best.index
             nbytes = s.todo * self.model.kv_bytes_per_token
             bandwidth = link.gbytes_per_s * 1e9
+            if s.moved_from is not None:  # its prompt and every token emitted so far
+                nbytes = (s.P + len(s.tokens)) * self.model.kv_bytes_per_token
+                start = max(t, self.link_free) if link.sharing == "fifo" else t
+                end = start + nbytes / bandwidth
+                if link.sharing == "fifo":
+                    self.link_free = end
+                src, ready = s.moved_from
+                self.transfer_of[s.id] = len(self.transfers)  # (its landing is this one's)
+                self.transfers.append(RefTransfer(s.id, src, best.index, ready, t, start, end, nbytes))
+                self.in_flight.append((s, best))
+                continue
             self.transfer_of[s.id] = len(self.transfers)
             src = s.at_prefill
             if self.on_demand:
@@ -710,7 +752,7 @@ class _Sim:
         tr.end = tr.chunks[-1].start + tr.layer_s
         self.in_flight.append((s, self.gpus[tr.dst_gpu]))
 
-    def prefill_boundary(self, g, t):
+    def prefill_boundary(self, g, t, leaving=False):
         f = self.fleet
         step = g.step
         if step is not None:
@@ -751,7 +793,7 @@ class _Sim:
 
         if f.prefill_chunk_tokens is None:
             total = 0
-            while queue:
+            while queue and not leaving:
                 s = queue[0]
                 if batch and total + s.todo - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
@@ -769,13 +811,15 @@ class _Sim:
                 k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
-            while budget > 0 and queue:
+            while budget > 0 and queue and not leaving:
                 s = queue[0]
                 take(s)
                 k = self.chunk_share(s, budget)
                 batch.append((s, k))
                 budget -= k
         self.start_step(g, t, [], batch)
+        if leaving and g.step is None:
+            self.start_reload(g, t)
         if g.step is not None:
             ending = [s for s, k in batch if s.prefilled + k == s.todo]  # its last chunk is in this step
             for s in ending:
@@ -799,16 +843,7 @@ class _Sim:
                 self.reserve(t)
         else:
             freed = False
-        for s in g.landed:
-            s.joined = True
-            if s.preemptions:
-                continue  # it owns its tokens already
-            s.generated = 1  # the first token already exists
-            if self.fleet.first_token == "decode":
-                s.first_token = t
-                s.tokens.append(t)
-                s.token_gpus.append(g.index)
-        g.landed = []
+        self.join_landed(g, t)
         decode = [s for s in g.members if s.joined and not s.finished]
         if self.on_demand:
             # On demand: growth (and preemption) before freed blocks go to waiting prompts.
@@ -818,6 +853,111 @@ class _Sim:
                 self.reserve(t)
             g.note_kv(t)
         self.start_step(g, t, decode, [])
+
+    def join_landed(self, g, t):
+        for s in g.landed:
+            s.joined = True
+            s.moved_from = None
+            if s.first_token is None:  # first_token: decode, and no token yet
+                s.first_token = t
+                s.tokens.append(t)
+                s.token_gpus.append(g.index)
+            s.generated = len(s.tokens)  # the tokens it already has (a moved or preempted one: all of them)
+        g.landed = []
+
+    # ------------------------------------------------------------ planner
+
+    def leaving_decode_boundary(self, g, t):
+        """Keeps serving while KV is still coming to it; then hands every sequence over."""
+        step = g.step
+        if step is not None:
+            for s in step["decode"]:
+                self.emit(s, t, g)
+            g.members = [s for s in g.members if not s.finished]
+        coming = [s for s in g.members if not s.joined and s not in g.landed]
+        if coming:
+            self.join_landed(g, t)
+            self.start_step(g, t, [s for s in g.members if s.joined], [])
+            return
+        handed = sorted(g.members, key=lambda s: s.id)
+        for s in handed:
+            s.joined = False
+            s.moved_from = (g.index, t)
+        g.members = []
+        g.landed = []
+        self.waiting[:0] = handed
+        g.step = None
+        g.boundary = None
+        self.start_reload(g, t)
+        self.reserve(t)
+
+    def start_reload(self, g, t):
+        g.roles.append((t, "switching"))
+        ready = t + self.fleet.planner.switch_s
+        for r in self.reconfigurations:
+            if r[1] == g.index and r[4] is None:
+                r[4] = ready
+        self.plans.append((ready, g.index))
+
+    def on_plan(self, key, t):
+        import math
+
+        n = len(self.gpus)
+        if key < n:  # reloaded: joins its new pool
+            g = self.gpus[key]
+            g.role, g.moving = g.moving, None
+            g.roles.append((t, g.role))
+            if g.role == "prefill":
+                g.queue_id = "all"
+                if self.queues["all"] and g.boundary is None:
+                    g.boundary = t
+            else:
+                self.reserve(t)
+            return
+        planner = self.fleet.planner
+        prefill = [g for g in self.gpus if g.role == "prefill" and g.moving is None]
+        decode = self.decode_gpus()
+        any_moving = any(g.moving for g in self.gpus)
+        if planner.policy == "utilization":
+            if t + planner.interval_s < self.arrivals_end:
+                self.plans.append((t + planner.interval_s, n))
+            if any_moving:
+                return
+            t0 = t - planner.interval_s
+
+            def util(pool):
+                busy = math.fsum(min(e, t) - max(b, t0) for g in pool for b, e, *_ in g.steps if e > t0 and b < t)
+                return busy / (len(pool) * planner.interval_s)
+
+            up, ud = util(prefill), util(decode)
+            if up - ud > planner.threshold and len(decode) > planner.min_per_pool:
+                to, count = "prefill", 1
+            elif ud - up > planner.threshold and len(prefill) > planner.min_per_pool:
+                to, count = "decode", 1
+            else:
+                return
+        else:
+            row = planner.schedule[key - n]
+            want = row.prefill_gpus // self.fleet.prefill_tp
+            have = len(prefill) + sum(1 for g in self.gpus if g.moving == "prefill")
+            if want == have:
+                return
+            to, count = ("prefill", want - have) if want > have else ("decode", have - want)
+        source = decode if to == "prefill" else prefill
+        count = min(count, len(source) - 1)
+        for _ in range(count):
+            def load(g):
+                if g.role == "decode":
+                    return len(g.members)
+                return sum(s.P for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
+                           and s.prefill_end is None)
+
+            g = min(source, key=lambda g: (load(g), -g.index))  # least loaded, ties highest index
+            source.remove(g)
+            self.reconfigurations.append([t, g.index, g.role, to, None])
+            g.moving = to
+            if g.boundary is None:  # idle: it leaves at once
+                self.on_boundary(g, t)
 
 
 def reference_simulate(scenario, requests=None):

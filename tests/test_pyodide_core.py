@@ -173,6 +173,19 @@ SCENARIOS = {
                   "output_tokens": {"dist": "uniform", "low": 100, "high": 700}},
         seed=15,
     ),
+    # Pools that change roles (fleet.planner): a chat phase then long prompts, so GPUs move
+    # both ways and decode sequences are handed over mid-answer.
+    "planner-utilization": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 3,
+         "planner": {"policy": "utilization", "interval_s": 2, "threshold": 0.1, "switch_s": 1}},
+        workload={"rate": 6, "phases": [{"start_s": 10, "prompt_tokens": 6000, "output_tokens": 60}]}, seed=13,
+    ),
+    "planner-schedule": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 4, "prefill_chunk_tokens": 1024,
+         "planner": {"policy": "schedule", "switch_s": 0.5, "schedule": [
+             {"at_s": 6, "prefill_gpus": 3, "decode_gpus": 2}, {"at_s": 14, "prefill_gpus": 2, "decode_gpus": 3}]}},
+        workload={"rate": 10}, seed=14,
+    ),
 }
 
 
@@ -260,6 +273,9 @@ for name, spec in SPECS.items():
         "attention": [repr(sorted(getattr(g, "attention", {}).items())) for g in result.gpus],
         "kv": [repr((getattr(g, "preempted", None), getattr(g, "kv_used", None))) for g in result.gpus],
         "end_time": canon(result.end_time),
+        "roles": canon([g.roles for g in result.gpus]),
+        "reconfigurations": canon(result.reconfigurations),
+        "earlier": canon([r.earlier for r in result.requests if r.earlier]),
     }
 print(json.dumps(out, sort_keys=True))
 '''

@@ -57,8 +57,10 @@ def diff_engine_reference(scenario, requests=None, limit=8):
     if len(res.gpus) != len(ref.gpus):
         out.append(f"gpu count: engine {len(res.gpus)}, reference {len(ref.gpus)}")
     for log, rg in zip(res.gpus, ref.gpus):
-        if log.role != rg.role:
-            out.append(f"gpu {log.index}: role engine {log.role}, reference {rg.role}")
+        if log.role != rg.roles[0][1]:
+            out.append(f"gpu {log.index}: role engine {log.role}, reference {rg.roles[0][1]}")
+        if log.roles != rg.roles:
+            out.append(f"gpu {log.index}: roles over time engine {log.roles}, reference {rg.roles}")
         steps = list(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens))
         if steps != rg.steps:
             k = next((i for i, (a, b) in enumerate(zip(steps, rg.steps)) if a != b), min(len(steps), len(rg.steps)))
@@ -80,6 +82,8 @@ def diff_engine_reference(scenario, requests=None, limit=8):
         if log.fetch_s != rg.fetch_s:
             out.append(f"gpu {log.index}: prefix fetch per step differs: engine {sorted(log.fetch_s.items())[:3]}, "
                        f"reference {sorted(rg.fetch_s.items())[:3]}")
+    if res.reconfigurations != ref.reconfigurations:
+        out.append(f"reconfigurations: engine {res.reconfigurations}, reference {ref.reconfigurations}")
     engine_tr = [(t.request, t.src_gpu, t.dst_gpu, t.ready, t.reserved, t.start, t.end, t.bytes, t.layer_s,
                   None if t.layer_starts is None else tuple(t.layer_starts)) for t in res.transfers]
     ref_tr = [t.as_tuple() for t in ref.transfers]

@@ -623,3 +623,17 @@ def test_on_demand_kv_with_a_prefix_cache_is_refused_on_the_cache_field():
     assert err.value.path == "fleet.prefix_cache" and "on_demand" in str(err.value)
     raw["fleet"]["kv_policy"] = "reserve"
     assert Scenario.from_dict(raw).fleet.prefix_cache == "per_gpu"
+
+
+@pytest.mark.parametrize("field, value", [("kv_policy", "on_demand"), ("prefix_cache", "shared"),
+                                          ("admission", {"reject_when": "predicted_ttft_over_slo"})])
+def test_a_planner_with_a_mechanism_it_does_not_model_yet_is_refused_on_that_field(field, value):
+    raw = {"workload": {"rate": 2, "duration_s": 30, "prompt_tokens": 500, "output_tokens": 50},
+           "fleet": {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
+                     "planner": {"policy": "utilization", "interval_s": 5}, field: value},
+           "slo": {"ttft_s": 1.0}}
+    with pytest.raises(LabError) as err:
+        Scenario.from_dict(raw)
+    assert err.value.path == f"fleet.{field}" and "planner" in str(err.value)
+    raw["fleet"]["planner"]["policy"] = "off"
+    assert Scenario.from_dict(raw).fleet.planner.policy == "off"

@@ -50,7 +50,9 @@ its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
 decode-only step: its batch and context made it long). `worst_gap_prompt_tokens` and
 `worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` when the
 gap is the first of a later decode stretch (`RequestRecord.earlier`): it spans the
-sequence's preemption, its wait and its recompute (fleet.kv_policy on_demand). Gaps are
+sequence's preemption, its wait and its recompute (fleet.kv_policy on_demand); `role_change`
+instead when the stretch before it ended with its instance leaving for the other pool
+(fleet.planner: the gap spans the hand-over, the KV's trip and the rejoin). Gaps are
 read over every stretch in order (the step j is then on that stretch's GPU). None without gaps.
 
 **Dominant cause** (`dominant_cause`, None when the request met the SLO): `rejected` for
@@ -74,7 +76,7 @@ __all__ = [
 ]
 
 TTFT_PARTS = ("queue", "prefix_fetch", "prefill", "chunk_wait", "kv_wait", "link_wait", "wire", "join_wait")
-GAP_CAUSES = ("prefill_interference", "decode_batch", "transfer", "preemption")
+GAP_CAUSES = ("prefill_interference", "decode_batch", "transfer", "preemption", "role_change")
 # Every dominant cause, in the order summaries list them.
 CAUSES = TTFT_PARTS + GAP_CAUSES + ("kv_capacity", "unfinished", "rejected")
 # Fleet-level names `lab run --json` adds after summarize()'s (see blame_summary).
@@ -258,6 +260,17 @@ def _worst_gap(result, rec, step_gaps):
     return best
 
 
+def _moved_after(result, stretch):
+    """Whether a decode stretch ended because its instance left for another role (fleet.planner):
+    the instance started reloading ("switching") at the end of the stretch's last step."""
+    g, _, b = stretch
+    log = result.gpus[g]
+    if len(log.roles) < 2 or b >= len(log.end):
+        return False
+    done = log.end[b]
+    return any(t == done and role == "switching" for t, role in log.roles)
+
+
 def request_blame(result, rows=None):
     """One `Blame` per request, in request order. `rows`: request_metrics(result), if at hand."""
     if rows is None:
@@ -283,7 +296,8 @@ def request_blame(result, rows=None):
             blame.worst_gap_prompt_tokens = log.prefill_tokens[j]
             blame.worst_gap_batch = log.decode_seqs[j]
             if k and j == rec.stretches()[k][1]:
-                blame.worst_gap_cause = "preemption"  # the gap spans its preemption's wait
+                # the gap spans its preemption's wait, or its move off an instance changing role
+                blame.worst_gap_cause = "role_change" if _moved_after(result, rec.stretches()[k - 1]) else "preemption"
             elif first_at_prefill and k == 0 and j == first_step:
                 blame.worst_gap_cause = "transfer"
             elif log.prefill_tokens[j]:

@@ -3,8 +3,10 @@
 The loop reads like SimPy's `Environment.step`: a heap of `(time, priority, key)`
 events. At equal times arrivals come first, then KV transfers landing, then GPU step
 boundaries (ordered by GPU index), then the layer-wise fifo wire's turn (it must see
-every chunk that becomes ready at that time), so the order is fully determined by the
-scenario. The layer-wise link itself lives in `link.py`.
+every chunk that becomes ready at that time), then the planner's (`fleet.planner`:
+instances that finished reloading join their new pool, by GPU index, then a planning
+moment decides), so the order is fully determined by the scenario. The layer-wise link
+itself lives in `link.py`; the planner's rules in `planner.py`.
 
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
@@ -24,6 +26,7 @@ from . import admission
 from . import kv
 from .cost import pool_costs
 from .link import FifoWire, stream_alone
+from .planner import busy_in_window, pick_mover, schedule_moves, utilization, utilization_move
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
 from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
@@ -32,7 +35,7 @@ from .workload import generate_requests
 __all__ = ["simulate", "MAX_STEPS", "MAX_SIMULATION_ATTRIBUTES"]
 
 # Event priorities at equal times.
-ARRIVAL, LANDED, BOUNDARY, LINK = 0, 1, 2, 3
+ARRIVAL, LANDED, BOUNDARY, LINK, PLAN = 0, 1, 2, 3, 4
 INF = float("inf")
 
 # A hard bound on logged steps so no input can eat unbounded memory (~250 bytes a
@@ -47,7 +50,7 @@ class _Gpu:
     __slots__ = (
         "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
-        "held", "grow_at",
+        "held", "grow_at", "moving", "rejoin",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -76,6 +79,8 @@ class _Gpu:
         # order, and step index -> sequences that need one more block in that step.
         self.held = None
         self.grow_at = None
+        self.moving = None  # fleet.planner: the role it is draining or reloading for
+        self.rejoin = []  # moved sequences whose KV has arrived (planner), joining at the next boundary
 
 
 def simulate(scenario, requests=None):
@@ -141,7 +146,14 @@ class _Simulation:
         self.link_wake = INF
         self.next_arrival = float("inf")  # time of the next request not yet arrived
         self.landings = []  # heap of pending KV landing times
-        self.prefill_next = [float("inf")] * len(self.prefill_gpus)  # each prefill GPU's next boundary
+        # Each prefill GPU's next boundary, by GPU index (with a planner any GPU may prefill).
+        self.prefill_next = [float("inf")] * len(self.gpus if fleet.planner_on else self.prefill_gpus)
+        self.planner = fleet.planner if fleet.planner_on else None
+        self.next_plan = INF  # the earliest planner event on the heap: decode run-ahead stops there
+        self.plan_times = []  # heap of the planner events' times
+        self.moving = 0  # instances draining or reloading
+        self.moved = {}  # request id -> (source GPU, tokens emitted) of a sequence being moved
+        self.reconfigurations = []  # [t decided, GPU, from, to, t ready]
         # Attention terms only where the cost model reads them (roofline, model.attention).
         self.attention = scenario.model.attention and scenario.model.cost == "roofline"
         # Prefix caching (prefix_cache.py): None when off, so the default path only tests it
@@ -193,11 +205,13 @@ class _Simulation:
         heap = self.heap
         self._drop_oversized()
         self._push_next_arrival(0)
-        handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
-                    "decode": self._decode_boundary}
+        self.handlers = handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
+                                    "decode": self._decode_boundary}
         if self.on_demand:
             handlers.update(colocated=self._colocated_boundary_kv, decode=self._decode_boundary_kv)
-        boundary = [handlers[g.role] for g in self.gpus]  # by GPU index
+        self.boundary = boundary = [handlers[g.role] for g in self.gpus]  # by GPU index; the planner swaps them
+        if self.planner is not None:
+            self._plan_start()
         gpus = self.gpus
         pop = heapq.heappop
         cap = self.time_cap
@@ -211,8 +225,8 @@ class _Simulation:
                 break
             t, kind, key = pop(heap)
             if t > cap or self.steps >= MAX_STEPS:
-                if kind == LINK and t != self.link_wake:
-                    continue  # a superseded wire turn says nothing about the run
+                if kind == LINK and t != self.link_wake or kind == PLAN:
+                    continue  # a superseded wire turn, or the planner alone, says nothing about the run
                 self.capped = "max_steps" if self.steps >= MAX_STEPS else "drain_s"
                 stop = cap if self.capped == "drain_s" else t
                 break
@@ -223,8 +237,10 @@ class _Simulation:
                 self._arrive(key, t)
             elif kind == LANDED:
                 self._land(key, t)
-            else:
+            elif kind == LINK:
                 self._link_turn(t)
+            else:
+                self._plan(key, t)
         if self.wire is not None:
             self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
@@ -245,6 +261,7 @@ class _Simulation:
             capped=self.capped,
             events=events,
             stopped_at=stop,
+            reconfigurations=[tuple(r) for r in self.reconfigurations],
         )
         return result
 
@@ -639,28 +656,7 @@ class _Simulation:
         records = self.records
         layerwise = self.fleet.link.layerwise
         if gpu.completing:
-            first_at_prefill = self.fleet.first_token == "prefill"
-            cache = self.cache
-            for rid in gpu.completing:
-                rec = records[rid]
-                if cache is not None:
-                    cache.insert(gpu.index, rec.hash_ids)
-                gpu.pending -= self.todo[rid]
-                if rec.preemptions:  # a re-prefill (kv_policy on_demand): its KV goes again
-                    if not layerwise:
-                        self.waiting_reserve.append((rid, t, None))
-                    continue
-                rec.prefill_end = t
-                if rec.output_tokens == 1:
-                    rec.first_token = rec.finish = t  # nothing left to decode: no transfer
-                    continue
-                if first_at_prefill:
-                    rec.first_token = t
-                if not layerwise:
-                    self.waiting_reserve.append((rid, t, None))
-            gpu.completing = []
-            if not layerwise:
-                self._reserve_and_send(t)
+            self._end_prefills(gpu, t, layerwise)
         # Next step: queued prompts up to the token budget (at least one), or a chunk budget.
         chunk = self.fleet.prefill_chunk_tokens
         if chunk is None:
@@ -676,6 +672,32 @@ class _Simulation:
             for rid in gpu.completing:
                 if records[rid].output_tokens > 1:
                     self.waiting_reserve.append((rid, end, t))
+            self._reserve_and_send(t)
+
+    def _end_prefills(self, gpu, t, layerwise):
+        """The prompts whose prefill ended with the step that ends at t: first token or KV out."""
+        records = self.records
+        first_at_prefill = self.fleet.first_token == "prefill"
+        cache = self.cache
+        for rid in gpu.completing:
+            rec = records[rid]
+            if cache is not None:
+                cache.insert(gpu.index, rec.hash_ids)
+            gpu.pending -= self.todo[rid]
+            if rec.preemptions:  # a re-prefill (kv_policy on_demand): its KV goes again
+                if not layerwise:
+                    self.waiting_reserve.append((rid, t, None))
+                continue
+            rec.prefill_end = t
+            if rec.output_tokens == 1:
+                rec.first_token = rec.finish = t  # nothing left to decode: no transfer
+                continue
+            if first_at_prefill:
+                rec.first_token = t
+            if not layerwise:
+                self.waiting_reserve.append((rid, t, None))
+        gpu.completing = []
+        if not layerwise:
             self._reserve_and_send(t)
 
     def _reserve_and_send(self, t):
@@ -701,8 +723,21 @@ class _Simulation:
             waiting.popleft()
             best.kv_free -= need
             best.seqs += 1
-            nbytes = self.todo[rid] * self.kv_bytes
             rec.decode_gpu = best.index
+            if self.moved and rid in self.moved:
+                # A sequence moved off an instance that changes role: its KV so far (its
+                # context) goes whole from there; rec.transfer stays its prompt's.
+                src, emitted = self.moved[rid]
+                nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
+                start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
+                end = start + nbytes / bandwidth
+                if link.sharing == "fifo":
+                    self.link_free = end
+                tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
+                self.transfers.append(tr)
+                self._schedule_landing(tr)
+                continue
+            nbytes = self.todo[rid] * self.kv_bytes
             src = rec.prefill_gpu
             if self.on_demand:
                 best.held[rid] = need // self.block
@@ -764,32 +799,45 @@ class _Simulation:
         heapq.heappop(self.landings)
         rec = self.records[rid]
         gpu = self.gpus[rec.decode_gpu]
-        gpu.landed.append(rid)
+        if self.moved and rid in self.moved:
+            gpu.rejoin.append(rid)
+        else:
+            gpu.landed.append(rid)
         if gpu.idle:
             gpu.idle = False
             heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
-    def _decode_boundary(self, gpu, t):
+    def _join_landed(self, gpu, t):
+        """Prompts whose KV has landed join the batch: from the next step on they decode."""
         records = self.records
+        first_at_decode = self.fleet.first_token == "decode"
+        for rid in gpu.landed:
+            rec = records[rid]
+            if first_at_decode:
+                rec.first_token = t
+            self._start_decoding(gpu, rec)
+        gpu.landed = []
+
+    def _decode_boundary(self, gpu, t):
         if gpu.busy:
             if self._finish_decode_step(gpu, t) and self.waiting_reserve:
                 self._reserve_and_send(t)
         if gpu.landed:
-            first_at_decode = self.fleet.first_token == "decode"
-            for rid in gpu.landed:
-                rec = records[rid]
-                if first_at_decode:
-                    rec.first_token = t
-                self._start_decoding(gpu, rec)
-            gpu.landed = []
+            self._join_landed(gpu, t)
+        if gpu.rejoin:
+            self._rejoin(gpu, t)
         end = self._start_step(gpu, t, 0, schedule=False)
         if end is None:
             return
         # Only a prefill boundary (which may reserve room here), an arrival that wakes
         # an idle prefill GPU (starting one) or a landing can touch a decode GPU; other decode GPUs matter only
-        # while prompts wait for room. Before the earliest of these it may run ahead.
-        if not self.waiting_reserve:
+        # while prompts wait for room. Before the earliest of these it may run ahead. With a
+        # planner, also its next event, and not at all while an instance drains (its hand-over
+        # reserves room at its own boundaries) or reloads.
+        if not self.waiting_reserve and not self.moving:
             limit = min(self.prefill_next)
+            if self.next_plan < limit:
+                limit = self.next_plan
             if self.next_arrival < limit and any(g.idle for g in self.prefill_gpus):
                 limit = self.next_arrival  # it will start a batch on an idle prefill GPU
             if self.landings and self.landings[0] < limit:
@@ -1099,6 +1147,190 @@ class _Simulation:
                 gpu.decoding, gpu.context = decoding, context
                 self.steps += taken
                 return end
+    # ------------------------------------------------------------- planner
+
+    def _push_plan(self, t, key):
+        heapq.heappush(self.heap, (t, PLAN, key))
+        heapq.heappush(self.plan_times, t)
+        if t < self.next_plan:
+            self.next_plan = t
+
+    def _plan_start(self):
+        """The planner's moments before arrivals end: every interval_s, or each schedule row."""
+        planner, n = self.planner, len(self.gpus)
+        if planner.policy == "utilization":
+            if planner.interval_s < self.arrivals_end:
+                self._push_plan(planner.interval_s, n)
+            return
+        for i, row in enumerate(planner.schedule):
+            if row.at_s < self.arrivals_end:
+                self._push_plan(row.at_s, n + i)
+
+    def _plan(self, key, t):
+        """A PLAN event: an instance done reloading joins its pool (key = its index), or a
+        planning moment (key = GPUs + schedule row) decides which instances move."""
+        times = self.plan_times
+        heapq.heappop(times)
+        self.next_plan = times[0] if times else INF
+        n = len(self.gpus)
+        if key < n:
+            self._join_pool(self.gpus[key], t)
+            return
+        planner = self.planner
+        tp = self.fleet.prefill_tp
+        if planner.policy == "utilization":
+            nxt = t + planner.interval_s
+            if nxt < self.arrivals_end:
+                self._push_plan(nxt, n)
+            if self.moving:
+                return  # one change at a time
+            t0 = t - planner.interval_s
+            utils = [utilization(math.fsum(busy_in_window(g.log.start, g.log.end, t0, t) for g in pool),
+                                 len(pool), planner.interval_s) for pool in (self.prefill_gpus, self.decode_gpus)]
+            to = utilization_move(utils[0], utils[1], len(self.prefill_gpus), len(self.decode_gpus),
+                                  planner.threshold, planner.min_per_pool)
+            count = 1
+        else:
+            row = planner.schedule[key - n]
+            going = sum(1 for g in self.gpus if g.moving == "prefill")
+            to, count = schedule_moves(len(self.prefill_gpus) + going, row.prefill_gpus // tp)
+        if to is None:
+            return
+        source = self.decode_gpus if to == "prefill" else self.prefill_gpus
+        count = min(count, len(source) - 1)  # a pool always keeps an instance serving
+        for _ in range(count):
+            loads = [g.seqs for g in source] if to == "prefill" else [g.pending for g in source]
+            self._start_move(source[pick_mover(loads)], to, t)
+
+    def _start_move(self, gpu, to, t):
+        """`gpu` stops taking new work: it leaves its pool's lists and drains at its boundaries."""
+        self.moving += 1
+        gpu.moving = to
+        if gpu.role == "prefill":
+            self.prefill_gpus.remove(gpu)
+            self.takers_of[gpu.queue_k].remove(gpu)
+            handler = self._drain_prefill
+        else:
+            self.decode_gpus.remove(gpu)
+            handler = self._drain_decode
+        self.boundary[gpu.index] = handler
+        self.reconfigurations.append([t, gpu.index, gpu.role, to, None])
+        if gpu.idle:  # no step running: it drains now
+            gpu.idle = False
+            handler(gpu, t)
+
+    def _drain_prefill(self, gpu, t):
+        """A prefill instance leaving: its prompts under way (chunked) run to their end, no new ones."""
+        if gpu.completing:
+            self._end_prefills(gpu, t, False)
+        chunk = self.fleet.prefill_chunk_tokens
+        taken = self._take_chunks(gpu, t, chunk, _admit_none) if chunk is not None and gpu.prefilling else 0
+        end = self._start_step(gpu, t, taken)
+        if end is None:
+            self.prefill_next[gpu.index] = INF
+            self._start_switch(gpu, t)
+        else:
+            self.prefill_next[gpu.index] = end
+
+    def _drain_decode(self, gpu, t):
+        """A decode instance leaving: once no KV is on its way to it, its sequences are handed
+        over at a step boundary (their KV rejoins the decode pool's admission, first in line)."""
+        if gpu.busy:
+            self._finish_decode_step(gpu, t)
+        if gpu.seqs > gpu.decoding + len(gpu.landed) + len(gpu.rejoin):
+            # KV reserved before the decision is still on the link: keep serving until it lands.
+            if gpu.landed:
+                self._join_landed(gpu, t)
+            if gpu.rejoin:
+                self._rejoin(gpu, t)
+            self._start_step(gpu, t, 0)
+            return
+        records = self.records
+        done = len(gpu.log.start) - 1  # the step that just ended
+        handed = []
+        for rids in gpu.finish_at.values():
+            for rid in rids:
+                rec = records[rid]
+                if rec.earlier is None:
+                    rec.earlier = []
+                rec.earlier.append((gpu.index, rec.decode_first_step, done))
+                handed.append(rid)
+        for rid in gpu.landed:
+            handed.append(rid)
+        handed.extend(gpu.rejoin)
+        for rid in sorted(handed):
+            rec = records[rid]
+            emitted = 0 if rec.first_token is None else 1 + sum(b - a + 1 for _, a, b in (rec.earlier or ()))
+            self.moved[rid] = (gpu.index, emitted)
+            rec.decode_first_step = rec.decode_last_step = -1
+        self.waiting_reserve.extendleft((rid, t, None) for rid in sorted(handed, reverse=True))
+        gpu.kv_free, gpu.seqs, gpu.decoding, gpu.context = gpu.kv_tokens, 0, 0, 0
+        gpu.finish_at, gpu.landed, gpu.rejoin = {}, [], []
+        gpu.busy = False
+        self._start_switch(gpu, t)
+        self._reserve_and_send(t)
+
+    def _rejoin(self, gpu, t):
+        """Moved sequences whose KV arrived: they decode on from the tokens they have."""
+        records = self.records
+        next_step = len(gpu.log.start)
+        for rid in gpu.rejoin:
+            rec = records[rid]
+            _, emitted = self.moved.pop(rid)
+            if emitted == 0:  # moved before it joined anywhere: its first token is now, as on landing
+                rec.first_token = t
+                emitted = 1
+            last = next_step + rec.output_tokens - emitted - 1
+            rec.decode_gpu = gpu.index
+            rec.decode_first_step = next_step
+            rec.decode_last_step = last
+            gpu.decoding += 1
+            gpu.context += rec.prompt_tokens + emitted
+            gpu.finish_at.setdefault(last, []).append(rid)
+        gpu.rejoin = []
+
+    def _start_switch(self, gpu, t):
+        """Drained: it reloads for its new role until t + switch_s (role "switching")."""
+        gpu.idle, gpu.busy = True, False
+        gpu.log.roles.append((t, "switching"))
+        ready = t + self.planner.switch_s
+        for r in reversed(self.reconfigurations):
+            if r[1] == gpu.index:
+                r[4] = ready
+                break
+        self._push_plan(ready, gpu.index)
+
+    def _join_pool(self, gpu, t):
+        """Reloaded: `gpu` joins its new pool (lists kept in GPU order, as built)."""
+        role = gpu.moving
+        gpu.moving = None
+        self.moving -= 1
+        gpu.role = role
+        gpu.log.roles.append((t, role))
+        self.boundary[gpu.index] = self.handlers[role]
+        if role == "prefill":
+            _insert_by_index(self.prefill_gpus, gpu)
+            gpu.queue, gpu.queue_k = self.queues[0], 0
+            _insert_by_index(self.takers_of[0], gpu)
+            if gpu.queue:
+                gpu.idle = False
+                heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
+        else:
+            _insert_by_index(self.decode_gpus, gpu)
+            if self.waiting_reserve:
+                self._reserve_and_send(t)
+
+
+def _admit_none(gpu, t):
+    """A draining prefill instance admits nothing new."""
+    return None
+
+
+def _insert_by_index(gpus, gpu):
+    k = 0
+    while k < len(gpus) and gpus[k].index < gpu.index:
+        k += 1
+    gpus.insert(k, gpu)
 
 
 def _holder(gpu):

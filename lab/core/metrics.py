@@ -37,6 +37,7 @@ from operator import sub
 
 from . import kv
 from .cost import pool_costs
+from .planner import busy_in_window
 
 __all__ = [
     "METRIC_NAMES",
@@ -52,6 +53,8 @@ __all__ = [
     "kv_use",
     "time_weighted_percentile",
     "admission_waits",
+    "role_spans",
+    "reconfig_lost_gpu_s",
     "resumed_in_batch",
     "step_gaps_of",
     "prefix_metrics",
@@ -73,6 +76,7 @@ METRIC_NAMES = (
     "prefill_power_w_mean", "decode_power_w_mean",
     "prefix_hit_rate", "prefill_tokens_saved", "prefix_fetch_p99_ms",
     "preemptions", "kv_util_p50", "kv_util_p99", "admission_wait_p99_ms",
+    "reconfigurations", "reconfig_lost_gpu_s",
 )
 
 # How the run ended; in every summary, after the metrics.
@@ -386,6 +390,35 @@ def admission_waits(result):
         reserved = result.transfers[rec.transfer].reserved if rec.transfer >= 0 else end
         out.append(max(0.0, reserved - rec.prefill_end))
     return out
+def role_spans(log, end):
+    """[(from, to, role)] of one instance up to `end`, from `GpuLog.roles` ("switching" while
+    it reloads for a new role)."""
+    out = []
+    roles = log.roles
+    for i, (t0, role) in enumerate(roles):
+        t1 = roles[i + 1][0] if i + 1 < len(roles) else end
+        t0, t1 = min(t0, end), min(t1, end)
+        if t1 > t0:
+            out.append((t0, t1, role))
+    return out or [(0.0, end, roles[0][1])]
+
+
+def reconfig_lost_gpu_s(result):
+    """GPU-seconds role changes cost: from each decision until the instance serves its new
+    pool (ready, or the run's end), less the time it ran steps while it drained."""
+    end = result.end_time
+    lost = []
+    for t_decided, g, _, _, t_ready in result.reconfigurations:
+        log = result.gpus[g]
+        until = end if t_ready is None or t_ready > end else t_ready
+        drained = until
+        for t, role in log.roles:
+            if role == "switching" and t >= t_decided:
+                drained = min(t, until)
+                break
+        if until > t_decided:
+            lost.append(log.tp * ((until - t_decided) - busy_in_window(log.start, log.end, t_decided, drained)))
+    return math.fsum(lost)
 
 
 def _per(total, count):
@@ -485,16 +518,33 @@ def summarize(result, rows=None):
     count = {"colocated": 0, "prefill": 0, "decode": 0}
     gpu_busy = []  # busy GPU-seconds: an instance's busy time counts once per GPU it spans
     log_busy = [log.busy_s() for log in result.gpus]
+    role_time = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}  # instance-seconds in each role
     for log, raw in zip(result.gpus, log_busy):
         b = min(raw, span)
-        busy[log.role] += b
-        count[log.role] += 1
         gpu_busy.append(b * log.tp)
+        count[log.role] += 1
+        if len(log.roles) == 1:
+            busy[log.role] += b
+            role_time[log.role] += span
+            continue
+        # fleet.planner: each step counts in the role the instance had when it started, each
+        # instance in a pool for the time it was in it (reloading counts in neither)
+        spans = role_spans(log, span)
+        k = 0
+        for start, end in zip(log.start, log.end):
+            if start >= span:
+                break
+            while k + 1 < len(spans) and spans[k + 1][0] <= start:
+                k += 1
+            busy[spans[k][2]] += (end if end < span else span) - start
+        for t0, t1, role in spans:
+            if role in role_time:
+                role_time[role] += t1 - t0
     wire = math.fsum(min(e, span) - s for t in result.transfers for s, e in t.wire_spans() if s < span)
     out_tokens = sum(r.output_tokens for r in result.requests if r.finished)
 
     def util(role):  # a pool's instances all have its tp: per instance = per GPU
-        return busy[role] / (count[role] * span) if count[role] else None
+        return busy[role] / role_time[role] if count[role] and role_time[role] else (0.0 if count[role] else None)
 
     log_gpus = sum(log.tp for log in result.gpus)
     return {
@@ -528,6 +578,8 @@ def summarize(result, rows=None):
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
         **prefix_metrics(result),
         **_memory_metrics(result),
+        "reconfigurations": len(result.reconfigurations),  # 0 with fixed pools (no planner)
+        "reconfig_lost_gpu_s": reconfig_lost_gpu_s(result),
         "run_cut": result.capped,
         "run_end_s": result.stopped_at if result.stopped_at is not None else result.end_time,
     }

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import fields as F
 from .errors import LabError
 from .loading import MAX_JSON_BYTES, parse_json, read_text
-from .spec import GPU_PRESETS, LLM_PRESETS, Admission, Fleet, Link, Model, Scenario
+from .spec import GPU_PRESETS, LLM_PRESETS, Admission, Fleet, Link, Model, Planner, Scenario
 from .stars import evaluate_stars, parse_stars
 from .workload import resolve_trace_path
 
@@ -77,6 +77,10 @@ CONTROL_PATHS = {
     "admission": "fleet.admission.reject_when",
     "kv_policy": "fleet.kv_policy",
     "kv_block_tokens": "fleet.kv_block_tokens",
+    "planner": "fleet.planner.policy",
+    "planner_threshold": "fleet.planner.threshold",
+    "plan_at_s": "fleet.planner.schedule.0.at_s",
+    "plan_prefill_gpus": "fleet.planner.schedule.0.prefill_gpus",
     "attention": "model.attention",
     "prefix_cache": "fleet.prefix_cache",
     "prefix_cache_gb": "fleet.prefix_cache_gb",
@@ -122,6 +126,10 @@ CONTROL_SPECS = {
                   (Admission.OFF,) + Admission.RULES),
     "kv_policy": ("choice", "KV memory", ("colocated", "disaggregated"), Fleet.KV_POLICY),
     "kv_block_tokens": ("int", "KV block (tokens)", ("colocated", "disaggregated"), None),
+    "planner": ("choice", "GPUs change roles", ("disaggregated",), Planner.POLICIES),
+    "planner_threshold": ("float", "Move a GPU when utilisations differ by more than", ("disaggregated",), None),
+    "plan_at_s": ("float", "Hand schedule: change at (s)", ("disaggregated",), None),
+    "plan_prefill_gpus": ("int", "Hand schedule: prefill GPUs from then on", ("disaggregated",), None),
     "attention": ("choice", "Attention FLOPs in the roofline", ("colocated", "disaggregated"), (False, True)),
     "prefix_cache": ("choice", "Prefix cache", ("colocated", "disaggregated"), Fleet.PREFIX_CACHES),
     "prefix_cache_gb": ("float", "Prefix cache per GPU (GB of HBM)", ("colocated", "disaggregated"), None),
@@ -143,15 +151,21 @@ CONTROL_REQUIRES = {
     "prefix_cache_gb": ("fleet.prefix_cache", "per_gpu"),
     "prefix_pool_gb": ("fleet.prefix_cache", "shared"),
     "kv_block_tokens": ("fleet.kv_policy", "on_demand"),
+    "planner_threshold": ("fleet.planner.policy", "utilization"),
+    "plan_at_s": ("fleet.planner.policy", "schedule"),
+    "plan_prefill_gpus": ("fleet.planner.policy", "schedule"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
-COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp"}
+COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp", "plan_prefill_gpus": "prefill_tp"}
 
 
 def _field(scenario, dotted):
     node = scenario
     for part in dotted.split("."):
-        node = getattr(node, part, None)
+        if isinstance(node, tuple) and part.isdigit():  # a list's item (fleet.planner.schedule.0)
+            node = node[int(part)] if int(part) < len(node) else None
+        else:
+            node = getattr(node, part, None)
     return node
 
 
@@ -168,6 +182,8 @@ def control_value(name, scenario):
         return getattr(fleet, name) or scenario.model.gpu
     if name == "admission":  # off is no Admission at all
         return fleet.admission.reject_when if fleet.admission is not None else Admission.OFF
+    if name == "planner":
+        return fleet.planner.policy if fleet.planner is not None else "off"
     return _field(scenario, CONTROL_PATHS[name])
 
 

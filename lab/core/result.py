@@ -43,6 +43,9 @@ class GpuLog:
     # fleet.prefix_cache shared: step index -> seconds the step spent fetching cached KV from
     # the host pool before its compute (README "Prefix caching"); empty otherwise.
     fetch_s: dict = field(default_factory=dict)
+    # fleet.planner: [(t, role)] from t on ("switching" while it reloads for its new role);
+    # [(0.0, role)] unless it changed. `role` stays the role it started in.
+    roles: list = None
     # fleet.kv_policy on_demand: (step index, request id) of each sequence preempted at the
     # boundary before that step (it held KV here and lost it), for the canvas; else empty.
     preempted: list = field(default_factory=list)
@@ -53,6 +56,8 @@ class GpuLog:
     kv_used: list = field(default_factory=list)
 
     def __post_init__(self):
+        if self.roles is None:
+            self.roles = [(0.0, self.role)]
         if not self.gpu_ids:
             self.gpu_ids = tuple(range(self.index * self.tp, (self.index + 1) * self.tp))
         if not self.label:
@@ -150,6 +155,9 @@ class Result:
     # Simulated time the run stopped (the step bound may cut it before arrivals end);
     # None for a hand-built Result, read as end_time.
     stopped_at: float = None
+    # fleet.planner: (t_decided, gpu_index, from_role, to_role, t_ready) per role change, in
+    # decision order; t_ready None when the run ended before the instance was ready.
+    reconfigurations: list = field(default_factory=list)
 
     @property
     def gpu_roles(self):

@@ -24,6 +24,8 @@ __all__ = [
     "Link",
     "Admission",
     "Fleet",
+    "Planner",
+    "PlanStep",
     "Pool",
     "Slo",
     "Scenario",
@@ -540,8 +542,122 @@ class Admission:
         rule = F.read_choice(data, "reject_when", path, cls.RULES + (cls.OFF,))
         return None if rule == cls.OFF else cls(rule)
 
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One row of a hand schedule: from `at_s` on, the pools have these sizes (in GPUs).
+    `decode_gpus` None: the rest of the fleet (what a one-number control sets)."""
+
+    at_s: float
+    prefill_gpus: int
+    decode_gpus: int = None
+
+    def decode_of(self, total):
+        return self.decode_gpus if self.decode_gpus is not None else total - self.prefill_gpus
+
     def to_dict(self):
         return _frozen_dict_of(self)
+
+
+@dataclass(frozen=True)
+class Planner:
+    """`fleet.planner`: pools that change roles on a split fleet (README "Pools that change
+    roles"; the rules are lab/core/planner.py). `utilization`: every `interval_s`, when one
+    pool's utilisation exceeds the other's by more than `threshold`, one instance of the
+    idler pool moves, never leaving it under `min_per_pool` instances. `schedule`: at each
+    row's `at_s`, instances move until the pools have that row's sizes. A moving instance
+    drains, then reloads for `switch_s`. `off` keeps the settings unused (a control can
+    turn it on again); every field is validated whatever the policy, like the fleet's."""
+
+    policy: str
+    switch_s: float = 5.0
+    interval_s: float = 10.0  # utilization
+    threshold: float = 0.2
+    min_per_pool: int = 1
+    schedule: tuple = ()  # schedule: (PlanStep, ...), at_s increasing
+
+    POLICIES = ("off", "utilization", "schedule")
+
+    @property
+    def active(self):
+        return self.policy != "off"
+
+    @classmethod
+    def from_dict(cls, data, path="fleet.planner"):
+        F.check_keys(data, path, ("policy", "interval_s", "threshold", "switch_s", "min_per_pool", "schedule"))
+        kind = F.read_choice(data, "policy", path, cls.POLICIES)
+        d = cls(kind)
+        where_list = F.join(path, "schedule")
+        rows = F.read_list(data, "schedule", path, default=[])
+        if kind == "schedule" and not rows:
+            raise LabError(where_list, "a schedule needs at least one row {at_s, prefill_gpus, decode_gpus}")
+        if len(rows) > 100:
+            raise LabError(where_list, f"{len(rows)} rows is more than the 100 a schedule may have")
+        steps = []
+        for i, row in enumerate(rows):
+            where = F.join(where_list, i)
+            if not isinstance(row, dict):
+                raise LabError(where, f"expected an object {{at_s, prefill_gpus, decode_gpus}}, got {F.describe(row)}")
+            F.check_keys(row, where, ("at_s", "prefill_gpus", "decode_gpus"))
+            step = PlanStep(F.read_number(row, "at_s", where, lo=0, hi=MAX_DURATION_S, lo_open=True),
+                            F.read_int(row, "prefill_gpus", where, lo=1, hi=MAX_GPUS),
+                            F.read_int(row, "decode_gpus", where, default=None, lo=1, hi=MAX_GPUS))
+            if steps and step.at_s <= steps[-1].at_s:
+                raise LabError(F.join(where, "at_s"), f"{step.at_s:g} must be after the previous row's at_s ({steps[-1].at_s:g})")
+            steps.append(step)
+        return cls(
+            kind,
+            F.read_number(data, "switch_s", path, default=d.switch_s, lo=0, hi=MAX_DURATION_S),
+            F.read_number(data, "interval_s", path, default=d.interval_s, lo=0.5, hi=MAX_DURATION_S),
+            F.read_number(data, "threshold", path, default=d.threshold, lo=0, hi=1),
+            F.read_int(data, "min_per_pool", path, default=d.min_per_pool, lo=1, hi=MAX_GPUS),
+            tuple(steps),
+        )
+
+    def to_dict(self):
+        out = _frozen_dict_of(self)
+        if self.schedule:
+            out["schedule"] = [s.to_dict() for s in self.schedule]
+        return out
+
+    def check(self, fleet, workload, path="fleet.planner"):
+        """What needs the whole fleet (only when on): a split fleet whose two pools are alike
+        (one tp, GPU type and power cap, so an instance can serve either), whole prompts' KV
+        (no layer-wise link) and one shared prefill queue, schedule rows that size this fleet."""
+        if not self.active:
+            return
+        if fleet.layout != "disaggregated":
+            raise LabError(F.join(path, "policy"), f"{self.policy!r} needs a disaggregated fleet (fleet.layout is 'colocated'): pools change roles only on a split fleet; set it to 'off' or split the fleet")
+        alike = (("prefill_tp", "decode_tp", "tensor parallelism"), ("prefill_gpu", "decode_gpu", "GPU type"),
+                 ("prefill_power_cap_w", "decode_power_cap_w", "power cap"))
+        for a, b, what in alike:
+            if getattr(fleet, a) != getattr(fleet, b):
+                raise LabError(F.join("fleet", b), f"{getattr(fleet, b)!r} differs from fleet.{a} ({getattr(fleet, a)!r}): "
+                               f"with a planner an instance moves between pools, so both pools need the same {what}")
+        if fleet.link.layerwise:
+            raise LabError("fleet.link.layerwise", "true is not modelled with a planner (a moved sequence's KV crosses whole): set it to false or turn the planner off")
+        if fleet.dispatch != "queue":
+            raise LabError("fleet.dispatch", f"{fleet.dispatch!r} binds prompts to instances at arrival; with a planner the prefill pool changes size, so only 'queue' is allowed")
+        tp = fleet.prefill_tp
+        instances = fleet.total_gpus // tp
+        if self.policy == "utilization":
+            if 2 * self.min_per_pool > instances:
+                raise LabError(F.join(path, "min_per_pool"), f"{self.min_per_pool} per pool needs {2 * self.min_per_pool} instances; the fleet has {instances}")
+            return
+        total = fleet.total_gpus
+        end = workload.duration_s if workload.trace is None else None
+        for i, step in enumerate(self.schedule):
+            where = F.join(F.join(path, "schedule"), i)
+            decode = step.decode_of(total)
+            if step.decode_gpus is None and decode < 1:
+                raise LabError(F.join(where, "prefill_gpus"), f"{step.prefill_gpus} GPUs leaves none of the fleet's {total} for decode: use fewer")
+            if step.prefill_gpus + decode != total:
+                raise LabError(F.join(where, "decode_gpus"), f"{step.prefill_gpus} + {decode} GPUs must add up to the fleet's {total} (prefill_gpus + decode_gpus)")
+            for key, value in (("prefill_gpus", step.prefill_gpus), ("decode_gpus", decode)):
+                if value % tp:
+                    raise LabError(F.join(where, key), f"{value} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}")
+            if end is not None and step.at_s >= end:
+                raise LabError(F.join(where, "at_s"), f"{step.at_s:g} is not before workload.duration_s ({end:g}): a change after arrivals end never matters")
 
 
 @dataclass(frozen=True)
@@ -583,6 +699,7 @@ class Fleet:
     # kv_block_tokens as a sequence grows, preempting when a GPU runs out (lab/core/kv.py).
     kv_policy: str = "reserve"
     kv_block_tokens: int = 16
+    planner: Planner = None  # disaggregated: pools that change roles; None = fixed pools
 
     LAYOUTS = ("colocated", "disaggregated")
     PREFIX_CACHES = ("off", "per_gpu", "shared")
@@ -663,6 +780,7 @@ class Fleet:
             prefix_fetch_gbytes_per_s=F.read_number(data, "prefix_fetch_gbytes_per_s", path, default=None, lo=0.001, hi=100_000),
             kv_policy=F.read_choice(data, "kv_policy", path, cls.KV_POLICY, default=d.kv_policy),
             kv_block_tokens=F.read_int(data, "kv_block_tokens", path, default=d.kv_block_tokens, lo=1, hi=4096),
+            planner=_read_planner(data, path),
         )
 
     def prefix_setting(self, key):
@@ -674,11 +792,23 @@ class Fleet:
     def total_gpus(self):
         return self.gpus if self.layout == "colocated" else self.prefill_gpus + self.decode_gpus
 
+    @property
+    def planner_on(self):
+        """Whether pools change roles in this run (a planner whose policy is not "off")."""
+        return self.planner is not None and self.planner.active
+
     def to_dict(self):
         out = _frozen_dict_of(self)
         if out.get("prefix_cache") == "off":
             del out["prefix_cache"]  # the default: keep older scenarios' JSON as it was
         return out
+
+
+def _read_planner(data, path):
+    raw = data.get("planner")
+    if raw is None or raw == "off":  # (a bare "off" is no planner; {"policy": "off", ...} keeps its settings)
+        return None
+    return Planner.from_dict(F.read_dict(data, "planner", path), F.join(path, "planner"))
 
 
 def _read_chunk(data, key, path):
@@ -778,6 +908,8 @@ class Scenario:
         _check_pools(self)
         _check_admission(self)
         _check_together(self)
+        if self.fleet.planner is not None:
+            self.fleet.planner.check(self.fleet, self.workload)
 
     def pools(self):
         """The fleet's pools in GPU order: one colocated pool, or the prefill then the decode pool."""
@@ -823,7 +955,8 @@ def _check_admission(scenario):
 def _check_together(scenario):
     """Mechanisms the engine and the reference simulator do not yet model together are refused,
     not run half-right: a prefix cache's skipped prompt blocks and an on-demand re-prefill's
-    recomputed tokens would need one rule for what a preempted prompt finds cached."""
+    recomputed tokens would need one rule for what a preempted prompt finds cached; a planner
+    runs with reserved KV, no prefix cache and no early rejection."""
     fleet = scenario.fleet
     if fleet.kv_policy == "on_demand" and fleet.prefix_cache != "off":
         raise LabError(
@@ -831,6 +964,22 @@ def _check_together(scenario):
             f"{fleet.prefix_cache!r} with kv_policy 'on_demand' is not modelled yet (what a preempted prompt "
             "finds cached when it is prefilled again): use kv_policy 'reserve' with a prefix cache, or prefix_cache 'off'",
         )
+    if not fleet.planner_on:
+        return
+    # A moving instance's KV blocks, its prefix cache and the prefill rate early rejection
+    # predicts with all change with its role; none of these rules is written for that yet.
+    alone = (("kv_policy", fleet.kv_policy != "reserve", "'reserve'"),
+             ("prefix_cache", fleet.prefix_cache != "off", "'off'"),
+             ("admission", fleet.admission is not None, "off (null)"))
+    for name, clash, allowed in alone:
+        if clash:
+            value = getattr(fleet, name)
+            shown = value.reject_when if name == "admission" else value
+            raise LabError(
+                f"fleet.{name}",
+                f"{shown!r} is not modelled with a planner yet (pools that change roles): set {name} to {allowed} "
+                "or the planner's policy to 'off'",
+            )
 
 
 def _check_pools(scenario):
@@ -902,13 +1051,32 @@ def _set_dotted(raw, dotted, value):
     node = raw
     parts = dotted.split(".")
     for i, part in enumerate(parts[:-1]):
+        if isinstance(node, list):  # a list's item by its number (fleet.planner.schedule.0.at_s)
+            node = _list_item(node, part, dotted)
+            continue
         child = node.get(part)
         if child is None:
             child = node[part] = {}
-        if not isinstance(child, dict):
+        if not isinstance(child, (dict, list)):
             raise LabError(".".join(parts[: i + 1]), f"is {F.describe(child)}, not an object, so {dotted!r} cannot be set")
         node = child
-    node[parts[-1]] = value
+    if isinstance(node, list):
+        node[_index(node, parts[-1], dotted)] = value
+    else:
+        node[parts[-1]] = value
+
+
+def _index(items, part, dotted):
+    if not part.isdigit() or int(part) >= len(items):
+        raise LabError(dotted, f"{part!r} is not an item of a list of {len(items)}")
+    return int(part)
+
+
+def _list_item(items, part, dotted):
+    item = items[_index(items, part, dotted)]
+    if not isinstance(item, dict):
+        raise LabError(dotted, f"item {part} is {F.describe(item)}, not an object")
+    return item
 
 
 def apply_overrides(raw, overrides):

@@ -556,7 +556,9 @@ class LabApp:
         brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
         may_preempt = s.scenario.fleet.kv_policy == "on_demand" or "kv_policy" in m.controls
-        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed, rejection=s.can_reject, preemptions=may_preempt),
+        roles = "planner" in m.controls or s.scenario.fleet.planner_on
+        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed, rejection=s.can_reject, preemptions=may_preempt,
+                                          roles=roles),
                               stylesheets=[CSS], sizing_mode="stretch_width",
                               margin=(0, 4), css_classes=["stf-legend-pane"])
         section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],

@@ -36,6 +36,7 @@ CAUSE_LABELS = {
     "decode_batch": "big decode batch",
     "transfer": "transfer in first gap",
     "preemption": "preempted",
+    "role_change": "moved: GPU changed role",
     "kv_capacity": "KV capacity",
     "unfinished": "unfinished",
     "rejected": "rejected early",
@@ -62,6 +63,7 @@ CAUSE_FILLS = {
     "decode_batch": PALETTE["decode"],
     "transfer": _hatch(PALETTE["decode"]),
     "preemption": _hatch(PALETTE["ink"]),
+    "role_change": _hatch(PALETTE["kv"]),
     "kv_capacity": "#F0E442",  # Okabe & Ito's yellow (outlined: light on white)
     "unfinished": PALETTE["ink"],
     "rejected": PALETTE["bad"],  # the canvas's rejection marks on the prefill queue row

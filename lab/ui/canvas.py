@@ -73,7 +73,7 @@ from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
 __all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html", "row_label",
-           "legend_html", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
+           "legend_html", "roles_text", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
 
 MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
 EMBED_ROW_PX = 18  # in an embed: the 700 x 760 iframe shows the metrics under the canvas without scrolling
@@ -87,8 +87,11 @@ FRAME_TOP_PX = 6  # the plot area starts this far down the figure (no title, no 
 FRAME_LEFT_PX = 4  # ... and this far right of the row labels' gutter
 BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see Canvas._slice)
 QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, right, top, bottom, n
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected", "preempt") + QUEUE_LAYERS
-WHOLE_RUN_LAYERS = ("kv_track",)  # not sliced around the window (see Canvas._slice)
+# fleet.planner: a GPU row's role over time, a tinted band behind its steps per role span
+# (prefill, decode, and hatched grey while it reloads); only GPUs whose role changed.
+ROLE_LAYERS = ("role_prefill", "role_decode", "role_switching")
+LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected", "preempt") + QUEUE_LAYERS + ROLE_LAYERS
+WHOLE_RUN_LAYERS = ("kv_track",) + ROLE_LAYERS  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
 WAIT = 0.175  # the height of a "KV waiting" bar, as a share of a link box
@@ -112,11 +115,12 @@ _PREEMPT_COLS = ("left", "right", "y", "req")  # a mark at one time (left = righ
 F32 = np.float32  # what the browser gets: half the bytes of float64, µs precision over a run
 
 
-def legend_html(slo, embed=False, rejection=False, preemptions=False):
+def legend_html(slo, embed=False, rejection=False, preemptions=False, roles=False):
     """The canvas's legend: every mark's swatch and name, and a line saying what a red,
     hatched step is against this SLO and what it means for it (the embed says less).
     `rejection`: the mission can turn early rejection on, so its cross is listed too;
-    `preemptions`: the fleet may preempt (KV on demand), so the legend names its mark."""
+    `preemptions`: the fleet may preempt (KV on demand), so the legend names its mark;
+    `roles`: GPUs may change roles (fleet.planner): name the role bands too."""
     sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
                                    + (f' style="background:{colour}"' if colour else "") + "></span>")
     entries = (
@@ -127,7 +131,9 @@ def legend_html(slo, embed=False, rejection=False, preemptions=False):
         (sw("wait"), "KV waiting", "KV waiting"),
         (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
         (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
-    ) + (((_PREEMPT_SWATCH, "preempted", "preempted: lost its KV, back to the queue"),) if preemptions else ())
+    ) + (((_PREEMPT_SWATCH, "preempted", "preempted: lost its KV, back to the queue"),) if preemptions else ()) + ((
+        (sw("roles"), "role over time", "row tint: the GPU's role over time (amber prefill, blue decode, hatched grey reloading)"),
+    ) if roles else ())
     if rejection:
         cross = (f'<span class="sw" style="background:none;color:{PALETTE["bad"]};font-weight:700;'
                  'text-align:center;line-height:11px">×</span>')
@@ -171,12 +177,23 @@ def _rows(result):
     for log in result.gpus:
         row = 1 + log.index + (2 if (split and log.role == "decode") else 0)
         rows.append(row)
-        labels[row] = row_label(log.label, log.role, (log.gpu_type, log.tp) if typed else None)
+        labels[row] = row_label(log.label, roles_text(log.roles), (log.gpu_type, log.tp) if typed else None)
     if split:
         link_queue_row, link_row = 1 + prefill, 2 + prefill
         labels[link_queue_row] = LINK_QUEUE
         labels[link_row] = "link (KV)"
     return rows, link_row, link_queue_row, labels
+
+
+def roles_text(roles):
+    """A row's role words from `GpuLog.roles`: "decode", or for a GPU that changed role
+    (fleet.planner) the role it ended in after an arrow, "→prefill" ("⇄prefill" when it went
+    back and forth): the row's place (it keeps its start's) and its tint say where it began,
+    and the label stays about as short as a fixed GPU's, so a phone keeps its timeline."""
+    served = [r for _, r in roles if r != "switching"]
+    if len(served) == 1:
+        return served[0]
+    return f"→{served[-1]}" if len(served) == 2 else f"⇄{served[-1]}"
 
 
 def row_label(label, role, kind=None):
@@ -252,6 +269,8 @@ def max_rows(mission):
         rows = max(rows, p // min(ptps) + d // min(dtps) + 3)  # and the prefill queue, the link queue and the link
         typed = _types_can_differ(mission)
         labels += [longest(max(p - 1, 0), ptps, "prefill", typed), longest(max(p + d - 1, 0), dtps, "decode", typed)]
+        if "planner" in controls or fleet.planner_on:  # a GPU that changed role says so
+            labels.append(longest(max(p + d - 1, 0), dtps, "→prefill", typed))
     return rows, max(labels, key=len)
 
 
@@ -428,6 +447,7 @@ def timeline_data(result, target_ms, frame=None):
     out["rejected"] = {"left": _narrow(times), "right": _narrow(times), "y": np.full(len(times), -half * REJECT_Y, dtype=F32),
                        "req": ids.astype(np.int32), "pred": _narrow(predicted)}
     peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
+    _role_layers(result, out, rows, half)
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
     return out
@@ -449,6 +469,28 @@ def _preempt_marks(result, rows):
             reqs.append(rid)
     x = np.asarray(xs, dtype=float)
     return {"left": _narrow(x), "right": _narrow(x), "y": np.asarray(ys, dtype=F32), "req": np.asarray(reqs, dtype=np.int32)}
+
+
+def _role_layers(result, out, rows, half):
+    """Fill out's ROLE_LAYERS: per GPU whose role changed, a band over its row's whole box
+    for each span of `GpuLog.roles` (n = the span's start, for the tooltip)."""
+    spans = {name: [] for name in ROLE_LAYERS}
+    end = max(result.end_time, 0.0)
+    for log, row in zip(result.gpus, rows):
+        if len(log.roles) < 2:
+            continue
+        marks = list(log.roles) + [(end, None)]
+        for (t0, role), (t1, _) in zip(marks, marks[1:]):
+            if t1 > t0:
+                spans["role_" + role].append((t0, t1, row))
+    for name, items in spans.items():
+        if not items:
+            out[name] = _empty(_QUAD_COLS)
+            continue
+        lo = np.array([a for a, _, _ in items], dtype=float)
+        hi = np.array([b for _, b, _ in items], dtype=float)
+        ys = np.array([r for _, _, r in items], dtype=float)
+        out[name] = _quads(lo, hi, ys - half - 0.04, ys + half + 0.04, lo)
 
 
 def _quads(left, right, top, bottom, n):
@@ -565,7 +607,7 @@ class Canvas(param.Parameterized):
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["rejected"] = ColumnDataSource(_empty(_REJECT_COLS), name="canvas-rejected")
         self.sources["preempt"] = ColumnDataSource(_empty(_PREEMPT_COLS), name="canvas-preempt")
-        for name in QUEUE_LAYERS:  # named, so the page (tests) can read what a queue row shows
+        for name in QUEUE_LAYERS + ROLE_LAYERS:  # named, so the page (tests) can read what a row shows
             self.sources[name] = ColumnDataSource(_empty(_KV_COLS if name == "kv" else _QUAD_COLS), name=f"canvas-{name}")
         self.overview_source = ColumnDataSource({"x": [], "slow": [], "busy": []})
         self._labels = None
@@ -744,6 +786,18 @@ class Canvas(param.Parameterized):
         their compact tooltips, and a label per queue row for its scale."""
         quad = {"left": "left", "right": "right", "top": "top", "bottom": "bottom"}
         src = self.sources
+        # Role bands first: under the KV band and the steps (fleet.planner).
+        r_roles = [
+            fig.quad(source=src["role_prefill"], **quad, fill_color=PALETTE["prefill"], fill_alpha=0.16, line_color=None),
+            fig.quad(source=src["role_decode"], **quad, fill_color=PALETTE["decode"], fill_alpha=0.12, line_color=None),
+            fig.quad(source=src["role_switching"], **quad, fill_color=PALETTE["link_wait"], fill_alpha=0.35,
+                     hatch_pattern="/", hatch_color="white", hatch_alpha=0.9, hatch_scale=6, line_color=PALETTE["muted"],
+                     line_width=0.8),
+        ]
+        role_tip = '<div style="font: 12px %s">%s from <b>@left{0,0.0} s</b> to @right{0,0.0} s</div>'
+        for renderer, what in zip(r_roles, ("a prefill GPU", "a decode GPU", "reloading for its new role")):
+            fig.add_tools(HoverTool(renderers=[renderer], tooltips=role_tip % (FONT_STACK, what),
+                                    point_policy="follow_mouse", attachment="above"))
         r_track = fig.quad(source=src["kv_track"], **quad, fill_color=PALETTE["kv_track"],
                            line_color=PALETTE["kv_edge"], line_width=0.8)
         r_kv = fig.quad(source=src["kv"], **quad, fill_color=PALETTE["kv"], line_color=None)

@@ -58,6 +58,10 @@ _SANDBOX_CONTROLS = {
     "prefix_pool_gb": {"min": 10, "max": 2000, "step": 10},
     "kv_policy": {},
     "kv_block_tokens": {"min": 16, "max": 256, "step": 16},
+    "planner": {},
+    "planner_threshold": {"min": 0, "max": 1, "step": 0.05},
+    "plan_at_s": {"min": 1, "max": 59, "step": 1},
+    "plan_prefill_gpus": {"min": 1, "max": 12},
 }
 
 _SANDBOX_SCENARIO = {
@@ -66,7 +70,11 @@ _SANDBOX_SCENARIO = {
     # each pool's GPU type is its own control (not model.gpu, the colocated fleet's).
     "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 2, "decode_gpus": 2,
               "long_prompt_tokens": 8000, "long_gpus": 1, "prefill_gpu": "h100", "decode_gpu": "h100",
-              "prefix_cache_gb": 8, "prefix_pool_gb": 200},
+              "prefix_cache_gb": 8, "prefix_pool_gb": 200,
+              # Off until the student picks a policy (a split fleet only); its first schedule row
+              # is what the two plan_ controls move.
+              "planner": {"policy": "off", "interval_s": 5, "threshold": 0.2, "switch_s": 3,
+                          "schedule": [{"at_s": 30, "prefill_gpus": 1}]}},
     "slo": {"ttft_s": 1.5, "tpot_ms": 25},
     "seed": 0,
 }

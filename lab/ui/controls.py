@@ -44,14 +44,17 @@ CHOICE_LABELS = {
     "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
     "admission": {"off": "Off", "predicted_ttft_over_slo": "Reject if predicted TTFT > SLO"},
     "kv_policy": {"reserve": "Reserve (prompt + answer)", "on_demand": "On demand (blocks)"},
+    "planner": {"off": "Fixed pools", "utilization": "By utilisation", "schedule": "By hand"},
 }
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
                   ("model.cost", "roofline"): ("the roofline cost model", "roofline"),
                   ("fleet.prefix_cache", "per_gpu"): ("a per-GPU prefix cache", "per-GPU cache"),
                   ("fleet.prefix_cache", "shared"): ("a shared prefix pool", "shared pool"),
-                  ("fleet.kv_policy", "on_demand"): ("KV memory on demand", "KV on demand")}  # (hint, locked list)
-INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus")  # sliders that count GPUs of a pool
+                  ("fleet.kv_policy", "on_demand"): ("KV memory on demand", "KV on demand"),
+                  ("fleet.planner.policy", "utilization"): ("GPUs that change roles by utilisation", "planner by utilisation"),
+                  ("fleet.planner.policy", "schedule"): ("GPUs that change roles by hand", "planner by hand")}  # (hint, locked list)
+INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus", "plan_prefill_gpus")  # sliders that count GPUs of a pool
 WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
@@ -63,6 +66,7 @@ UNITS = {
     "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens", "long_prefill_tokens": "tokens",
     "prefix_cache_gb": "GB", "prefix_pool_gb": "GB",
     "kv_block_tokens": "tokens",
+    "plan_at_s": "s", "plan_prefill_gpus": "GPUs",
 }
 # What 0 reads as, for the controls whose 0 is "none" (NONE_AS_ZERO).
 ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "long_prefill_tokens": "no cap",
@@ -75,7 +79,7 @@ QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "p
                   "prefill_gpu": "h100", "decode_gpu": "h100", "admission": "off",
                   # no prefix cache; its sizes unset (their defaults, README "Prefix caching")
                   "prefix_cache": "off", "prefix_cache_gb": None, "prefix_pool_gb": None,
-                  "kv_policy": "reserve", "kv_block_tokens": 16}
+                  "kv_policy": "reserve", "kv_block_tokens": 16, "planner": "off"}
 
 
 def _pretty(name, value):

@@ -169,6 +169,11 @@ def metrics_html(metrics, scenario):
                     f'{fmt_share(m.get("served_slo_attainment"))} of the others met the SLO.')
     if scenario.fleet.layout == "disaggregated" and m.get("transfer_p99_ms") is not None:
         foot.append(f'KV transfer p99 (wait + wire): {fmt_ms(m["transfer_p99_ms"])}.')
+    if scenario.fleet.planner_on:
+        moves = m.get("reconfigurations") or 0
+        foot.append(f'<span data-metric="reconfigurations">Role changes: <b>{moves}</b>'
+                    + (f' ({m.get("reconfig_lost_gpu_s", 0):.1f}{NBSP}GPU-s lost draining and reloading)' if moves else "")
+                    + '.</span>')
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'

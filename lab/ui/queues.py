@@ -126,10 +126,27 @@ def kv_usage(result):
             times = [t for t, _ in trace] + [stop]
             out[g.index] = occupancy(times[:-1], times[1:], [used * fleet.kv_block_tokens for _, used in trace])
         return out
-    held = {g.index: ([], [], []) for g in result.gpus if g.role in ("colocated", "decode")}
+    # fleet.planner: a GPU that decodes at any time has a band, and a moved sequence holds KV
+    # on each decode GPU from its reservation there until it was handed over (the next
+    # transfer's `ready`) or finished.
+    held = {g.index: ([], [], []) for g in result.gpus
+            if g.role in ("colocated", "decode") or any(r == "decode" for _, r in g.roles)}
     split = any(g.role == "decode" for g in result.gpus)
+    moves = {}
+    if result.reconfigurations:
+        for tr in result.transfers:
+            moves.setdefault(tr.request, []).append(tr)
     for rec in result.requests:
         if rec.dropped is not None:
+            continue
+        if split and rec.id in moves and len(moves[rec.id]) > 1:
+            trips = moves[rec.id]
+            for tr, nxt in zip(trips, trips[1:] + [None]):
+                if tr.dst_gpu in held:
+                    a, b, w = held[tr.dst_gpu]
+                    a.append(tr.reserved)
+                    b.append(nxt.ready if nxt is not None else (stop if rec.finish is None else rec.finish))
+                    w.append(rec.prompt_tokens + rec.output_tokens)
             continue
         if split:
             if rec.transfer < 0:

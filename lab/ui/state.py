@@ -71,7 +71,9 @@ WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
 RESERVED_PARAMS = ("mission", "embed", "t", "hide", "pin")  # query keys that are not control settings
 # Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.
 HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "stars", "progress", "plots")
-MAX_HIDE = 40  # names in one `hide` list; the rest are ignored with a note
+# Names in one `hide` list (the rest are ignored with a note): every panel and control once,
+# so a link that hides them all still works as the controls grow.
+MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
 MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)

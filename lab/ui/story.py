@@ -61,6 +61,8 @@ CAUSE_WORDS = {
     "transfer": "its worst gap holds the KV transfer: with the first token counted at the prefill, the transfer "
                 "lands before the second token.",
     "preemption": "it was preempted and waited to run again.",
+    "role_change": "its decode GPU left for the prefill pool: its KV cache moved to another decode GPU "
+                   "and its stream waited for the move.",
     "kv_capacity": "its prompt and answer never fit in one GPU's KV memory, so it was dropped.",
     "unfinished": "the run ended before its last token.",
     "rejected": "early rejection turned it away at arrival: its predicted TTFT was over the target.",
@@ -68,7 +70,8 @@ CAUSE_WORDS = {
 _GAP_CAUSE_SHORT = {"prefill_interference": "prefill mixed in: {tokens} prompt tokens in that step",
                     "decode_batch": "a decode-only step, {batch} decoding in it",
                     "transfer": "the KV transfer (first token counted at the prefill)",
-                    "preemption": "the wait after a preemption, and its re-prefill"}
+                    "preemption": "the wait after a preemption, and its re-prefill",
+                    "role_change": "a move: its decode GPU changed role"}
 
 
 def _t(seconds):
