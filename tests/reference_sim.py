@@ -961,7 +961,7 @@ class _Sim:
 
 
 def reference_simulate(scenario, requests=None):
-    """Run the reference model. `requests`: [(arrival, prompt, output)] (default: generated)."""
+    """Run the reference model. `requests`: [(arrival, prompt, output[, hash_ids])] (default: generated)."""
     if requests is None:
         requests = generate_requests(scenario.workload, scenario.seed)
     wl = scenario.workload
