@@ -42,8 +42,9 @@ its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
 `prefill_interference` when step j carried prompt tokens; `decode_batch` otherwise (a
 decode-only step: its batch and context made it long). `worst_gap_prompt_tokens` and
 `worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` when the
-gap is the first of a later decode stretch (`RequestRecord.earlier`): it spans the
-sequence's preemption, its wait and its recompute (fleet.kv_policy on_demand). Gaps are
+gap is the first of a later decode stretch (`RequestRecord.earlier`) and the stretch before
+ended in a preemption (`_stretch_change`): it spans the sequence's preemption, its wait and
+its recompute (fleet.kv_policy on_demand). Gaps are
 read over every stretch in order (the step j is then on that stretch's GPU). None without gaps.
 
 **Dominant cause** (`dominant_cause`, None when the request met the SLO): `kv_capacity`
@@ -247,6 +248,16 @@ def _worst_gap(result, rec, step_gaps):
     return best
 
 
+def _stretch_change(result, rec, k):
+    """What ended decode stretch k - 1 of `rec` (the gap into stretch k spans it):
+    "preemption" when its GPU preempted it at the boundary after that stretch's last step
+    (GpuLog.preempted), else None."""
+    gpu, _, last = rec.stretches()[k - 1]
+    if (last + 1, rec.id) in result.gpus[gpu].preempted:
+        return "preemption"
+    return None
+
+
 def request_blame(result, rows=None):
     """One `Blame` per request, in request order. `rows`: request_metrics(result), if at hand."""
     if rows is None:
@@ -271,8 +282,9 @@ def request_blame(result, rows=None):
             blame.worst_gap_s = gap
             blame.worst_gap_prompt_tokens = log.prefill_tokens[j]
             blame.worst_gap_batch = log.decode_seqs[j]
-            if k and j == rec.stretches()[k][1]:
-                blame.worst_gap_cause = "preemption"  # the gap spans its preemption's wait
+            into = _stretch_change(result, rec, k) if k and j == rec.stretches()[k][1] else None
+            if into:
+                blame.worst_gap_cause = into  # the gap spans what ended the stretch before
             elif first_at_prefill and k == 0 and j == first_step:
                 blame.worst_gap_cause = "transfer"
             elif log.prefill_tokens[j]:
