@@ -554,6 +554,10 @@ def test_a_gap_spanning_a_preemption_is_blamed_on_it_on_the_later_stretchs_gpu(l
                                                               result.gpus[g1].decode_seqs[0])
     assert (b.missed, b.dominant_cause) == (True, "preemption")
     assert math.fsum(b.parts.values()) == 0.5  # TTFT parts unchanged: they add up to the TTFT
+    # A stretch that ended for another reason (no preemption logged) is not blamed on one.
+    result.gpus[result.requests[0].earlier[0][0]].preempted.clear()
+    [b] = request_blame(result)
+    assert b.worst_gap_s == 0.25 and b.worst_gap_cause != "preemption"
 
 
 def test_a_preempted_request_whose_worst_gap_is_within_a_stretch_keeps_its_cause():

@@ -326,6 +326,7 @@ def two_stretches(layout):
     else:
         step(logs[g1], 0.75, 1.0, 1)  # after a fresh prefill and transfer: token 4
     step(logs[g1], 1.0, 1.125, 1)
+    logs[g0].preempted.append((base + 2, 0))  # preempted at the boundary after its stretch's last step
     rec = RequestRecord(0, 0.0, 10, 5, prefill_gpu=0, decode_gpu=g1, prefill_start=0.0, prefill_end=0.5,
                         first_token=0.5, finish=1.125, decode_first_step=0, decode_last_step=1,
                         earlier=[(g0, base, base + 1)], preemptions=1)

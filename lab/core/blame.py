@@ -49,10 +49,11 @@ its decode GPU. `worst_gap_cause` is named whether or not the gap met a target:
 `prefill_interference` when step j carried prompt tokens; `decode_batch` otherwise (a
 decode-only step: its batch and context made it long). `worst_gap_prompt_tokens` and
 `worst_gap_batch` are step j's prompt tokens and decoding sequences. `preemption` when the
-gap is the first of a later decode stretch (`RequestRecord.earlier`): it spans the
-sequence's preemption, its wait and its recompute (fleet.kv_policy on_demand); `role_change`
-instead when the stretch before it ended with its instance leaving for the other pool
-(fleet.planner: the gap spans the hand-over, the KV's trip and the rejoin). Gaps are
+gap is the first of a later decode stretch (`RequestRecord.earlier`) and the stretch before
+ended in a preemption (`_stretch_change`): it spans the sequence's preemption, its wait and
+its recompute (fleet.kv_policy on_demand); `role_change` instead when the stretch before it
+ended with its instance leaving for the other pool (fleet.planner: the gap spans the
+hand-over, the KV's trip and the rejoin). Gaps are
 read over every stretch in order (the step j is then on that stretch's GPU). None without gaps.
 
 **Dominant cause** (`dominant_cause`, None when the request met the SLO): `rejected` for
@@ -260,15 +261,20 @@ def _worst_gap(result, rec, step_gaps):
     return best
 
 
-def _moved_after(result, stretch):
-    """Whether a decode stretch ended because its instance left for another role (fleet.planner):
-    the instance started reloading ("switching") at the end of the stretch's last step."""
-    g, _, b = stretch
-    log = result.gpus[g]
-    if len(log.roles) < 2 or b >= len(log.end):
-        return False
-    done = log.end[b]
-    return any(t == done and role == "switching" for t, role in log.roles)
+def _stretch_change(result, rec, k):
+    """What ended decode stretch k - 1 of `rec` (the gap into stretch k spans it):
+    "preemption" when its GPU preempted it at the boundary after that stretch's last step
+    (GpuLog.preempted), "role_change" when its instance then left for another role
+    (fleet.planner: it started reloading, "switching", at the end of that step), else None."""
+    gpu, _, last = rec.stretches()[k - 1]
+    log = result.gpus[gpu]
+    if (last + 1, rec.id) in log.preempted:
+        return "preemption"
+    if len(log.roles) > 1 and last < len(log.end):
+        done = log.end[last]
+        if any(t == done and role == "switching" for t, role in log.roles):
+            return "role_change"
+    return None
 
 
 def request_blame(result, rows=None):
@@ -295,9 +301,9 @@ def request_blame(result, rows=None):
             blame.worst_gap_s = gap
             blame.worst_gap_prompt_tokens = log.prefill_tokens[j]
             blame.worst_gap_batch = log.decode_seqs[j]
-            if k and j == rec.stretches()[k][1]:
-                # the gap spans its preemption's wait, or its move off an instance changing role
-                blame.worst_gap_cause = "role_change" if _moved_after(result, rec.stretches()[k - 1]) else "preemption"
+            into = _stretch_change(result, rec, k) if k and j == rec.stretches()[k][1] else None
+            if into:
+                blame.worst_gap_cause = into  # the gap spans what ended the stretch before
             elif first_at_prefill and k == 0 and j == first_step:
                 blame.worst_gap_cause = "transfer"
             elif log.prefill_tokens[j]:
