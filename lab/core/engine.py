@@ -32,7 +32,7 @@ from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .workload import generate_requests
 
-__all__ = ["simulate", "MAX_STEPS", "MAX_SIMULATION_ATTRIBUTES"]
+__all__ = ["simulate", "MAX_STEPS"]
 
 # Event priorities at equal times.
 ARRIVAL, LANDED, BOUNDARY, LINK, PLAN = 0, 1, 2, 3, 4
@@ -91,19 +91,28 @@ def simulate(scenario, requests=None):
     return _Simulation(scenario, requests).run()
 
 
-# CPython 3.11 keeps an object's attributes inline (fast, specialised `self.x` reads) only
-# while its class has at most 30 attribute names (the shared-keys limit); one more and every
-# `self.x` in the loop goes through a dict: +5% instructions per run, measured with valgrind
-# on benchmarks/scenarios.py's disagg-4p4d. tests/test_engine.py holds _Simulation under it:
-# group new state (as `cache` does) rather than adding attributes.
-MAX_SIMULATION_ATTRIBUTES = 29
-
 
 class _Simulation:
+    # Slots, not a __dict__: CPython 3.11 keeps `self.x` fast for a dict only while the class
+    # has at most 30 attribute names (its shared-keys limit; a 30th cost 5% more instructions
+    # per run, valgrind on benchmarks/scenarios.py's disagg-4p4d), and each mechanism adds
+    # its own state. Every attribute the engine sets is listed here, so a new one that is
+    # not fails at once (AttributeError).
+    __slots__ = (
+        "admit", "arrivals_end", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
+        "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
+        "link_free", "link_wake", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
+        "planner", "prefill_gpus", "prefill_next", "queue_rates", "queued_tokens", "queues",
+        "reconfigurations", "records", "route", "scenario", "sole_taker", "src", "steps", "takers",
+        "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
+        "wire",
+    )
+
     def __init__(self, scenario, requests):
         self.scenario = scenario
         fleet = scenario.fleet
         self.fleet = fleet
+        self.admit = self._admit  # kv_policy on_demand: _admit_kv (_setup_on_demand)
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
         if any(len(r) > 3 for r in requests):  # some carry block hashes (prefix caching)
@@ -187,7 +196,7 @@ class _Simulation:
 
     def _plan_admission(self, scenario):
         """Early rejection (admission.py): each queue's prefill rate and the transfer term,
-        worked out once; arrivals then go through `_arrive_admitting`. Off, nothing here runs."""
+        worked out once; arrivals then go through `_arrive_admitting` (run() picks it). Off, nothing here runs."""
         fleet = self.fleet
         tokens = admission.step_tokens(fleet)
         step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
@@ -197,7 +206,6 @@ class _Simulation:
         self.transfer_args = None  # colocated, or first_token prefill: no transfer before the first token
         if fleet.layout == "disaggregated" and fleet.first_token == "decode":
             self.transfer_args = (self.kv_bytes, link.gbytes_per_s, link.layerwise, self.layers)
-        self._arrive = self._arrive_admitting
 
     # ------------------------------------------------------------------ loop
 
@@ -216,6 +224,7 @@ class _Simulation:
         pop = heapq.heappop
         cap = self.time_cap
         events = 0
+        arrive = self._arrive if self.fleet.admission is None else self._arrive_admitting
         # `while True` and a break, not `while heap`: CPython 3.11 warms a function up for
         # specialization only on plain backward jumps, and run() is called once per run, so
         # under `while heap` the event loop ran unspecialized for a session's first eight
@@ -234,7 +243,7 @@ class _Simulation:
             if kind == BOUNDARY:
                 boundary[key](gpus[key], t)
             elif kind == ARRIVAL:
-                self._arrive(key, t)
+                arrive(key, t)
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
@@ -557,8 +566,8 @@ class _Simulation:
         """Prompt work for the next colocated step: whole prompts, or a chunk budget."""
         chunk = self.fleet.chunk_tokens
         if chunk is None:
-            return self._take_whole(gpu, t, self._admit)
-        return self._take_chunks(gpu, t, chunk, self._admit)
+            return self._take_whole(gpu, t, self.admit)
+        return self._take_chunks(gpu, t, chunk, self.admit)
 
     def _take_whole(self, gpu, t, admit):
         """Whole queued prompts up to prefill_batch_tokens (at least one) for the next step."""
@@ -865,7 +874,7 @@ class _Simulation:
         self.before = {}  # request id -> tokens it emitted before its current stretch
         self.grow_step = {}  # request id -> the step its next block is due (in its GPU's grow_at)
         self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
-        self._admit = self._admit_kv
+        self.admit = self._admit_kv
         self.sole_taker = [len(takers) == 1 for takers in self.takers_of]
 
     def _kv_note(self, gpu, t):
