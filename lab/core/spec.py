@@ -542,6 +542,9 @@ class Admission:
         rule = F.read_choice(data, "reject_when", path, cls.RULES + (cls.OFF,))
         return None if rule == cls.OFF else cls(rule)
 
+    def to_dict(self):
+        return _frozen_dict_of(self)
+
 
 @dataclass(frozen=True)
 class PlanStep:
