@@ -252,41 +252,35 @@ def test_on_demand_with_memory_to_spare_runs_as_reserve():
 
 
 def test_time_weighted_percentile_is_the_lowest_share_covering_the_time():
-    pieces = [(0.5, 1.0), (0.0, 1.0), (1.0, 2.0)]
-    from lab.core.metrics import time_weighted_percentile
-    assert time_weighted_percentile(pieces, 25) == 0.0
-    assert time_weighted_percentile(pieces, 50) == 0.5  # 0.0 and 0.5 cover 2 of 4 s
-    assert time_weighted_percentile(pieces, 51) == 1.0
-    assert time_weighted_percentile([], 50) is None
+    from lab.core.metrics import time_weighted_percentiles
+
+    seconds_at = {0.5: 1.0, 0.0: 1.0, 1.0: 2.0}
+    assert time_weighted_percentiles(seconds_at, (25, 50, 51, 100)) == [0.0, 0.5, 1.0, 1.0]  # 0.0 and 0.5: 2 of 4 s
+    assert time_weighted_percentiles({}, (50,)) == [None]
 
 
 def test_kv_util_on_demand_reads_the_blocks_the_reference_counts():
-    from lab.core.metrics import kv_use, time_weighted_percentile
+    from lab.core.metrics import kv_use, time_weighted_percentiles
     from reference_sim import reference_simulate
 
     sc = CASES["disagg-fifo"]
     res, ref = simulate(sc), reference_simulate(sc)
     cap = kv.capacity_blocks(sc.model.kv_capacity_tokens, sc.fleet.kv_block_tokens)
-    pieces = []
+    theirs = {}
     for rg in ref.gpus:
         if rg.role != "decode":
             continue
         trace = canonical_kv(rg.kv_trace)
         times = [0.0] + [t for t, _ in trace] + [res.end_time]
         values = [0] + [u for _, u in trace]
-        pieces += [(u / cap, b - a) for u, a, b in zip(values, times, times[1:]) if b > a]
-
-    def seconds_at(ps):  # time at each share (the engine's log may split a run of one value)
-        out = {}
-        for u, w in ps:
-            out[u] = out.get(u, 0.0) + w
-        return out
-
-    mine, theirs = seconds_at(kv_use(res)), seconds_at(pieces)
-    assert mine.keys() == theirs.keys()
-    assert all(math.isclose(mine[u], theirs[u], rel_tol=1e-9, abs_tol=1e-9) for u in mine)
+        for u, a, b in zip(values, times, times[1:]):
+            if b > a:
+                theirs[u / cap] = theirs.get(u / cap, 0.0) + (b - a)
+    mine = kv_use(res)
+    assert {u for u, w in mine.items() if w > 0} == set(theirs)
+    assert all(math.isclose(mine[u], theirs[u], rel_tol=1e-9, abs_tol=1e-9) for u in theirs)
     m = summarize(res)
-    assert m["kv_util_p99"] == time_weighted_percentile(pieces, 99)
+    assert [m["kv_util_p50"], m["kv_util_p99"]] == time_weighted_percentiles(theirs, (50, 99))
     assert 0 < m["kv_util_p50"] <= m["kv_util_p99"] <= 1
 
 
@@ -298,12 +292,13 @@ def test_kv_util_reserve_counts_prompt_and_output_from_admission_to_finish():
     a, b = res.requests
     assert a.prefill_start < b.prefill_start < b.finish < a.finish  # b runs inside a's lifetime
     need_a, need_b = a.prompt_tokens + a.output_tokens, b.prompt_tokens + b.output_tokens
-    expected = [(need_a, b.prefill_start - a.prefill_start), (need_a + need_b, b.finish - b.prefill_start),
-                (need_a, a.finish - b.finish)]
-    expected = [(u / 100_000, w) for u, w in expected]
+    expected = {need_a / 100_000: (b.prefill_start - a.prefill_start) + (a.finish - b.finish),
+                (need_a + need_b) / 100_000: b.finish - b.prefill_start}
     if res.end_time > a.finish:
-        expected.append((0.0, res.end_time - a.finish))
-    assert kv_use(res) == expected
+        expected[0.0] = res.end_time - a.finish
+    got = kv_use(res)
+    assert got.keys() == expected.keys()
+    assert all(math.isclose(got[u], expected[u], rel_tol=1e-12) for u in expected)
 
 
 @pytest.mark.parametrize("name", ["colocated-chunked", "disagg-fifo"])

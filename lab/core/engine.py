@@ -876,6 +876,31 @@ class _Simulation:
         self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
         self.admit = self._admit_kv
         self.sole_taker = [len(takers) == 1 for takers in self.takers_of]
+        # The shortest step an instance with a sequence decoding can take (step time only
+        # grows with the batch, its context and prompt work): for _quiet_until.
+        self.min_step = [g.step_s(1, 0, 0) for g in self.gpus]
+
+    def _quiet_until(self, gpu, others):
+        """The earliest time one of `others` (not `gpu`) could preempt: a fast path may run
+        `gpu` ahead until then. An instance preempts only at a boundary where its growth is
+        over its free blocks; each decoding sequence grows at most once in B boundaries, so
+        with F free blocks and n decoding it cannot before B x floor(F / n) more steps, each
+        at least min_step long. One with prompt work under way (a colocated instance whose
+        prefills may start decoding) counts from its next boundary."""
+        block = self.block
+        quiet = INF
+        for other in others:
+            if other is gpu or other.idle or not (other.decoding or other.prefilling or other.completing):
+                continue
+            log = other.log
+            pending = log.end[-1] if log.end else 0.0
+            if other.prefilling or other.completing or not other.decoding:
+                when = pending
+            else:
+                when = pending + block * ((other.kv_free // block) // other.decoding) * self.min_step[other.index]
+            if when < quiet:
+                quiet = when
+        return quiet
 
     def _kv_note(self, gpu, t):
         """Log the blocks in use on `gpu` at t (GpuLog.kv_used; the last entry at t wins)."""
@@ -1041,11 +1066,16 @@ class _Simulation:
         end = self._start_step(gpu, t, prefill_tokens, schedule=False)
         if end is None:
             return
-        # As _colocated_boundary, and only on a queue no other GPU takes from: a preemption
-        # elsewhere may push work into a shared queue at any boundary.
-        if (not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival
-                and self.sole_taker[gpu.queue_k]):
-            end = self._run_decode_only_kv(gpu, end, self.next_arrival)
+        # As _colocated_boundary; on a queue other GPUs take from too, only until one of them
+        # could preempt (its victim would join this queue).
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival:
+            limit = self.next_arrival
+            if not self.sole_taker[gpu.queue_k]:
+                quiet = self._quiet_until(gpu, self.takers_of[gpu.queue_k])
+                if quiet < limit:
+                    limit = quiet
+            if end < limit:
+                end = self._run_decode_only_kv(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
@@ -1073,10 +1103,17 @@ class _Simulation:
         end = self._start_step(gpu, t, 0, schedule=False)
         if end is None:
             return
-        # As _decode_boundary; and not while a prefill GPU idles: a preemption on another
-        # decode GPU would start its re-prefill there at once.
-        if not self.waiting_reserve and not any(g.idle for g in self.prefill_gpus):
+        # As _decode_boundary; while a prefill GPU idles, also only until another decode GPU
+        # could preempt (its victim's re-prefill would start there at once and may reserve
+        # room here).
+        if not self.waiting_reserve:
             limit = min(self.prefill_next)
+            if any(g.idle for g in self.prefill_gpus):
+                if self.next_arrival < limit:
+                    limit = self.next_arrival
+                quiet = self._quiet_until(gpu, self.decode_gpus)
+                if quiet < limit:
+                    limit = quiet
             if self.landings and self.landings[0] < limit:
                 limit = self.landings[0]
             if self.link_wake < limit:

@@ -51,7 +51,7 @@ __all__ = [
     "gap_steps",
     "pooled_gaps",
     "kv_use",
-    "time_weighted_percentile",
+    "time_weighted_percentiles",
     "admission_waits",
     "role_spans",
     "reconfig_lost_gpu_s",
@@ -289,86 +289,85 @@ def pooled_gaps(result, step_gaps):
     return values, counts
 
 
-def time_weighted_percentile(pieces, q):
-    """The lowest value v such that the pieces (value, seconds) at or below v last at least
-    q% of their total time; None when they last no time."""
-    total = math.fsum(w for _, w in pieces)
+def time_weighted_percentiles(seconds_at, qs):
+    """For each q, the lowest value v such that the time at values <= v is at least q% of
+    the total (`seconds_at`: {value: seconds}); None for each when there is no time."""
+    total = math.fsum(seconds_at.values())
     if total <= 0:
-        return None
-    want = total * q / 100.0
-    run = 0.0
-    ordered = sorted(pieces)
-    for value, w in ordered:
-        run += w
-        if run >= want and w > 0:
-            return value
-    return ordered[-1][0]
+        return [None for _ in qs]
+    values = sorted(v for v, w in seconds_at.items() if w > 0)
+    out = []
+    for q in qs:
+        want = total * q / 100.0
+        run = 0.0
+        found = values[-1]
+        for v in values:
+            run += seconds_at[v]
+            if run >= want:
+                found = v
+                break
+        out.append(found)
+    return out
 
 
 def kv_use(result):
-    """[(share of KV capacity in use, seconds)] over [0, end_time] for every instance of
-    the pool that holds answers' KV (colocated instances, or the decode pool).
+    """{share of KV capacity in use: seconds}, over [0, end_time] and every instance of the
+    pool that holds answers' KV (colocated instances, or the decode pool).
 
     on_demand: the blocks in use (`GpuLog.kv_used`) over the whole blocks; reserve: the
     tokens reserved (prompt + output of each sequence from its admission, a split fleet's
-    from its reservation on the decode GPU, to its finish) over the KV capacity."""
+    from its reservation on the decode GPU, to its finish) over the KV capacity. Summed
+    per level in one sweep per instance (no per-step work: summarize runs on every run)."""
     scenario = result.scenario
     fleet = scenario.fleet
     span = result.end_time
     holder = "decode" if fleet.layout == "disaggregated" else "colocated"
-    capacity = {}
+    cap = None
     for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
-        capacity[pool.role] = cost.kv_tokens
-    if holder not in capacity:
-        return []
-    cap = capacity[holder]
-    on_demand = fleet.kv_policy == "on_demand"
-    if on_demand:
+        if pool.role == holder:
+            cap = cost.kv_tokens
+    if not cap or cap <= 0:
+        return {}
+    logs = [log for log in result.gpus if log.role == holder]
+    if fleet.kv_policy == "on_demand":
         cap = kv.capacity_blocks(cap, fleet.kv_block_tokens)
-        traces = {log.index: log.kv_used for log in result.gpus if log.role == holder}
+        # kv_used holds levels, not changes: the last entry at a time is the level from then.
+        events = {log.index: log.kv_used for log in logs}
+        levels = True
     else:
-        changes = {log.index: [] for log in result.gpus if log.role == holder}
+        events = {log.index: [] for log in logs}
+        split = holder == "decode"
+        transfers = result.transfers
         for rec in result.requests:
-            g = rec.decode_gpu if holder == "decode" else rec.prefill_gpu
-            if g not in changes:
-                continue
-            if holder == "decode":
+            if split:
                 if rec.transfer < 0:
                     continue
-                start = result.transfers[rec.transfer].reserved
+                start, g = transfers[rec.transfer].reserved, rec.decode_gpu
             else:
-                start = rec.prefill_start
-            if start is None:
+                start, g = rec.prefill_start, rec.prefill_gpu
+            if start is None or g not in events:
                 continue
             need = rec.prompt_tokens + rec.output_tokens
-            changes[g].append((start, need))
+            column = events[g]
+            column.append((start, need))
             if rec.finish is not None:
-                changes[g].append((rec.finish, -need))
-        traces = {}
-        for g, events in changes.items():
-            events.sort()
-            used = 0
-            trace = traces[g] = []
-            for t, delta in events:
-                used += delta
-                if trace and trace[-1][0] == t:
-                    trace[-1] = (t, used)
-                else:
-                    trace.append((t, used))
-    pieces = []
-    if cap <= 0:
-        return pieces
-    for trace in traces.values():
+                column.append((rec.finish, -need))
+        for column in events.values():
+            column.sort()
+        levels = False
+    seconds = {}
+    for column in events.values():
         t0, used = 0.0, 0
-        for t, now in trace:
+        for t, x in column:
             if t > span:
                 break
             if t > t0:
-                pieces.append((used / cap, t - t0))
-            t0, used = t, now
+                seconds[used] = seconds.get(used, 0.0) + (t - t0)
+                t0 = t
+            used = x if levels else used + x
         if span > t0:
-            pieces.append((used / cap, span - t0))
-    return pieces
+            seconds[used] = seconds.get(used, 0.0) + (span - t0)
+    return {used / cap: w for used, w in seconds.items()}
 
 
 def admission_waits(result):
@@ -484,13 +483,12 @@ def prefix_metrics(result):
 
 
 def _memory_metrics(result):
-    use = kv_use(result)
-    waits = admission_waits(result)
-    wait99 = percentile(waits, 99)
+    kv50, kv99 = time_weighted_percentiles(kv_use(result), (50, 99))
+    wait99 = percentile(admission_waits(result), 99)
     return {
         "preemptions": sum(rec.preemptions for rec in result.requests),
-        "kv_util_p50": time_weighted_percentile(use, 50),
-        "kv_util_p99": time_weighted_percentile(use, 99),
+        "kv_util_p50": kv50,
+        "kv_util_p99": kv99,
         "admission_wait_p99_ms": wait99 * 1000.0 if wait99 is not None else None,
     }
 

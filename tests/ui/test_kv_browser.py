@@ -83,3 +83,13 @@ def test_the_sandbox_offers_the_block_size_only_on_demand(page, server):
     assert "64" in block.get_attribute("aria-valuetext")
     greyed = page.locator(".stf-lock", has_text="Greyed")
     assert greyed.count() == 0 or "KV memory on demand" not in greyed.first.inner_text()
+
+
+def test_axe_finds_nothing_serious_on_the_memory_mission(page, server):
+    from axe_check import axe_missing, axe_violations, describe  # tests/ is on sys.path
+
+    if axe_missing():
+        pytest.skip(axe_missing())
+    open_lab(page, server, f"mission={MISSION}&t=20")
+    found = axe_violations(page)
+    assert found == [], describe(found)
