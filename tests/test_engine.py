@@ -511,3 +511,15 @@ def test_the_simulation_keeps_its_state_in_slots_for_fast_attribute_reads():
         sim = _Simulation(sc, generate_requests(sc.workload, sc.seed))
         sim.run()
         assert not hasattr(sim, "__dict__"), fleet
+
+
+def test_every_attribute_the_simulation_sets_is_one_of_its_slots():
+    # Read from the source, so a mechanism's new state fails here, not only on the run that sets it.
+    import inspect
+    import re
+
+    from lab.core import engine
+
+    source = inspect.getsource(engine._Simulation)
+    assigned = set(re.findall(r"self\.(\w+)\s*(?:=|\+=|-=)(?!=)", source))
+    assert assigned <= set(engine._Simulation.__slots__), sorted(assigned - set(engine._Simulation.__slots__))

@@ -101,7 +101,7 @@ class _Simulation:
     __slots__ = (
         "admit", "arrivals_end", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
         "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
-        "link_free", "link_wake", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
+        "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
         "planner", "prefill_gpus", "prefill_next", "queue_rates", "queued_tokens", "queues",
         "reconfigurations", "records", "route", "scenario", "sole_taker", "src", "steps", "takers",
         "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
