@@ -60,20 +60,28 @@ def generate_requests(workload, seed):
     rng = random.Random(seed)
     out = []
     for start, end, rate, prompt, output in workload.segments():
-        if rate <= 0:
-            continue
-        t = start
-        while True:
-            t += rng.expovariate(rate)
-            if t >= end:
-                break
-            arrival = round(t, 6)
-            if arrival >= end:
-                break
+        for arrival in _poisson_arrivals(start, end, rate, rng):
             out.append((arrival, _draw(prompt, rng), _draw(output, rng)))
             if len(out) > MAX_REQUESTS:
                 raise LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
     return out
+
+
+def _poisson_arrivals(start, end, rate, rng):
+    """Arrival times of a Poisson process of `rate` on [start, end), to the microsecond. It
+    draws each gap only when asked for the next arrival, so a caller's own draws per
+    arrival stay between the gaps (the order the workload's seeds are defined by)."""
+    if rate <= 0:
+        return
+    t = start
+    while True:
+        t += rng.expovariate(rate)
+        if t >= end:
+            return
+        arrival = round(t, 6)
+        if arrival >= end:
+            return
+        yield arrival
 
 
 class _Conversation:
@@ -108,17 +116,8 @@ def _prefixed_requests(workload, seed):
     out = []
     total_ids = 0
     for start, end, rate, prompt_dist, output_dist in workload.segments():
-        if rate <= 0:
-            continue
         followup_dist = spec.followup_tokens or prompt_dist
-        t = start
-        while True:
-            t += rng.expovariate(rate)
-            if t >= end:
-                break
-            arrival = round(t, 6)
-            if arrival >= end:
-                break
+        for arrival in _poisson_arrivals(start, end, rate, rng):
             conv = None
             if spec.followup_share > 0 and open_convs and rng.random() < spec.followup_share:
                 conv = open_convs[rng.randrange(len(open_convs))]
