@@ -136,7 +136,8 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-legend .sw.wait { background: %(link_wait)s; height: 4px; vertical-align: 2px; }
 .stf-legend .sw.queue { background: linear-gradient(to top, %(link_wait)s 0 60%%, transparent 60%% 100%%); }
 .stf-legend .sw-mark { display: inline-block; width: 16px; margin-right: 5px; font-size: 11px; text-align: center; }
-.stf-legend .sw.roles { background: linear-gradient(to right, rgba(230,159,0,0.35) 0 40%%, repeating-linear-gradient(135deg, %(link_wait)s 0 2px, #fff 2px 3.5px) 40%% 60%%, rgba(0,114,178,0.3) 60%% 100%%); }
+/* three bands: amber prefill, hatched grey reloading (its own layer: a gradient cannot be a colour stop), blue decode */
+.stf-legend .sw.roles { background: repeating-linear-gradient(135deg, %(link_wait)s 0 2px, #fff 2px 3.5px) 50%% 0 / 20%% 100%% no-repeat, linear-gradient(to right, rgba(230,159,0,0.35) 0 40%%, transparent 40%% 60%%, rgba(0,114,178,0.3) 60%% 100%%); }
 .stf-legend .sw.kv { background: linear-gradient(to top, %(kv)s 0 55%%, %(kv_track)s 55%% 100%%); outline: 1px solid %(kv_edge)s; outline-offset: -1px; }
 .stf-legend .stf-legend-over { flex-basis: 100%%; }
 .stf-lock { color: var(--muted); font-size: 12px; }

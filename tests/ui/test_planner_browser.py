@@ -31,6 +31,9 @@ def test_a_hand_schedule_moves_gpus_and_their_rows_show_it(page, server):
     run = B.open_lab(page, server, "mission=traffic-shifts")
     assert page.evaluate(SOURCE, "canvas-role_switching")["left"] == []  # fixed pools: no bands
     assert "role over time" in page.locator(".stf-legend").first.inner_text()
+    # The swatch draws (an invalid gradient, e.g. one nested as a colour stop, leaves it blank).
+    layers = page.locator(".stf-legend .sw.roles").first.evaluate("el => getComputedStyle(el).backgroundImage")
+    assert layers.count("gradient(") == 2, layers
     # The schedule's controls wait for the planner to be "By hand".
     at = page.locator(".stf-control-plan_at_s")
     assert at.count() == 1
