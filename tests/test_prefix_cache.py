@@ -459,3 +459,18 @@ def test_cli_readable_output_shows_the_cache_only_when_it_saved_something(capsys
     assert "hit rate" in row and "fetch p99" not in row
     assert main(["run", mission]) == 0
     assert "refix cache" not in capsys.readouterr().out
+
+
+def test_kv_util_counts_against_the_room_a_per_gpu_cache_leaves():
+    # A saturated colocated GPU whose cache takes part of its HBM: KV use reaches that room
+    # (within one request's need), not the share of the whole capacity.
+    from lab.core.prefix_cache import kv_taken_tokens
+
+    raw = {"workload": {"rate": 6, "duration_s": 30, "prompt_tokens": 3000, "output_tokens": 400},
+           "fleet": {"layout": "colocated", "gpus": 1, "prefix_cache": "per_gpu", "prefix_cache_gb": 1},
+           "model": {"kv_capacity_tokens": 40000}, "drain_s": 30}
+    sc = load_scenario(raw)
+    room = 40000 - kv_taken_tokens(sc, sc.pools()[0])
+    assert 0 < room < 40000
+    use = summarize(simulate(sc))["kv_util_p99"]
+    assert 1 - 3400 / room < use <= 1.0, use

@@ -38,6 +38,7 @@ from operator import sub
 from . import kv
 from .cost import pool_costs
 from .planner import busy_in_window
+from .prefix_cache import kv_taken_tokens
 
 __all__ = [
     "METRIC_NAMES",
@@ -325,7 +326,7 @@ def kv_use(result):
     cap = None
     for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
         if pool.role == holder:
-            cap = cost.kv_tokens
+            cap = cost.kv_tokens - kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share is not KV room
     if not cap or cap <= 0:
         return {}
     logs = [log for log in result.gpus if log.role == holder]
