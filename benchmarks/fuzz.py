@@ -129,6 +129,42 @@ def random_scenario(rng):
         fleet["prefill_batch_tokens"] = _pick(rng, lambda: rng.choice([1, 16, 2048, 8192, 10_000_000]), BAD)
     if rng.random() < 0.4:
         fleet["max_batch_seqs"] = _pick(rng, lambda: rng.choice([1, 2, 64, 256, 100_000]), BAD)
+    if rng.random() < 0.25:  # fleets as they are built: parallelism and routing
+        for key in ("tp", "prefill_tp", "decode_tp"):
+            if rng.random() < 0.5:
+                fleet[key] = _pick(rng, lambda: rng.choice([1, 2, 4, 8]), BAD + [3, 16])
+        fleet["dispatch"] = _pick(rng, lambda: rng.choice(
+            ["queue", "round_robin", "least_loaded", "length_split", "cache_affinity"]), ["random", 0])
+        fleet["long_prompt_tokens"] = _pick(rng, lambda: rng.choice([1, 500, 8000]), BAD)
+        fleet["long_gpus"] = _pick(rng, lambda: rng.choice([1, 2, 4]), BAD + [64])
+    # Memory and control: KV on demand, prefix caching, early rejection, pools that change roles.
+    if rng.random() < 0.3:
+        fleet["kv_policy"] = _pick(rng, lambda: rng.choice(["reserve", "on_demand"]), ["paged", 1])
+        if rng.random() < 0.5:
+            fleet["kv_block_tokens"] = _pick(rng, lambda: rng.choice([1, 16, 256, 4096]), BAD + [4097])
+    if rng.random() < 0.25:
+        fleet["prefix_cache"] = _pick(rng, lambda: rng.choice(["off", "per_gpu", "shared"]), ["lru", 0])
+        fleet["prefix_cache_gb"] = _pick(rng, lambda: _log_uniform(rng, 0.001, 100), BAD)
+        fleet["prefix_pool_gb"] = _pick(rng, lambda: _log_uniform(rng, 0.001, 10_000), BAD)
+        fleet["prefix_fetch_gbytes_per_s"] = _pick(rng, lambda: _log_uniform(rng, 0.001, 1000), BAD)
+        workload["prefix_block_tokens"] = _pick(rng, lambda: rng.choice([1, 16, 512, 100_000]), BAD)
+        workload["prefixes"] = {
+            "system_tokens": _pick(rng, lambda: rng.choice([0, 1, 512, 50_000]), BAD),
+            "system_share": _pick(rng, lambda: rng.random(), BAD + [1.5]),
+            "followup_share": _pick(rng, lambda: rng.random(), BAD + [-0.1]),
+            "open_conversations": _pick(rng, lambda: rng.choice([1, 4, 1000]), BAD),
+        }
+    if rng.random() < 0.2:
+        fleet["admission"] = _pick(rng, lambda: rng.choice([None, "off", {"reject_when": "predicted_ttft_over_slo"}]),
+                                   ["always", {"reject_when": "never"}, {"when": 1}, 1])
+    if rng.random() < 0.2:
+        at = rng.uniform(0, duration) if isinstance(duration, float) else 1.0
+        fleet["planner"] = _pick(rng, lambda: rng.choice([
+            {"policy": "utilization", "interval_s": rng.choice([0.01, 0.5, 2, 10]), "threshold": rng.uniform(0, 1),
+             "switch_s": rng.choice([0, 0.5, 5, 100]), "min_per_pool": rng.choice([1, 2, 3])},
+            {"policy": "schedule", "switch_s": rng.choice([0, 1, 5]),
+             "schedule": [{"at_s": at, "prefill_gpus": rng.choice([1, 2, 3, 8])}]},
+            {"policy": "off"}]), [{"policy": "sometimes"}, {"policy": "schedule", "schedule": []}, "on", 1])
     model = {"cost": _pick(rng, lambda: rng.choice(["linear", "roofline"]), ["cubic"])}
     if rng.random() < 0.4:
         model["llm"] = _pick(rng, lambda: rng.choice(["llama3-8b", "llama3-70b"]), ["gpt"])
