@@ -340,3 +340,15 @@ def test_blame_on_demand_equals_the_reference_under_pressure(raw):
     check_blame(simulate(load_scenario(raw)))
     problems = diff_blame(load_scenario(raw))
     assert not problems, "\n".join(problems)
+
+
+def test_less_kv_room_than_one_block_drops_every_request_and_reports_no_use():
+    # Found by benchmarks/fuzz.py: 100 KV tokens in blocks of 256 is no block at all.
+    for fleet in ({"layout": "colocated", "gpus": 1}, {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1}):
+        sc = load_scenario({"workload": {"rate": 2, "duration_s": 3, "prompt_tokens": 50, "output_tokens": 20},
+                            "fleet": {**fleet, "kv_policy": "on_demand", "kv_block_tokens": 256},
+                            "model": {"kv_capacity_tokens": 100}})
+        res = simulate(sc)
+        assert res.requests and all(r.dropped for r in res.requests)
+        m = summarize(res)
+        assert m["kv_util_p50"] is None and m["kv_util_p99"] is None and m["preemptions"] == 0

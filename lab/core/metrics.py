@@ -332,6 +332,8 @@ def kv_use(result):
     logs = [log for log in result.gpus if log.role == holder]
     if fleet.kv_policy == "on_demand":
         cap = kv.capacity_blocks(cap, fleet.kv_block_tokens)
+        if cap <= 0:
+            return {}  # less room than one block: every request was dropped, nothing was held
         # kv_used holds levels, not changes: the last entry at a time is the level from then.
         events = {log.index: log.kv_used for log in logs}
         levels = True
