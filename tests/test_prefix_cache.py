@@ -474,3 +474,18 @@ def test_kv_util_counts_against_the_room_a_per_gpu_cache_leaves():
     assert 0 < room < 40000
     use = summarize(simulate(sc))["kv_util_p99"]
     assert 1 - 3400 / room < use <= 1.0, use
+
+
+def test_the_hash_bound_counts_answers_blocks_before_building_them(monkeypatch):
+    # Found by benchmarks/fuzz.py: long answers in small blocks made an open conversation's
+    # hashes (prompt + answer) run out of memory before the bound on prompts' hashes was read.
+    import lab.core.workload as workload_module
+
+    monkeypatch.setattr(workload_module, "MAX_HASH_IDS", 1000)
+    raw = {"workload": {"rate": 2, "duration_s": 2, "prompt_tokens": 64, "output_tokens": 20000,
+                        "prefix_block_tokens": 16, "prefixes": {"system_tokens": 16}},
+           "fleet": {"layout": "colocated", "gpus": 1}}
+    sc = load_scenario(raw)
+    with pytest.raises(LabError) as err:
+        generate_requests(sc.workload, sc.seed)
+    assert err.value.path == "workload.prefix_block_tokens" and "1,000" in str(err.value)

@@ -140,19 +140,21 @@ def _prefixed_requests(workload, seed):
             # may be partial, so it is new even when the conversation goes on past it).
             reused = conv.blocks[: prompt // block] if prompt // block < len(conv.blocks) else conv.blocks
             fresh = -(-prompt // block) - len(reused)
-            hash_ids = reused + tuple(range(next_id, next_id + fresh))
-            next_id += fresh
             # After the answer, the conversation's content is prompt + output tokens: its
             # full blocks inside the prompt keep their hashes, the later ones are new.
-            keep = hash_ids[: prompt // block]
-            more = (prompt + output) // block - len(keep)
-            conv.blocks = keep + tuple(range(next_id, next_id + more))
+            more = (prompt + output) // block - prompt // block
+            # Bounded before anything is built: the requests' hashes, and every hash made
+            # (an open conversation holds its answer's blocks too).
+            total_ids += len(reused) + fresh
+            if total_ids > MAX_HASH_IDS or next_id + fresh + more > MAX_HASH_IDS:
+                raise LabError("workload.prefix_block_tokens", f"more than {MAX_HASH_IDS:,} block hashes over the run "
+                                                               "(prompts' and answers' blocks); use larger blocks or "
+                                                               "fewer or shorter requests")
+            hash_ids = reused + tuple(range(next_id, next_id + fresh))
+            next_id += fresh
+            conv.blocks = hash_ids[: prompt // block] + tuple(range(next_id, next_id + more))
             next_id += more
             conv.tokens = prompt + output
-            total_ids += len(hash_ids)
-            if total_ids > MAX_HASH_IDS:
-                raise LabError("workload.prefix_block_tokens", f"more than {MAX_HASH_IDS:,} block hashes over the run; "
-                                                               "use larger blocks or fewer requests")
             out.append((arrival, prompt, output, hash_ids))
             if len(out) > MAX_REQUESTS:
                 raise LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
