@@ -55,6 +55,7 @@ REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "len
                   ("fleet.planner.policy", "utilization"): ("GPUs that change roles by utilisation", "planner by utilisation"),
                   ("fleet.planner.policy", "schedule"): ("GPUs that change roles by hand", "planner by hand")}  # (hint, locked list)
 INSTANCE_COUNTS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus", "plan_prefill_gpus")  # sliders that count GPUs of a pool
+WRAP_LABEL_CHARS = 36  # a choice group's labels, all told, beyond which it may wrap (the 33 of early rejection's fit at 320 px)
 WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { flex: 1 1 auto; }"
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
@@ -287,7 +288,9 @@ class Controls:
         if control.kind == "choice":
             labels = CHOICE_LABELS.get(name, {})
             options = {labels.get(c, format_value(c)): c for c in control.choices}
-            if len(options) > 3:  # four buttons outgrow the sidebar: they wrap onto a second line
+            # Four buttons, or long labels ("Reserve (prompt + answer)"), outgrow a 320 px
+            # sidebar: they wrap onto a second line.
+            if len(options) > 3 or sum(map(len, options)) > WRAP_LABEL_CHARS:
                 common["stylesheets"] = [WRAP_GROUP_CSS]
             widget = pn.widgets.RadioButtonGroup(name=label, options=options, value=value, button_type="primary",
                                                  button_style="outline", **common)
