@@ -263,7 +263,7 @@ class _Simulation:
         result = Result(
             scenario=self.scenario,
             requests=self.records,
-            gpus=[g.log for g in self.gpus],
+            gpus=[g.log.compact() for g in self.gpus],
             transfers=self.transfers,
             end_time=max(end_time, self.arrivals_end),
             arrivals_end=self.arrivals_end,
