@@ -300,13 +300,17 @@ def cmd_plan(args):
            "max_gap_ms": _positive(args.max_gap_ms, "--max-gap-ms") if args.max_gap_ms is not None else None}
     constraints = plan_constraints(args)
     scenario, what = plan_scenario(args.workload, slo, args.set)
-    show = sys.stderr.isatty() or args.progress
+    tty = sys.stderr.isatty()
+    show = tty or args.progress
     names = {"size": "sizing pools", "screen": "screening fleets", "confirm": "confirming on the whole workload",
              "robustness": "robustness of the winner"}
 
     def progress(phase, done, total):
-        if show:
-            print(f"\rplan: {names[phase]}: {done}/{total} runs ", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        unit = "fleet shapes" if phase == "size" else "runs"
+        if show and tty:
+            print(f"\rplan: {names[phase]}: {done}/{total} {unit} ", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        elif show and (done == total or done % max(1, total // 4) == 0):  # a log: a few lines per phase
+            print(f"plan: {names[phase]}: {done}/{total} {unit}", file=sys.stderr, flush=True)
 
     started = time.perf_counter()
     with _run_map(args) as map_fn:
@@ -354,6 +358,8 @@ def plan_json(args, scenario, what, result, elapsed):
 
 
 def format_plan(args, scenario, what, result, elapsed):
+    from lab.plan.workload import is_trace_path
+
     load = result.load
     slo = ", ".join(f"{k} {v:g}" for k, v in scenario.slo.to_dict().items())
     lines = [f"{args.workload}: {what}, {load.requests:,} requests over {load.span_s:,.0f} s "
@@ -367,7 +373,13 @@ def format_plan(args, scenario, what, result, elapsed):
     else:
         lines.append(f"Cheapest fleet meeting the target: {w['fleet']}: ${w['usd_per_hour']:,.2f}/h, "
                      f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")
-        lines.append("  lab run FILE " + " ".join(f"--set {s}" for s in w["set"]))
+        sets = " ".join(f"--set '{s}'" for s in w["set"])
+        if args.write_scenario:
+            lines.append(f"  wrote its scenario to {args.write_scenario}: python -m lab run {args.write_scenario}")
+        elif is_trace_path(args.workload):
+            lines.append("  to run it: --write-scenario OUT.json, then python -m lab run OUT.json")
+        else:
+            lines.append(f"  python -m lab run {args.workload} {sets}")
         rob = result.robustness
         runs = "   ".join(f"{r['run']} {r['slo_attainment']:.1%}" for r in rob["runs"])
         lines.append(f"  robustness: min {rob['min']:.1%}, median {rob['median']:.1%} ({runs})")

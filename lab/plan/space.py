@@ -152,7 +152,7 @@ class Candidate:
     def describe(self):
         c = self.config
         if c.layout == "colocated":
-            return f"{self.gpus} GPUs {c.describe()}"
+            return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''} {c.describe()}"
         p, d = self.instances[0] * c.prefill_tp, self.instances[1] * c.decode_tp
         return f"{p} + {d} GPUs {c.describe()}"
 
