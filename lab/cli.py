@@ -329,6 +329,13 @@ def _write_winner(path, scenario, winner):
     from lab.core import LabError
 
     raw = scenario.with_changes(winner["changes"]).to_dict()
+    trace = raw["workload"].get("trace")
+    if trace is not None:
+        # `lab run` reads a trace inside the scenario's folder or the working directory (Trace
+        # files): beside OUT it is named relative to it, elsewhere by its absolute path.
+        full = os.path.realpath(os.path.join(scenario.base_dir, trace["path"]))
+        folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        trace["path"] = os.path.relpath(full, folder) if full.startswith(folder + os.sep) else full
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(raw, fh, indent=2)
