@@ -222,6 +222,18 @@ def test_plan_replays_a_trace_with_the_default_slo(tmp_path, capsys):
     assert data["robustness"]["note"].startswith("a trace replays")
 
 
+def test_a_trace_plans_winner_runs_from_the_written_scenario(tmp_path, capsys):
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t * 0.2},{600 + 41 * (t % 7)},{25 + t % 13}" for t in range(100)]
+    (tmp_path / "trace.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "winner.json"
+    assert main(["plan", str(tmp_path / "trace.csv"), "--max-gpus", "3", "--chunks", "256", "--workers", "1",
+                 "--json", "--write-scenario", str(out)]) == 0
+    winner = json.loads(capsys.readouterr().out)["winner"]
+    assert json.loads(out.read_text())["workload"]["trace"]["path"] == "trace.csv"  # beside OUT: relative
+    assert main(["run", str(out), "--json"]) == 0  # from the repository's folder, not the trace's
+    assert json.loads(capsys.readouterr().out)["slo_attainment"] == winner["slo_attainment"]
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--max-gpus", "0"], "--max-gpus"),
     (["--max-gpus", "65"], "--max-gpus"),
@@ -249,3 +261,34 @@ def test_parse_number_list_takes_zero_only_where_allowed():
     assert parse_number_list("0,512,512", "--chunks", 16, 10**6, zero_ok=True) == (0, 512)
     with pytest.raises(core.LabError, match="--links"):
         parse_number_list("0", "--links", 0.001, 10**4, whole=False)
+
+
+def test_confirm_steps_up_when_the_whole_trace_undoes_a_screened_pass(tmp_path):
+    """The search's phases over a stand-in map: the windows pass 2 GPUs, the whole trace needs 3."""
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t * 0.5},{300 + t % 7},{20 + t % 5}" for t in range(4000)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    long = core.load_scenario({"workload": {"trace": {"path": "t.csv"}}, "fleet": {"layout": "colocated", "gpus": 1},
+                               "slo": {"ttft_s": 1, "tpot_ms": 20}}, base_dir=str(tmp_path))
+    calls = []
+
+    def fake_map(fn, tasks):
+        assert fn is E.run_task
+        for _, _, _, changes in tasks:
+            gpus = changes["fleet.gpus"]
+            if "workload.trace.time_scale" in changes:
+                met = 0.93  # robustness runs
+            elif "workload.trace.start_s" in changes:
+                met = 1.0 if gpus >= 2 else 0.5  # a screening window
+            else:
+                met = 1.0 if gpus >= 3 else 0.6  # the whole trace
+            calls.append((gpus, "workload.trace.start_s" in changes))
+            yield {k: None for k in E.KEPT_METRICS} | {"requests": 100, "unfinished": 0, "slo_attainment": met,
+                                                      "goodput_rps": met, "goodput_rps_per_gpu": met / gpus}
+
+    result = plan(long, Constraints(max_gpus=6, layouts=("colocated",), chunks=(512,)), map_fn=fake_map)
+    assert result.winner["gpus"] == 3 and result.winner["measured"] == "full"
+    by_gpus = {r["gpus"]: r for r in result.rows}
+    assert by_gpus[2]["measured"] == "full" and by_gpus[2]["slo_attainment"] == 0.6
+    assert by_gpus[1]["measured"] == "screen"
+    assert result.robustness["min"] == 0.93 and result.robustness["median"] == pytest.approx(0.93)
+    assert (4, True) not in calls  # 1 and 2 were screened; the walk stopped at its first pass
