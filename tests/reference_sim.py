@@ -326,7 +326,7 @@ class _Sim:
         if g.cache is None or not s.hash_ids:
             return 0
         n = g.cache.leading(s.hash_ids)
-        return min(n * self.block, s.todo - 1) if n else 0
+        return min(n * self.block, s.P, s.todo - 1) if n else 0  # (emitted tokens are never cached)
 
     def look_up(self, g, s):
         """At admission on g, every prefill (a re-prefill too): its cached head is prefilled

@@ -386,7 +386,7 @@ class _Simulation:
             # Every prefill looks the cache up, a re-prefill too (README "KV on demand"): its
             # prompt's blocks, which its own first prefill may have inserted; the tokens it
             # emitted are never cached, so they are always computed.
-            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, prompt)
+            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
             self.skip[rec.id] = hit
             gpu.fetch += fetch
         if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
@@ -602,7 +602,7 @@ class _Simulation:
                 head = queue[0]
                 need = todo[head]  # the tokens it would compute: what its cache lacks
                 if cache is not None and records[head].hash_ids:
-                    need -= cache.peek(gpu.index, records[head].hash_ids, need)
+                    need -= cache.peek(gpu.index, records[head].hash_ids, records[head].prompt_tokens, need)
                 if taken + need > budget:
                     break
             rec = admit(gpu, t)

@@ -89,10 +89,16 @@ def kv_taken_by_instance(scenario):
     return [kv_taken_tokens(scenario, pool) for pool in scenario.pools() for _ in range(pool.instances)]
 
 
-def hit_tokens(blocks, block_tokens, prompt_tokens):
-    """Prompt tokens a leading run of `blocks` cached blocks saves: never the last one."""
+def hit_tokens(blocks, block_tokens, prompt_tokens, tokens=None):
+    """Tokens a leading run of `blocks` cached blocks saves a prefill of `tokens` (its prompt,
+    or after a preemption prompt + the tokens it emitted): at most the prompt (the last block
+    may be partial; emitted tokens are never cached), and never the last token."""
+    if tokens is None:
+        tokens = prompt_tokens
     saved = blocks * block_tokens
-    return saved if saved < prompt_tokens else prompt_tokens - 1
+    if saved > prompt_tokens:
+        saved = prompt_tokens
+    return saved if saved < tokens else tokens - 1
 
 
 class Cache:
@@ -115,20 +121,21 @@ class Cache:
         starts an empty cache of its own (its reload emptied whatever it held)."""
         self.caches[instance] = self.shared if self.shared is not None else LruBlocks(self.per_gpu_blocks)
 
-    def lookup(self, instance, hash_ids, prompt_tokens):
-        """(hit tokens, fetch seconds) for a prompt admitted on `instance`; marks the hit used."""
+    def lookup(self, instance, hash_ids, prompt_tokens, tokens=None):
+        """(hit tokens, fetch seconds) for a prefill of `tokens` (default: the prompt)
+        admitted on `instance`; marks the hit used."""
         lru = self.caches[instance]
         blocks = lru.leading_run(hash_ids)
         if not blocks:
             return 0, 0.0
         lru.touch(hash_ids[:blocks])
-        hit = hit_tokens(blocks, self.block_tokens, prompt_tokens)
+        hit = hit_tokens(blocks, self.block_tokens, prompt_tokens, tokens)
         return hit, hit * self.fetch_s_per_token
 
-    def peek(self, instance, hash_ids, prompt_tokens):
+    def peek(self, instance, hash_ids, prompt_tokens, tokens=None):
         """Hit tokens `lookup` would give now, changing nothing."""
         blocks = self.caches[instance].leading_run(hash_ids)
-        return hit_tokens(blocks, self.block_tokens, prompt_tokens) if blocks else 0
+        return hit_tokens(blocks, self.block_tokens, prompt_tokens, tokens) if blocks else 0
 
     def insert(self, instance, hash_ids):
         self.caches[instance].insert(hash_ids)
