@@ -9,6 +9,7 @@ from array import array
 import pytest
 
 from lab.core import load_scenario, simulate, summarize
+from lab.core import engine
 from lab.core.engine import MAX_STEPS
 from lab.core.metrics import (RangeMax, percentile, pooled_gaps, prefix_metrics, request_gaps, request_metrics,
                               step_gaps_of, weighted_percentile)
@@ -38,18 +39,17 @@ def _bits(values, code):
 
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
 def run(request):
-    return simulate(load_scenario(SCENARIOS[request.param]))
+    """Each scenario's run, its logs compacted (as a run of COMPACT_STEPS steps or more ends)."""
+    saved = engine.COMPACT_STEPS
+    engine.COMPACT_STEPS = 0
+    try:
+        return simulate(load_scenario(SCENARIOS[request.param]))
+    finally:
+        engine.COMPACT_STEPS = saved
 
 
 def test_compact_columns_hold_every_step_bit_for_bit(run):
-    scenario = run.scenario
-    sim = simulate.__globals__["_Simulation"]
-    original = GpuLog.compact
-    GpuLog.compact = lambda self: self  # the same run, logs as the engine appended them
-    try:
-        plain = sim(scenario, simulate.__globals__["generate_requests"](scenario.workload, scenario.seed)).run()
-    finally:
-        GpuLog.compact = original
+    plain = simulate(run.scenario)  # the same run under the threshold: lists, as the engine appended them
     assert sum(len(g) for g in run.gpus) > 100
     for log, raw in zip(run.gpus, plain.gpus):
         assert isinstance(raw.start, list) and isinstance(log.start, array)
@@ -57,6 +57,15 @@ def test_compact_columns_hold_every_step_bit_for_bit(run):
             mine, theirs = getattr(log, name), getattr(raw, name)
             assert mine.typecode == code
             assert _bits(mine, "d" if code == "d" else "q") == _bits(theirs, "d" if code == "d" else "q"), name
+
+
+def test_only_runs_of_at_least_compact_steps_are_compacted(monkeypatch):
+    scenario = load_scenario(SCENARIOS["disaggregated"])
+    steps = sum(len(g) for g in simulate(scenario).gpus)
+    monkeypatch.setattr(engine, "COMPACT_STEPS", steps + 1)
+    assert all(isinstance(g.end, list) for g in simulate(scenario).gpus)
+    monkeypatch.setattr(engine, "COMPACT_STEPS", steps)
+    assert all(isinstance(g.end, array) for g in simulate(scenario).gpus)
 
 
 def test_compact_is_idempotent_and_keeps_sequence_reads():

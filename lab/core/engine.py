@@ -43,6 +43,11 @@ INF = float("inf")
 # 110 MB peak for 711k steps on 32 colocated GPUs, all told), and 32 once the run's logs
 # are compacted (result.py), so a run stays under about 3.6 GB at its peak.
 MAX_STEPS = 36_000_000
+# A run that logged at least this many steps (all GPUs) ends with its logs compacted to
+# typed arrays (GpuLog.compact): a third of the memory for as long as the result is kept.
+# Converting costs about 5% of a run's time (an element at a time), so smaller runs, where
+# the memory does not matter, keep their lists (mission-sized runs log 20k-50k steps).
+COMPACT_STEPS = 1_000_000
 
 
 class _Gpu:
@@ -277,7 +282,7 @@ class _Simulation:
         result = Result(
             scenario=self.scenario,
             requests=self.records,
-            gpus=[g.log.compact() for g in self.gpus],
+            gpus=_compacted([g.log for g in self.gpus]),
             transfers=self.transfers,
             end_time=max(end_time, self.arrivals_end),
             arrivals_end=self.arrivals_end,
@@ -1441,6 +1446,14 @@ class _Simulation:
             _insert_by_index(self.decode_gpus, gpu)
             if self.waiting_reserve:
                 self._reserve_and_send(t)
+
+
+def _compacted(logs):
+    """The run's logs, compacted when they are big enough to be worth it (COMPACT_STEPS)."""
+    if sum(len(log) for log in logs) >= COMPACT_STEPS:
+        for log in logs:
+            log.compact()
+    return logs
 
 
 def _admit_none(gpu, t):

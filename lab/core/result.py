@@ -3,13 +3,13 @@
 Step logs are columnar because the canvas draws them as columns and because appending
 to a few columns is the cheapest bookkeeping per step. While a run goes the engine
 appends to plain lists (a list append is about half the cost of an array append, and it
-runs five times a step); when it ends, `GpuLog.compact` turns them into typed arrays
-(`array.array`, README "Scale"): a step then costs 32 bytes (two 8-byte floats, two
+runs five times a step); when a big run (engine.COMPACT_STEPS) ends, `GpuLog.compact`
+turns them into typed arrays (`array.array`, README "Scale"): a step then costs 32 bytes (two 8-byte floats, two
 4-byte ints, an 8-byte context) instead of about 100 as lists of boxed numbers. An
 `array('d')` holds the very doubles the engine computed, so values read back bit for bit
 (in CPython and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
 Anything that reads a column as a sequence (indexing, slicing, iterating, `len`,
-`numpy.asarray`) reads it as before; compare a column with `list(column)`.
+`numpy.asarray`) reads it either way; compare a column with `list(column)`.
 Per-request inter-token gaps are not stored: a request's tokens after the first are
 emitted at the ends of a contiguous range of steps on its decode GPU, so `metrics.py`
 derives them.
