@@ -60,7 +60,7 @@ def test_sweep_and_plan_on_dask_match_local(scenario_file, capsys, dask_address)
     plan_local = cli_json(capsys, "plan", str(scenario_file), *PLAN_FLAGS, "--workers", "1")
     plan_dask = cli_json(capsys, "plan", str(scenario_file), *PLAN_FLAGS, "--dask", dask_address)
     for data in (plan_local, plan_dask):
-        data.pop("seconds")
+        data.pop("seconds"), data.pop("seconds_by_phase")
     assert plan_dask == plan_local and plan_local["winner"] is not None
 
 

@@ -19,6 +19,7 @@ executes the runs (one process, many, or a Dask cluster).
 
 import heapq
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from lab.core.errors import LabError
@@ -47,11 +48,19 @@ class PlanResult:
     screened_on: str = "the whole workload"
     runs: int = 0
     skipped: list = field(default_factory=list)  # [(candidate description, reason)]
+    seconds: dict = field(default_factory=dict)  # wall seconds by phase (figures only: not part of the answer)
 
 
 def plan(scenario, constraints, map_fn=map, progress=None):
     """Search the fleets `constraints` allow for the cheapest meeting `constraints.target`."""
     progress = progress or (lambda phase, done, total: None)
+    clock = [time.perf_counter()]
+
+    def lap(phase):
+        now = time.perf_counter()
+        result.seconds[phase] = round(now - clock[0], 3)
+        clock[0] = now
+
     target = constraints.target
     load = workload_load(scenario)
     if load.requests == 0:
@@ -63,6 +72,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     variants = E.screen_variants(scenario, load)
     screen_is_full = variants == [{}]
     result = PlanResult(load, target, bounds, [], [])
+    lap("size")
     if not screen_is_full:
         result.screened_on = f"{len(variants)} windows of {E.SCREEN_S:g} s of the trace"
 
@@ -95,6 +105,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
                 best_cost = min(best_cost, cand.usd_per_hour(model))
         active = [c for c in still if c not in passed_cfgs]
 
+    lap("screen")
     # ---- confirm
     screened = {x.key(): (x, row) for x, row in state.screened.items()}
     if screen_is_full:
@@ -102,6 +113,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     else:
         _confirm(state, screened, target, model, constraints)
     winner = _winner(state.full, target, model)
+    lap("confirm")
 
     # ---- rows, front, robustness
     for cand, row in state.screened.items():
@@ -115,6 +127,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     if winner is not None:
         result.winner = _row(winner, state.full[winner], "full", model)
         result.robustness = _robustness(state, scenario, winner, state.full[winner])
+    lap("robustness")
     result.runs = state.runs
     return result
 
