@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.core import LabError, load_scenario
+from lab.core import LabError, load_scenario, simulate
 from lab.core.spec import MAX_GPUS, Scenario, apply_overrides, parse_override
 
 BASE = {
@@ -615,25 +615,24 @@ def test_gpu_overrides_change_only_the_named_keys():
     assert sc.model.gpu_spec("h100")["usd_per_hour"] == 2.5
 
 
-def test_on_demand_kv_with_a_prefix_cache_is_refused_on_the_cache_field():
+def test_on_demand_kv_with_a_prefix_cache_loads_and_runs():
+    """Once refused (what a preempted prompt finds cached): now modelled (README "KV on demand")."""
     raw = {"workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 500, "output_tokens": 50},
            "fleet": {"layout": "colocated", "gpus": 2, "kv_policy": "on_demand", "prefix_cache": "per_gpu"}}
-    with pytest.raises(LabError) as err:
-        Scenario.from_dict(raw)
-    assert err.value.path == "fleet.prefix_cache" and "on_demand" in str(err.value)
-    raw["fleet"]["kv_policy"] = "reserve"
-    assert Scenario.from_dict(raw).fleet.prefix_cache == "per_gpu"
+    sc = Scenario.from_dict(raw)
+    assert (sc.fleet.kv_policy, sc.fleet.prefix_cache) == ("on_demand", "per_gpu")
+    assert all(r.finished for r in simulate(sc).requests)
 
 
-@pytest.mark.parametrize("field, value", [("kv_policy", "on_demand"), ("prefix_cache", "shared"),
+@pytest.mark.parametrize("field, value", [("kv_policy", "on_demand"), ("prefix_cache", "shared"), ("prefix_cache", "per_gpu"),
                                           ("admission", {"reject_when": "predicted_ttft_over_slo"})])
-def test_a_planner_with_a_mechanism_it_does_not_model_yet_is_refused_on_that_field(field, value):
+def test_a_planner_with_a_memory_or_control_mechanism_loads_and_runs(field, value):
+    """Once refused with a planner; now modelled (README "Pools that change roles")."""
     raw = {"workload": {"rate": 2, "duration_s": 30, "prompt_tokens": 500, "output_tokens": 50},
            "fleet": {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
                      "planner": {"policy": "utilization", "interval_s": 5}, field: value},
            "slo": {"ttft_s": 1.0}}
-    with pytest.raises(LabError) as err:
-        Scenario.from_dict(raw)
-    assert err.value.path == f"fleet.{field}" and "planner" in str(err.value)
-    raw["fleet"]["planner"]["policy"] = "off"
-    assert Scenario.from_dict(raw).fleet.planner.policy == "off"
+    sc = Scenario.from_dict(raw)
+    assert sc.fleet.planner_on and getattr(sc.fleet, field) is not None
+    res = simulate(sc)
+    assert all(r.finished or r.rejected for r in res.requests)

@@ -103,7 +103,7 @@ class _Simulation:
         "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
         "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
         "planner", "prefill_gpus", "prefill_next", "queue_rates", "queued_tokens", "queues",
-        "reconfigurations", "records", "route", "scenario", "sole_taker", "src", "steps", "takers",
+        "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "takers",
         "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
     )
@@ -123,6 +123,9 @@ class _Simulation:
         # Prompt tokens each request's next prefill processes: its prompt, or after a
         # preemption (kv_policy on_demand) prompt + the tokens it already emitted.
         self.todo = [rec.prompt_tokens for rec in self.records]
+        # Prompt tokens its current prefill skips: what the prefix cache held at its admission
+        # (its first prefill's is rec.prefix_hit_tokens; a re-prefill looks the cache up again).
+        self.skip = [0] * len(self.records)
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -135,8 +138,10 @@ class _Simulation:
         self.capped = None  # why the run was cut short: "drain_s", "max_steps" or None
         # Instances, pool by pool in GPU order; each runs its pool's cost and KV capacity.
         self.gpus = []
+        self.role_kv = {}  # role -> an instance's KV tokens in it (a planner's mover takes its new role's)
         for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
             taken = kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share of HBM
+            self.role_kv[pool.role] = cost.kv_tokens - taken
             for k in range(pool.instances):
                 gpu = _Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp)
                 if taken:
@@ -198,14 +203,21 @@ class _Simulation:
         """Early rejection (admission.py): each queue's prefill rate and the transfer term,
         worked out once; arrivals then go through `_arrive_admitting` (run() picks it). Off, nothing here runs."""
         fleet = self.fleet
-        tokens = admission.step_tokens(fleet)
-        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
-        self.queue_rates = [admission.prefill_rate(len(takers), step_s, tokens) for takers in self.takers_of]
+        self.queue_rates = [0.0] * len(self.takers_of)
+        for k in range(len(self.takers_of)):
+            self._rate_of(k)
         self.ttft_target = scenario.slo.ttft_s
         link = fleet.link
         self.transfer_args = None  # colocated, or first_token prefill: no transfer before the first token
         if fleet.layout == "disaggregated" and fleet.first_token == "decode":
             self.transfer_args = (self.kv_bytes, link.gbytes_per_s, link.layerwise, self.layers)
+
+    def _rate_of(self, k):
+        """Queue k's prefill rate from the instances taking from it now: with a planner an
+        instance leaves the count when it starts draining and enters it when it joins."""
+        takers = self.takers_of[k]
+        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
+        self.queue_rates[k] = admission.prefill_rate(len(takers), step_s, admission.step_tokens(self.fleet))
 
     # ------------------------------------------------------------------ loop
 
@@ -369,18 +381,24 @@ class _Simulation:
         prompt = self.todo[rec.id]
         self.queued_tokens[gpu.queue_k] -= prompt
         gpu.pending += prompt
-        if rec.preemptions:  # a re-prefill: its first prefill's GPU and start stay (TTFT's)
-            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt))
+        hit = fetch = 0
+        if self.cache is not None and rec.hash_ids:
+            # Every prefill looks the cache up, a re-prefill too (README "KV on demand"): its
+            # prompt's blocks, which its own first prefill may have inserted; the tokens it
+            # emitted are never cached, so they are always computed.
+            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
+            self.skip[rec.id] = hit
+            gpu.fetch += fetch
+        if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
+            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt, prompt - hit))
             self.src[rec.id] = gpu.index
             return rec
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
-        if self.cache is not None and rec.hash_ids:
-            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, prompt)
+        if hit:
             rec.prefix_hit_tokens = hit
             if fetch:
                 rec.prefix_fetch_s = fetch
-                gpu.fetch += fetch
         return rec
 
     def _start_step(self, gpu, t, prefill_tokens, schedule=True):
@@ -584,17 +602,18 @@ class _Simulation:
                 head = queue[0]
                 need = todo[head]  # the tokens it would compute: what its cache lacks
                 if cache is not None and records[head].hash_ids:
-                    need -= cache.peek(gpu.index, records[head].hash_ids, need)
+                    need -= cache.peek(gpu.index, records[head].hash_ids, records[head].prompt_tokens, need)
                 if taken + need > budget:
                     break
             rec = admit(gpu, t)
             if rec is None:
                 break
-            own = todo[rec.id] - rec.prefix_hit_tokens
+            skip = self.skip[rec.id]
+            own = todo[rec.id] - skip
             taken += own
             completing.append(rec.id)
             if attention:
-                gpu.pieces.append((own, rec.prefix_hit_tokens))
+                gpu.pieces.append((own, skip))
         return taken
 
     def _take_chunks(self, gpu, t, chunk, admit):
@@ -618,7 +637,7 @@ class _Simulation:
             rec = admit(gpu, t)
             if rec is None:
                 break
-            item = [rec.id, self.todo[rec.id] - rec.prefix_hit_tokens]  # a cached head is not computed
+            item = [rec.id, self.todo[rec.id] - self.skip[rec.id]]  # a cached head is not computed
             budget -= self._take_piece(gpu, item, budget, long_tokens)
             if item[1]:
                 kept.append(item)
@@ -638,7 +657,7 @@ class _Simulation:
                 rec = admit(gpu, t)
                 if rec is None:
                     break
-                prefilling.append([rec.id, self.todo[rec.id] - rec.prefix_hit_tokens])
+                prefilling.append([rec.id, self.todo[rec.id] - self.skip[rec.id]])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
             if self.attention:
@@ -721,8 +740,11 @@ class _Simulation:
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
-            if self.on_demand:  # the blocks of what it prefilled (kv.py)
-                need = kv.blocks(self.todo[rid], self.block) * self.block
+            if self.on_demand:  # the blocks of what it prefilled (kv.py), or a moved one's context
+                tokens = self.todo[rid]
+                if self.moved and rid in self.moved:
+                    tokens = rec.prompt_tokens + self.moved[rid][1]
+                need = kv.blocks(tokens, self.block) * self.block
             else:
                 need = rec.prompt_tokens + rec.output_tokens
             pick = pick_decode(need, max_seqs, decode_gpus)
@@ -737,6 +759,9 @@ class _Simulation:
                 # A sequence moved off an instance that changes role: its KV so far (its
                 # context) goes whole from there; rec.transfer stays its prompt's.
                 src, emitted = self.moved[rid]
+                if self.on_demand:
+                    best.held[rid] = need // self.block
+                    self._kv_note(best, t)
                 nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
                 start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
                 end = start + nbytes / bandwidth
@@ -1036,8 +1061,11 @@ class _Simulation:
         if gpu.busy:
             self._finish_decode_step_kv(gpu, t)
             ended = len(gpu.log.start) - 1
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:  # every prefill's end adds its prompt's blocks, a re-prefill's too
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= self.todo[rid]
                 if rec.preemptions:
                     # A re-prefill emits its next token now: its new stretch starts with this step.
@@ -1083,18 +1111,9 @@ class _Simulation:
         records = self.records
         freed = self._finish_decode_step_kv(gpu, t) if gpu.busy else False
         if gpu.landed:
-            first_at_decode = self.fleet.first_token == "decode"
-            step = len(gpu.log.start)
-            for rid in gpu.landed:
-                rec = records[rid]
-                if rec.preemptions:
-                    self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
-                    continue
-                if first_at_decode:
-                    rec.first_token = t
-                self._start_decoding(gpu, rec)
-                self._track(gpu, rec, step, rec.prompt_tokens + 1)
-            gpu.landed = []
+            self._join_landed_kv(gpu, t)
+        if gpu.rejoin:
+            self._rejoin(gpu, t)
         if self._grow(gpu, t):
             freed = True
         if freed and self.waiting_reserve:
@@ -1106,8 +1125,10 @@ class _Simulation:
         # As _decode_boundary; while a prefill GPU idles, also only until another decode GPU
         # could preempt (its victim's re-prefill would start there at once and may reserve
         # room here).
-        if not self.waiting_reserve:
+        if not self.waiting_reserve and not self.moving:
             limit = min(self.prefill_next)
+            if self.next_plan < limit:
+                limit = self.next_plan
             if any(g.idle for g in self.prefill_gpus):
                 if self.next_arrival < limit:
                     limit = self.next_arrival
@@ -1122,6 +1143,22 @@ class _Simulation:
                 end = self._run_decode_only_kv(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+    def _join_landed_kv(self, gpu, t):
+        """`_join_landed` on demand: a re-prefill's KV resumes its stretch; each grows from here."""
+        records = self.records
+        first_at_decode = self.fleet.first_token == "decode"
+        step = len(gpu.log.start)
+        for rid in gpu.landed:
+            rec = records[rid]
+            if rec.preemptions:
+                self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
+                continue
+            if first_at_decode:
+                rec.first_token = t
+            self._start_decoding(gpu, rec)
+            self._track(gpu, rec, step, rec.prompt_tokens + 1)
+        gpu.landed = []
 
     def _run_decode_only_kv(self, gpu, t, limit):
         """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
@@ -1255,6 +1292,8 @@ class _Simulation:
         if gpu.role == "prefill":
             self.prefill_gpus.remove(gpu)
             self.takers_of[gpu.queue_k].remove(gpu)
+            if self.fleet.admission is not None:
+                self._rate_of(gpu.queue_k)  # early rejection predicts with the members left
             handler = self._drain_prefill
         else:
             self.decode_gpus.remove(gpu)
@@ -1280,15 +1319,27 @@ class _Simulation:
 
     def _drain_decode(self, gpu, t):
         """A decode instance leaving: once no KV is on its way to it, its sequences are handed
-        over at a step boundary (their KV rejoins the decode pool's admission, first in line)."""
+        over at a step boundary (their KV rejoins the decode pool's admission, first in line).
+        On demand it serves as a decode instance does until then, growing and preempting, and
+        the hand-over frees all its blocks."""
+        on_demand = self.on_demand
         if gpu.busy:
-            self._finish_decode_step(gpu, t)
+            if on_demand:
+                self._finish_decode_step_kv(gpu, t)
+            else:
+                self._finish_decode_step(gpu, t)
         if gpu.seqs > gpu.decoding + len(gpu.landed) + len(gpu.rejoin):
             # KV reserved before the decision is still on the link: keep serving until it lands.
             if gpu.landed:
-                self._join_landed(gpu, t)
+                if on_demand:
+                    self._join_landed_kv(gpu, t)
+                else:
+                    self._join_landed(gpu, t)
             if gpu.rejoin:
                 self._rejoin(gpu, t)
+            if on_demand:
+                self._grow(gpu, t)  # a victim re-enters the prefill queue; nothing reserves here
+                self._kv_note(gpu, t)
             self._start_step(gpu, t, 0)
             return
         records = self.records
@@ -1312,6 +1363,12 @@ class _Simulation:
         self.waiting_reserve.extendleft((rid, t, None) for rid in sorted(handed, reverse=True))
         gpu.kv_free, gpu.seqs, gpu.decoding, gpu.context = gpu.kv_tokens, 0, 0, 0
         gpu.finish_at, gpu.landed, gpu.rejoin = {}, [], []
+        if on_demand:  # every block it held is freed; the sequences take blocks where they land
+            for rid in handed:
+                self.grow_step.pop(rid, None)
+            gpu.held, gpu.grow_at = {}, {}
+            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, self.block) * self.block
+            self._kv_note(gpu, t)
         gpu.busy = False
         self._start_switch(gpu, t)
         self._reserve_and_send(t)
@@ -1326,6 +1383,10 @@ class _Simulation:
             if emitted == 0:  # moved before it joined anywhere: its first token is now, as on landing
                 rec.first_token = t
                 emitted = 1
+            if self.on_demand:  # its blocks were taken at reservation; it grows from here
+                self.before[rid] = emitted
+                self._resume(gpu, rec, next_step, next_step, rec.prompt_tokens + emitted)
+                continue
             last = next_step + rec.output_tokens - emitted - 1
             rec.decode_gpu = gpu.index
             rec.decode_first_step = next_step
@@ -1336,8 +1397,11 @@ class _Simulation:
         gpu.rejoin = []
 
     def _start_switch(self, gpu, t):
-        """Drained: it reloads for its new role until t + switch_s (role "switching")."""
+        """Drained: it reloads for its new role until t + switch_s (role "switching"). Its
+        per-GPU prefix cache is emptied (and a shared pool's no longer reached) from now."""
         gpu.idle, gpu.busy = True, False
+        if self.cache is not None:
+            self.cache.caches[gpu.index] = None
         gpu.log.roles.append((t, "switching"))
         ready = t + self.planner.switch_s
         for r in reversed(self.reconfigurations):
@@ -1354,10 +1418,20 @@ class _Simulation:
         gpu.role = role
         gpu.log.roles.append((t, role))
         self.boundary[gpu.index] = self.handlers[role]
+        # Its KV room is its new role's (a per-GPU prefix cache's share is a prefill
+        # instance's), all free; on demand it holds no block.
+        gpu.kv_tokens = gpu.kv_free = self.role_kv[role]
+        if self.on_demand:
+            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, self.block) * self.block
+            gpu.held, gpu.grow_at = {}, {}
+        if self.cache is not None and role == "prefill":
+            self.cache.join(gpu.index)
         if role == "prefill":
             _insert_by_index(self.prefill_gpus, gpu)
             gpu.queue, gpu.queue_k = self.queues[0], 0
             _insert_by_index(self.takers_of[0], gpu)
+            if self.fleet.admission is not None:
+                self._rate_of(0)
             if gpu.queue:
                 gpu.idle = False
                 heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))

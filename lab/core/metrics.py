@@ -36,7 +36,7 @@ from itertools import accumulate
 from operator import sub
 
 from . import kv
-from .cost import pool_costs
+from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .prefix_cache import kv_taken_tokens
 
@@ -437,12 +437,26 @@ def cost_and_energy(result, finished, met, out_tokens, busy=None):
     usd_hour = {pool.role: pool.gpus * cost.gpu_usd_per_hour for pool, cost in zip(scenario.pools(), costs)}
     energy = dict.fromkeys(by_role, 0.0)
     parts = {role: [] for role in by_role}
+    gpu_s = {role: [] for role in by_role}  # fleet.planner: GPU-seconds each pool had
     for i, log in enumerate(result.gpus):
         role = log.role if log.role in by_role else next(iter(by_role))  # (hand-built logs)
+        if len(log.roles) > 1 and span > 0:
+            # It changed roles: its price and energy count in each pool for its time there
+            # (a reload in the pool it reloads for), each step in the role it began in.
+            spans = role_time(log, span, result.reconfigurations)
+            for r, t0, t1 in spans:
+                gpu_s[r].append(log.tp * (t1 - t0))
+            for r, joules in energy_by_role(by_role[role], log, spans).items():
+                parts[r].append(joules)
+            continue
+        gpu_s[role].append(log.tp * span)
         parts[role].append(by_role[role].energy_j(log, span, None if busy is None else busy[i]))
     for role, joules in parts.items():
         energy[role] = math.fsum(joules)
-    fleet_usd_hour = math.fsum(usd_hour.values())
+    fleet_usd_hour = math.fsum(usd_hour.values())  # the fleet's GPUs never change
+    if any(len(log.roles) > 1 for log in result.gpus) and span > 0:
+        price = {pool.role: cost.gpu_usd_per_hour for pool, cost in zip(scenario.pools(), costs)}
+        usd_hour = {role: price[role] * math.fsum(seconds) / span for role, seconds in gpu_s.items()}
     fleet_energy = math.fsum(energy.values())
     run_usd = fleet_usd_hour * span / 3600.0
     split = scenario.fleet.layout == "disaggregated"

@@ -49,8 +49,8 @@ class GpuLog:
     # fleet.kv_policy on_demand: (step index, request id) of each sequence preempted at the
     # boundary before that step (it held KV here and lost it), for the canvas; else empty.
     preempted: list = field(default_factory=list)
-    # on_demand: (step index, request id, prompt tokens) of each re-prefill admitted at the
-    # boundary before that step (blame replays them), and (time, KV blocks in use) after
+    # on_demand: (step index, request id, tokens it prefills, tokens it computes: less a prefix
+    # cache's hit) of each re-prefill admitted at the boundary before that step (blame replays them), and (time, KV blocks in use) after
     # every change (the last entry at a time is the state once all at that time happened).
     readmitted: list = field(default_factory=list)
     kv_used: list = field(default_factory=list)
