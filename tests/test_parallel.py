@@ -73,6 +73,12 @@ def test_an_unreachable_scheduler_is_a_clear_error():
     assert str(caught.value).startswith("--dask: cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s")
 
 
+def test_a_bad_point_in_a_worker_is_a_clear_error(scenario_file, capsys):
+    # 1 GPU is fine, 100 is over the limit: the error is raised in a worker process and comes back whole.
+    assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,100", "--workers", "2"]) == 2
+    assert capsys.readouterr().err.startswith("error: fleet.gpus: ")
+
+
 @pytest.mark.parametrize("text", ["0", "-1", "2.5", "x", "100000"])
 def test_workers_must_be_a_whole_number_in_range(text):
     with pytest.raises(core.LabError, match="--workers"):

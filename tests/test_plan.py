@@ -158,6 +158,19 @@ def test_long_traces_are_screened_on_windows_and_short_ones_whole(tmp_path):
                                                           {"workload.trace.time_scale": 1 / 1.2}]
 
 
+def test_screening_leaves_out_a_window_of_a_quiet_gap(tmp_path):
+    # Busy for 500 s, silent until 1,500 s, busy to 2,000 s: the windows at ~627 s and ~1,253 s hold nothing.
+    times = [t * 0.5 for t in range(1000)] + [1500 + t * 0.5 for t in range(1000)]
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t},{300},{20}" for t in times]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    gappy = core.load_scenario({"workload": {"trace": {"path": "t.csv"}}, "fleet": {"layout": "colocated", "gpus": 1}},
+                               base_dir=str(tmp_path))
+    windows = E.screen_variants(gappy, workload_load(gappy))
+    assert [w["workload.trace.start_s"] for w in windows] == [0, pytest.approx(1879.5)]
+    for w in windows:  # each window left is a run the spec and the workload accept
+        assert core.generate_requests(gappy.with_changes(w).workload, 0)
+
+
 def test_robustness_of_a_generated_workload_varies_seeds_and_rates(scenario):
     variants = dict(E.robustness_variants(scenario))
     assert [variants[f"seed {s}"] for s in (3, 4, 5, 6)] == [{"seed": s} for s in (3, 4, 5, 6)]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from lab.core.errors import LabError
-from lab.core.spec import GPU_PRESETS, MAX_GPUS, MAX_TP
+from lab.core.spec import GPU_PRESETS, MAX_GPUS
 
 __all__ = ["Constraints", "Config", "Candidate", "configs", "levels", "LAYOUTS", "SPLIT_SPREAD",
            "parse_list", "parse_number_list"]
