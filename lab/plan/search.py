@@ -194,8 +194,14 @@ def _meets(row, target):
     return row["slo_attainment"] is not None and row["slo_attainment"] >= target
 
 
-def _order(cand, model, row=None):
-    return (cand.usd_per_hour(model), cand.gpus, -(row["slo_attainment"] or 0.0) if row else 0.0, cand.describe())
+def _price(cand, model):
+    """What "cheaper" means: $/hour, then fewer GPUs."""
+    return (round(cand.usd_per_hour(model), 9), cand.gpus)
+
+
+def _order(cand, model, row):
+    """Confirm and winner order: the price, then the higher attainment, then the name (a fixed tie-break)."""
+    return (_price(cand, model), -(row["slo_attainment"] or 0.0), cand.describe())
 
 
 def _next_sizes(cand):
@@ -208,36 +214,36 @@ def _next_sizes(cand):
 
 
 def _confirm(state, screened, target, model, constraints):
-    """Full runs of screened passers, cheapest first, until the cheapest left is confirmed."""
+    """Full runs of screened passers, cheapest first, until none left is cheaper than a confirmed one."""
     queue = [(_order(c, model, row), c) for c, row in screened.values() if _meets(row, target)]
     heapq.heapify(queue)
     spent = 0
+
+    def step_up(cand):  # a fleet that missed on the whole workload: its shape's next sizes
+        for nxt in _next_sizes(cand):
+            if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")) \
+                    and nxt not in state.full and state.valid(nxt, []):
+                heapq.heappush(queue, (_order(nxt, model, screened.get(nxt.key(), (None, {"slo_attainment": None}))[1]), nxt))
+
     if queue:
         _, first = heapq.heappop(queue)
-        queue_next = _next_sizes(first) if not _meets(state.confirm_with_robustness(first), target) else []
         spent += 1
-        for nxt in queue_next:
-            if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")):
-                heapq.heappush(queue, (_order(nxt, model), nxt))
+        if not _meets(state.confirm_with_robustness(first), target):
+            step_up(first)
     while queue and spent < MAX_CONFIRM_RUNS:
         best = _winner(state.full, target, model)
-        if best is not None and _order(best, model) <= queue[0][0]:
+        if best is not None and _price(best, model) <= _price(queue[0][1], model):
             return  # nothing left in the queue is cheaper than a confirmed fleet
         batch = []
         while queue and len(batch) < CONFIRM_BATCH:
             _, c = heapq.heappop(queue)
-            if c not in state.full and (best is None or _order(c, model) < _order(best, model)):
+            if c not in state.full and c not in batch and (best is None or _price(c, model) < _price(best, model)):
                 batch.append(c)
-        batch = [c for c in batch if state.valid(c, [])]
         rows = state.run(batch, [{}], "confirm")
         spent += len(batch)
         for c, row in zip(batch, rows):
-            if _meets(row, target):
-                continue
-            for nxt in _next_sizes(c):
-                if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")) \
-                        and nxt not in state.full:
-                    heapq.heappush(queue, (_order(nxt, model), nxt))
+            if not _meets(row, target):
+                step_up(c)
 
 
 def _winner(full, target, model):
