@@ -378,6 +378,9 @@ def format_plan(args, scenario, what, result, elapsed):
     if w is None:
         lines.append(f"No fleet within the constraints has {result.target:.0%} of requests meeting the SLO "
                      f"({result.runs} runs in {elapsed:.1f} s).")
+        if not result.rows:
+            lines.append(f"  every shape's lower bound is over --max-gpus {args.max_gpus}"
+                         + (" or --budget" if args.budget else "") + ": allow more GPUs, or other --tp or --gpu-types")
     else:
         lines.append(f"Cheapest fleet meeting the target: {w['fleet']}: ${w['usd_per_hour']:,.2f}/h, "
                      f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")

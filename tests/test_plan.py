@@ -112,10 +112,12 @@ def test_configs_follow_the_constraints(scenario):
     assert {(c.prefill_gpu, c.decode_gpu) for c in split} == {(a, b) for a in ("h100", "a100") for b in ("h100", "a100")}
 
 
-def test_a_70b_model_gets_the_smallest_tp_that_fits(scenario):
-    big = scenario.with_changes({"model.llm": "llama3-70b", "fleet.tp": 2, "fleet.gpus": 2})
+def test_a_70b_model_gets_the_smallest_tp_that_fits_and_can_meet_the_tpot(scenario):
+    big = scenario.with_changes({"model.llm": "llama3-70b", "model.cost": "roofline", "fleet.tp": 2, "fleet.gpus": 2})
     got = configs(big, Constraints(layouts=("colocated",), chunks=(512,)))
-    assert [c.tp for c in got] == [2]
+    assert [c.tp for c in got] == [2]  # its weights do not fit one H100; two read them in 21 ms < 25 ms
+    strict = big.with_changes({"slo.tpot_ms": 20})
+    assert [c.tp for c in configs(strict, Constraints(layouts=("colocated",), chunks=(512,)))] == [4]
     with pytest.raises(core.LabError, match="--tp"):
         configs(big, Constraints(layouts=("colocated",), chunks=(512,), tps=(1,)))
 
