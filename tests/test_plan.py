@@ -161,14 +161,18 @@ def test_long_traces_are_screened_on_windows_and_short_ones_whole(tmp_path):
 
 
 def test_screening_leaves_out_a_window_of_a_quiet_gap(tmp_path):
-    # Busy for 500 s, silent until 1,500 s, busy to 2,000 s: the windows at ~627 s and ~1,253 s hold nothing.
+    # Busy for 500 s, silent until 1,500 s, busy to 2,000 s: windows that start in the gap hold nothing.
     times = [t * 0.5 for t in range(1000)] + [1500 + t * 0.5 for t in range(1000)]
     lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t},{300},{20}" for t in times]
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     gappy = core.load_scenario({"workload": {"trace": {"path": "t.csv"}}, "fleet": {"layout": "colocated", "gpus": 1}},
                                base_dir=str(tmp_path))
     windows = E.screen_variants(gappy, workload_load(gappy))
-    assert [w["workload.trace.start_s"] for w in windows] == [0, pytest.approx(1879.5)]
+    starts = [w["workload.trace.start_s"] for w in windows]
+    step = (1999.5 - E.SCREEN_S) / (E.SCREEN_WINDOWS - 1)
+    every = [i * step for i in range(E.SCREEN_WINDOWS)]
+    busy = [s for s in every if s < 500 or s + E.SCREEN_S > 1500]
+    assert starts == pytest.approx(busy) and len(starts) < E.SCREEN_WINDOWS
     for w in windows:  # each window left is a run the spec and the workload accept
         assert core.generate_requests(gappy.with_changes(w).workload, 0)
 

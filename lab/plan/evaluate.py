@@ -20,8 +20,11 @@ __all__ = ["task", "run_task", "KEPT_METRICS", "screen_variants", "robustness_va
 KEPT_METRICS = ("requests", "unfinished", "slo_attainment", "goodput_rps", "goodput_rps_per_gpu", "gpus",
                 "usd_per_hour", "ttft_p99_s", "tpot_p99_ms", "worst_gap_p99_ms", "util_prefill", "util_decode", "util_gpu")
 # Screening a long trace: this many windows of this many seconds (trace time), spread evenly over it.
-SCREEN_WINDOWS = 4
-SCREEN_S = 120.0
+# Eight of 60 s rather than four of 120 s (the same simulated time): on the code trace a 2 + 1
+# fleet's windows read 87.5% rather than 91.3% against 82.4% on the whole trace, as more of its
+# bursts fall in a window.
+SCREEN_WINDOWS = 8
+SCREEN_S = 60.0
 
 
 def task(scenario, changes):
