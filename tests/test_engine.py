@@ -520,6 +520,10 @@ def test_every_attribute_the_simulation_sets_is_one_of_its_slots():
 
     from lab.core import engine
 
-    source = inspect.getsource(engine._Simulation)
+    from lab.core import role_changes
+
+    # (the planner's handlers live in role_changes.RoleChanges, which _Simulation mixes in)
+    source = inspect.getsource(engine._Simulation) + inspect.getsource(role_changes.RoleChanges)
+    assert role_changes.RoleChanges.__slots__ == ()
     assigned = set(re.findall(r"self\.(\w+)\s*(?:=|\+=|-=)(?!=)", source))
     assert assigned <= set(engine._Simulation.__slots__), sorted(assigned - set(engine._Simulation.__slots__))
