@@ -6,12 +6,14 @@ For each mission-sized scenario (benchmarks/scenarios.py) it reports the median 
 `simulate` and of `summarize` over --runs runs (after one warm-up), and the median of
 the naive per-token reference simulator (tests/reference_sim.py) on the same requests.
 Then it runs the whole Azure conversation trace (19,366 requests) on 1 prefill + 1
-decode GPU. Figures, not assertions: speed is never a test.
+decode GPU and on 2 colocated GPUs, with the process's peak memory after each (maximum
+resident set, `resource.getrusage`). Figures, not assertions: speed is never a test.
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -62,19 +64,24 @@ def main(argv=None):
     trace_dir = Path(args.traces)
     trace_file = trace_dir / "azure_conv_2023.csv"
     if trace_file.exists():
-        scenario = core.load_scenario(CONVERSATION_TRACE, base_dir=str(trace_dir))
-        requests = core.generate_requests(scenario.workload, scenario.seed)
-        started = time.perf_counter()
-        result = core.simulate(scenario, requests)
-        sim_s = time.perf_counter() - started
-        metrics = core.summarize(result)
-        total_s = time.perf_counter() - started
-        steps = sum(len(g) for g in result.gpus)
-        figures["azure_conv_2023"] = {"requests": len(requests), "steps": steps, "simulate_s": sim_s,
-                                      "simulate_and_summarize_s": total_s, "simulated_s": result.end_time}
-        print(f"\nAzure conversation trace: {len(requests):,} requests over {result.end_time:,.0f} s simulated, "
-              f"{steps:,} steps on 1P+1D: simulate {sim_s:.2f} s, with metrics {total_s:.2f} s "
-              f"(SLO met {metrics['slo_attainment']:.1%})")
+        print()
+        colocated = dict(CONVERSATION_TRACE, fleet={"layout": "colocated", "gpus": 2})
+        for key, raw, where in (("azure_conv_2023", CONVERSATION_TRACE, "1P+1D"),
+                                ("azure_conv_2023_colocated2", colocated, "2 colocated GPUs")):
+            scenario = core.load_scenario(raw, base_dir=str(trace_dir))
+            requests = core.generate_requests(scenario.workload, scenario.seed)
+            started = time.perf_counter()
+            result = core.simulate(scenario, requests)
+            sim_s = time.perf_counter() - started
+            metrics = core.summarize(result)
+            total_s = time.perf_counter() - started
+            steps = sum(len(g) for g in result.gpus)
+            peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            figures[key] = {"requests": len(requests), "steps": steps, "simulate_s": sim_s,
+                            "simulate_and_summarize_s": total_s, "simulated_s": result.end_time, "peak_mb": peak_mb}
+            print(f"Azure conversation trace: {len(requests):,} requests over {result.end_time:,.0f} s simulated, "
+                  f"{steps:,} steps on {where}: simulate {sim_s:.2f} s, with metrics {total_s:.2f} s "
+                  f"(SLO met {metrics['slo_attainment']:.1%}); peak memory so far {peak_mb:,.0f} MB")
     else:
         print(f"\n(skipped the conversation trace: {trace_file} not found; pass --traces DIR)")
     if args.json:

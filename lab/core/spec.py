@@ -35,10 +35,11 @@ __all__ = [
     "parse_override",
 ]
 
-# Hard limits that keep every run bounded in time and memory (README "Scale"): a million
-# requests, 256 GPUs, a week of arrivals; the engine's step bound (engine.MAX_STEPS)
+# Hard limits that keep every run bounded in time and memory (README "Scale"): 2**20
+# requests (a million, with the room for chance the rate check leaves), 256 GPUs, a week
+# of arrivals; the engine's step bound (engine.MAX_STEPS)
 # caps what a run can log whatever these allow.
-MAX_REQUESTS = 1_000_000
+MAX_REQUESTS = 1_048_576
 MAX_GPUS = 256
 MAX_DURATION_S = 604_800.0
 MAX_TOKENS = 1_000_000
