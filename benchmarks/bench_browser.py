@@ -225,6 +225,34 @@ def _worker_phases(page, install):
         "() => self.pyodide.runPython('import json; json.dumps(_stf_phases)')"))
 
 
+# The module files the running lab has imported, as archive member names (`asyncio/events.py`,
+# `panel/io/pyodide.py`): the standard library's and site-packages' (the lab's own excepted).
+IMPORTS_PY = """
+import json, sys
+_names = set()
+for _m in list(sys.modules.values()):
+    _f = getattr(_m, "__file__", None) or ""
+    for _root in (".zip/", "/site-packages/"):
+        if _root in _f and _f.endswith((".py", ".pyc")):
+            _name = _f.split(_root, 1)[1]
+            _name = _name[:-1] if _name.endswith(".pyc") else _name
+            if not _name.startswith(("lab/", "__pycache__")):
+                _names.add(_name)
+json.dumps(sorted(_names))
+"""
+
+
+def record_imports(page, path):
+    """Write site_build/start_imports.txt's list (see site_build/precompile.py) from the running lab."""
+    worker = next(w for w in page.workers if "lab.js" in w.url)
+    names = json.loads(worker.evaluate("(code) => self.pyodide.runPython(code)", IMPORTS_PY))
+    header = ("# Modules the static lab imports by the end of benchmarks/bench_browser.py --site (load, 20 changes),\n"
+              "# as archive member names: site_build/precompile.py compiles these to .pyc, the rest stay source.\n"
+              "# Regenerate: python benchmarks/bench_browser.py --site DIST --record-imports site_build/start_imports.txt\n")
+    Path(path).write_text(header + "".join(n + "\n" for n in names), encoding="utf-8")
+    return len(names)
+
+
 def _sent_by_file(log, top=8):
     """The largest responses of a load: [(bytes, path)]."""
     from static_server import responses
@@ -235,7 +263,7 @@ def _sent_by_file(log, top=8):
     return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
 
 
-def bench_site(dist, mission_id, changes, port, loads=1):
+def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
     """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
 
     `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
@@ -267,6 +295,8 @@ def bench_site(dist, mission_id, changes, port, loads=1):
                     _worker_phases(page, install=True)
                     measured = measure(page, changes, mission_id)
                     phases = _worker_phases(page, install=False)
+                    if imports_to:
+                        print(f"recorded {record_imports(page, imports_to)} imported modules in {imports_to}")
                 browser.close()
     load = dict(pairs[-1])
     load["pairs"] = pairs
@@ -306,6 +336,8 @@ def main(argv=None):
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--loads", type=int, default=1,
                         help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
+    parser.add_argument("--record-imports", metavar="FILE", default=None,
+                        help="--site: write the modules the lab imported (site_build/start_imports.txt's list)")
     parser.add_argument("--mission", default=None, help="mission id (default: the first mission)")
     parser.add_argument("--missions", default=None, help="missions folder for the server")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
@@ -321,7 +353,8 @@ def main(argv=None):
     mission_id = args.mission or catalog.first().id
     load, shots = None, []
     if args.site:
-        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads)
+        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
+                                                         args.record_imports)
     else:
         (name, times, sims, arrivals), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
