@@ -165,6 +165,29 @@ def random_scenario(rng):
             {"policy": "schedule", "switch_s": rng.choice([0, 1, 5]),
              "schedule": [{"at_s": at, "prefill_gpus": rng.choice([1, 2, 3, 8])}]},
             {"policy": "off"}]), [{"policy": "sometimes"}, {"policy": "schedule", "schedule": []}, "on", 1])
+    together = rng.random() < 0.15 and isinstance(duration, float)
+    if together:  # memory and control together, on a fleet a planner can run (README "Pools that change roles")
+        for key in ("gpus", "chunk_tokens", "tp", "prefill_tp", "decode_tp", "long_prompt_tokens", "long_gpus"):
+            fleet.pop(key, None)
+        fleet.update(layout="disaggregated", dispatch="queue", prefill_gpus=rng.choice([1, 2, 3]),
+                     decode_gpus=rng.choice([1, 2, 3]), link={"gbytes_per_s": rng.choice([0.5, 5, 50]), "layerwise": False})
+        if rng.random() < 0.5:
+            fleet["prefill_chunk_tokens"] = rng.choice([64, 512, 4096])
+        fleet["kv_policy"] = rng.choice(["reserve", "on_demand", "on_demand"])
+        fleet["kv_block_tokens"] = rng.choice([1, 16, 256])
+        fleet["prefix_cache"] = rng.choice(["off", "per_gpu", "shared"])
+        fleet["prefix_cache_gb"] = _log_uniform(rng, 0.01, 10)
+        fleet["prefix_pool_gb"] = _log_uniform(rng, 0.01, 100)
+        workload["prefix_block_tokens"] = rng.choice([16, 512])
+        workload["prefixes"] = {"system_tokens": rng.choice([0, 512, 4000]), "system_share": rng.random(),
+                                "followup_share": rng.random(), "open_conversations": rng.choice([1, 8, 100])}
+        fleet["admission"] = rng.choice([None, {"reject_when": "predicted_ttft_over_slo"}])
+        total = fleet["prefill_gpus"] + fleet["decode_gpus"]
+        fleet["planner"] = rng.choice([
+            {"policy": "utilization", "interval_s": rng.choice([0.05, 0.5, 2]), "threshold": rng.uniform(0, 0.5),
+             "switch_s": rng.choice([0, 0.5, 5])},
+            {"policy": "schedule", "switch_s": rng.choice([0, 1]),
+             "schedule": [{"at_s": rng.uniform(0, duration * 0.99), "prefill_gpus": rng.randint(1, max(1, total - 1))}]}])
     model = {"cost": _pick(rng, lambda: rng.choice(["linear", "roofline"]), ["cubic"])}
     if rng.random() < 0.4:
         model["llm"] = _pick(rng, lambda: rng.choice(["llama3-8b", "llama3-70b"]), ["gpt"])
@@ -183,6 +206,8 @@ def random_scenario(rng):
     for key, lo, hi in (("ttft_s", 0.001, 100), ("tpot_ms", 0.1, 10_000), ("max_gap_ms", 0.1, 100_000)):
         if rng.random() < 0.6:
             slo[key] = _pick(rng, lambda: _log_uniform(rng, lo, hi), BAD)
+    if together and fleet["admission"] is not None:
+        slo["ttft_s"] = _log_uniform(rng, 0.05, 10)  # early rejection needs the SLO's TTFT
     if rng.random() < 0.1:  # replay a random trace instead (its CSV text comes from random_trace)
         workload = {"trace": {"path": "trace.csv"}}
         for key, valid, bad in (("start_s", lambda: rng.choice([0, 0.5, 5, 1e6]), BAD + [1e13]),

@@ -1,4 +1,4 @@
-"""`python -m lab run | sweep | check | serve`: the instructor's and author's command line."""
+"""`python -m lab run | sweep | plan | check | serve`: the instructor's, author's and practitioner's command line."""
 
 import argparse
 import json
@@ -211,7 +211,8 @@ def cmd_sweep(args):
         if sys.stderr.isatty() or args.progress:
             print(f"\rsweeping {path}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
-    points = sweep(scenario, path, values, progress)
+    with _run_map(args) as map_fn:
+        points = sweep(scenario, path, values, progress, map_fn=map_fn)
     best = None
     gpus = scenario.fleet.total_gpus
     if path == "workload.rate":
@@ -241,6 +242,169 @@ def cmd_sweep(args):
             print(f"Goodput (highest rate with >= {args.target:.0%} meeting the SLO): {best:.2f} req/s "
                   f"= {best / gpus:.3f} req/s per GPU on {gpus} GPUs")
     return 0
+
+
+def _run_map(args):
+    """The map `--workers` / `--dask` choose (lab/parallel.py), after checking both flags."""
+    from lab.core import LabError
+    from lab.parallel import check_dask_address, default_workers, parse_workers, run_map
+
+    if args.dask is not None:
+        if args.workers is not None:
+            raise LabError("--workers", "give --workers or --dask, not both (a Dask cluster has its own workers)")
+        return run_map(dask_address=check_dask_address(args.dask))
+    workers = default_workers() if args.workers is None else parse_workers(args.workers)
+    return run_map(workers=workers)
+
+
+def _positive(text, field, whole=False, hi=None):
+    """A flag's number: finite, above 0 (and whole, at most `hi`), else LabError naming the flag."""
+    from lab.core import LabError
+
+    raw = str(text).strip()
+    try:
+        value = float(raw) if len(raw) <= 30 else math.inf
+    except ValueError:
+        raise LabError(field, f"expected a number, got {raw[:30]!r}") from None
+    if not math.isfinite(value) or value <= 0 or (whole and not value.is_integer()) or (hi is not None and value > hi):
+        kind = "a whole number" if whole else "a number"
+        raise LabError(field, f"expected {kind} above 0" + (f" and at most {hi:g}" if hi is not None else "") + f", got {raw[:30]!r}")
+    return int(value) if whole else value
+
+
+def plan_constraints(args):
+    """`lab plan`'s flags as plan.Constraints (every flag checked, named in its error)."""
+    from lab.core.spec import GPU_PRESETS, MAX_GPUS
+    from lab.plan import Constraints
+    from lab.plan.space import LAYOUTS, TP_CHOICES, parse_list, parse_number_list
+
+    target = _positive(args.target, "--target", hi=1)
+    max_gpus = _positive(args.max_gpus, "--max-gpus", whole=True, hi=MAX_GPUS)
+    return Constraints(
+        target=target,
+        max_gpus=max_gpus,
+        layouts=parse_list(args.layouts, "--layouts", LAYOUTS),
+        gpu_types=parse_list(args.gpu_types, "--gpu-types", tuple(GPU_PRESETS)) if args.gpu_types else None,
+        tps=parse_number_list(args.tp, "--tp", 1, 8, allowed=TP_CHOICES) if args.tp else None,
+        chunks=parse_number_list(args.chunks, "--chunks", 16, 1_000_000, zero_ok=True),
+        links=parse_number_list(args.links, "--links", 0.001, 10_000, whole=False) if args.links else None,
+        budget_usd_per_hour=_positive(args.budget, "--budget") if args.budget is not None else None,
+    )
+
+
+def cmd_plan(args):
+    from lab.plan import plan, plan_scenario
+
+    slo = {"ttft_s": _positive(args.ttft_s, "--ttft-s") if args.ttft_s is not None else None,
+           "tpot_ms": _positive(args.tpot_ms, "--tpot-ms") if args.tpot_ms is not None else None,
+           "max_gap_ms": _positive(args.max_gap_ms, "--max-gap-ms") if args.max_gap_ms is not None else None}
+    constraints = plan_constraints(args)
+    scenario, what = plan_scenario(args.workload, slo, args.set)
+    tty = sys.stderr.isatty()
+    show = tty or args.progress
+    names = {"size": "sizing pools", "screen": "screening fleets", "confirm": "confirming on the whole workload",
+             "robustness": "robustness of the winner"}
+
+    def progress(phase, done, total):
+        unit = "fleet shapes" if phase == "size" else "runs"
+        if show and tty:
+            print(f"\rplan: {names[phase]}: {done}/{total} {unit} ", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        elif show and (done == total or done % max(1, total // 4) == 0):  # a log: a few lines per phase
+            print(f"plan: {names[phase]}: {done}/{total} {unit}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    with _run_map(args) as map_fn:
+        result = plan(scenario, constraints, map_fn=map_fn, progress=progress)
+    elapsed = time.perf_counter() - started
+    if args.write_scenario and result.winner is not None:
+        _write_winner(args.write_scenario, scenario, result.winner)
+    if args.json:
+        print(json.dumps(plan_json(args, scenario, what, result, elapsed), indent=2))
+    else:
+        print("\n".join(format_plan(args, scenario, what, result, elapsed)))
+    return 0 if result.winner is not None else 1
+
+
+def _write_winner(path, scenario, winner):
+    from lab.core import LabError
+
+    raw = scenario.with_changes(winner["changes"]).to_dict()
+    trace = raw["workload"].get("trace")
+    if trace is not None:
+        # `lab run` reads a trace inside the scenario's folder or the working directory (Trace
+        # files): beside OUT it is named relative to it, elsewhere by its absolute path.
+        full = os.path.realpath(os.path.join(scenario.base_dir, trace["path"]))
+        folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        trace["path"] = os.path.relpath(full, folder) if full.startswith(folder + os.sep) else full
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(raw, fh, indent=2)
+            fh.write("\n")
+    except OSError as exc:
+        raise LabError("--write-scenario", f"cannot write {path!r}: {exc.strerror or exc}") from None
+
+
+def plan_json(args, scenario, what, result, elapsed):
+    load = result.load
+    clean = lambda row: {k: _json_safe(v) for k, v in row.items()}  # noqa: E731
+    return {
+        "workload": {"source": what, "requests": load.requests, "span_s": load.span_s, "rate": load.rate,
+                     "prompt_tokens_per_s": load.prompt_tps, "output_tokens_per_s": load.output_tps},
+        "slo": scenario.slo.to_dict(),
+        "target": result.target,
+        "screened_on": result.screened_on,
+        "bounds": [{"config": c.describe(), "instances": list(b.instances), "loads": list(b.loads)} for c, b in result.bounds],
+        "winner": clean(result.winner) if result.winner else None,
+        "robustness": result.robustness,
+        "pareto": [clean(r) for r in result.pareto],
+        "evaluated": [clean(r) for r in result.rows],
+        "skipped": [{"fleet": f, "reason": why} for f, why in result.skipped],
+        "runs": result.runs,
+        "seconds": round(elapsed, 3),
+        "seconds_by_phase": result.seconds,
+    }
+
+
+def format_plan(args, scenario, what, result, elapsed):
+    from lab.plan.workload import is_trace_path
+
+    load = result.load
+    slo = ", ".join(f"{k} {v:g}" for k, v in scenario.slo.to_dict().items())
+    lines = [f"{args.workload}: {what}, {load.requests:,} requests over {load.span_s:,.0f} s "
+             f"({load.rate:.2f} req/s; {load.prompt_tps:,.0f} prompt and {load.output_tps:,.0f} output tokens/s)",
+             f"  SLO {slo}; target {result.target:.0%} of requests; screened on {result.screened_on}",
+             "  lower bounds (instances): " + "; ".join(f"{c.describe()}: {'+'.join(map(str, b.instances))}" for c, b in result.bounds)]
+    w = result.winner
+    if w is None:
+        lines.append(f"No fleet within the constraints has {result.target:.0%} of requests meeting the SLO "
+                     f"({result.runs} runs in {elapsed:.1f} s).")
+        if not result.rows:
+            lines.append(f"  every shape's lower bound is over --max-gpus {args.max_gpus}"
+                         + (" or --budget" if args.budget else "") + ": allow more GPUs, or other --tp or --gpu-types")
+    else:
+        lines.append(f"Cheapest fleet meeting the target: {w['fleet']}: ${w['usd_per_hour']:,.2f}/h, "
+                     f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")
+        sets = " ".join(f"--set '{s}'" for s in w["set"])
+        if args.write_scenario:
+            lines.append(f"  wrote its scenario to {args.write_scenario}: python -m lab run {args.write_scenario}")
+        elif is_trace_path(args.workload):
+            lines.append("  to run it: --write-scenario OUT.json, then python -m lab run OUT.json")
+        else:
+            lines.append(f"  python -m lab run {args.workload} {sets}")
+        rob = result.robustness
+        runs = "   ".join(f"{r['run']} {r['slo_attainment']:.1%}" for r in rob["runs"])
+        lines.append(f"  robustness: min {rob['min']:.1%}, median {rob['median']:.1%} ({runs})")
+        if rob["note"]:
+            lines.append(f"  ({rob['note']})")
+    lines.append("Pareto front ($/hour against goodput per GPU and attainment; * = screened only):")
+    lines.append(f"  {'fleet':<48} {'GPUs':>4} {'$/hour':>8} {'SLO met':>8} {'goodput/GPU':>11}")
+    for r in result.pareto:
+        mark = "*" if r["measured"] == "screen" else " "
+        lines.append(f"  {r['fleet']:<48} {r['gpus']:>4} {r['usd_per_hour']:>8.2f} {r['slo_attainment']:>7.1%}{mark} "
+                     f"{r['goodput_rps_per_gpu']:>11.3f}")
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    lines.append(f"{len(result.rows)} fleets evaluated in {result.runs} runs, {elapsed:.1f} s ({phases})")
+    return lines
 
 
 def mission_files(paths):
@@ -329,7 +493,28 @@ def build_parser():
     sw.add_argument("--target", type=float, default=0.9, help="SLO attainment for the goodput rate (default 0.9)")
     sw.add_argument("--json", action="store_true")
     sw.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    _parallel_flags(sw)
     sw.set_defaults(func=cmd_sweep)
+
+    pl = sub.add_parser("plan", help="search the cheapest fleet whose runs meet the SLO for a workload")
+    pl.add_argument("workload", help="a trace (.csv, Mooncake .jsonl), replayed whole, or a scenario or mission JSON")
+    pl.add_argument("--target", default="0.9", help="share of requests that must meet the SLO (default 0.9)")
+    pl.add_argument("--ttft-s", help="SLO: time to first token, seconds (a trace's default: 1)")
+    pl.add_argument("--tpot-ms", help="SLO: time per output token, ms (a trace's default: 20)")
+    pl.add_argument("--max-gap-ms", help="SLO: the worst gap between tokens, ms (default: none)")
+    pl.add_argument("--max-gpus", default="16", help="most GPUs a fleet may have (default 16)")
+    pl.add_argument("--layouts", default="colocated,disaggregated", help="colocated, disaggregated or both (default)")
+    pl.add_argument("--gpu-types", help="GPU types to build from, e.g. h100,a100 (default: the scenario's model.gpu)")
+    pl.add_argument("--tp", help="tensor-parallel degrees, e.g. 1,2 (default: the smallest whose weights fit)")
+    pl.add_argument("--chunks", default="256,512,1024", help="colocated chunk sizes, 0 = whole prefill (default 256,512,1024)")
+    pl.add_argument("--links", help="split fleets' link GB/s, e.g. 25,50 (default: the scenario's link)")
+    pl.add_argument("--budget", help="most $/hour a fleet may cost (the presets' illustrative prices)")
+    pl.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="change the base scenario first")
+    pl.add_argument("--write-scenario", metavar="OUT", help="write the winner's scenario JSON to OUT (for lab run)")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    _parallel_flags(pl)
+    pl.set_defaults(func=cmd_plan)
 
     chk = sub.add_parser("check", help="validate and solve mission files")
     chk.add_argument("files", nargs="+", help="mission files or folders (schema.json is skipped)")
@@ -343,6 +528,11 @@ def build_parser():
     srv.add_argument("serve_args", nargs=argparse.REMAINDER)
     srv.set_defaults(func=cmd_serve)
     return parser
+
+
+def _parallel_flags(parser):
+    parser.add_argument("--workers", help="local processes to run on (default: one per CPU; 1 = this process)")
+    parser.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
 
 
 def main(argv=None):

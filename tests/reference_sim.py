@@ -68,9 +68,9 @@ class Seq:
     def __init__(self, rid, arrival, prompt, output, hash_ids=()):
         self.id = rid
         self.hash_ids = tuple(hash_ids)
-        self.hit = 0  # prompt tokens its prefill found cached
+        self.hit = 0  # prompt tokens its (first) prefill found cached
         self.fetch = 0.0  # seconds fetching them from a shared pool
-        self.fetch_due = False  # its fetch belongs to the next step it is part of
+        self.fetch_due = 0.0  # seconds of fetch (any prefill's) that belong to the next step it is part of
         self.arrival = arrival
         self.P = prompt
         self.O = output
@@ -250,6 +250,9 @@ class _Sim:
             pools = [("prefill", f.prefill_gpus, f.prefill_tp, f.prefill_gpu or m.gpu, f.prefill_power_cap_w),
                      ("decode", f.decode_gpus, f.decode_tp, f.decode_gpu or m.gpu, f.decode_power_cap_w)]
         self.gpus = []
+        self.shared_cache = shared
+        self.role_kv = {}  # role -> an instance's KV capacity in it (planner: a mover takes its new role's)
+        self.per_gpu_cache_blocks = 0
         gpu_number = 0
         for role, count, tp, gpu, cap in pools:
             step_s = step_time_fn(m, gpu, tp, cap)
@@ -259,6 +262,8 @@ class _Sim:
                 gb = f.prefix_cache_gb if f.prefix_cache_gb is not None else 8.0
                 cache_blocks = int(tp * gb * 1e9 // block_bytes)
                 kv -= cache_blocks * self.block  # the cache's share of HBM
+                self.per_gpu_cache_blocks = cache_blocks
+            self.role_kv[role] = kv
             for _ in range(count // tp):
                 g = RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number)
                 g.cache = None
@@ -316,22 +321,26 @@ class _Sim:
         return [g for g in self.gpus if g.role in ("colocated", "prefill") and g.moving is None]
 
     def cached_tokens(self, g, s):
-        """Prompt tokens of `s` that g's cache holds as a leading run (never all of them)."""
+        """Tokens of `s`'s next prefill (its todo) that g's cache holds as a leading run of its
+        prompt's blocks (never all of them: the last token is computed)."""
         if g.cache is None or not s.hash_ids:
             return 0
         n = g.cache.leading(s.hash_ids)
-        return min(n * self.block, s.P - 1) if n else 0
+        return min(n * self.block, s.P, s.todo - 1) if n else 0  # (emitted tokens are never cached)
 
     def look_up(self, g, s):
-        """At admission on g: its cached head is prefilled already; a shared pool fetches it."""
+        """At admission on g, every prefill (a re-prefill too): its cached head is prefilled
+        already; a shared pool fetches it. Only the first prefill's hit is the request's."""
         hit = self.cached_tokens(g, s)
         if hit:
             g.cache.use(s.hash_ids[: g.cache.leading(s.hash_ids)], add=False)
-            s.hit = hit
+            if not s.preemptions:
+                s.hit = hit
             s.prefilled = hit
             if self.fleet.prefix_cache == "shared":
-                s.fetch = hit * self.fetch_s_per_token
-                s.fetch_due = True
+                if not s.preemptions:
+                    s.fetch = hit * self.fetch_s_per_token
+                s.fetch_due = hit * self.fetch_s_per_token
 
     def prefill_ended(self, g, s):
         if g.cache is not None:
@@ -453,10 +462,11 @@ class _Sim:
         rate, + its KV's wire time on an idle link when the first token waits for it."""
         f = self.fleet
         takers = [g for g in self.takers() if g.queue_id == q]
-        ahead = sum(s.P for s in self.queues[q])
+        # Every prefill counted whole: a prompt, or a re-prefill's prompt + the tokens it owns.
+        ahead = sum(s.todo for s in self.queues[q])
         for g in takers:
-            ahead += sum(s.P for s in self.seqs if s.prefill_gpu == g.index and s.prefill_start is not None
-                         and s.prefill_end is None)
+            ahead += sum(s.todo for s in self.seqs if s.prefilled < s.todo
+                         and (s.at_prefill == g.index or g.role == "colocated" and s in g.members))
         if f.layout == "colocated":
             tokens = f.chunk_tokens if f.chunk_tokens is not None else f.prefill_batch_tokens
         else:
@@ -543,8 +553,8 @@ class _Sim:
         fetch = 0.0
         for s, k in prefill:  # the prompts it admitted fetch their cached heads first, in turn
             if s.fetch_due:
-                fetch += s.fetch
-                s.fetch_due = False
+                fetch += s.fetch_due
+                s.fetch_due = 0.0
         if fetch:
             g.fetch_s[len(g.steps)] = fetch
             duration += fetch  # the step lasts compute + fetches (README "Prefix caching")
@@ -580,10 +590,10 @@ class _Sim:
             for s, k in step["prefill"]:
                 s.prefilled += k
                 if s.prefilled == s.todo:
+                    self.prefill_ended(g, s)  # (a re-prefill's prompt blocks too)
                     if not s.preemptions:
                         s.prefill_end = t
                         s.first_token = t
-                        self.prefill_ended(g, s)
                     self.emit(s, t, g)  # (a re-prefill emits its next token)
             g.members = [s for s in g.members if not s.finished]
         decode = [s for s in g.members if s.prefilled == s.todo]
@@ -604,11 +614,11 @@ class _Sim:
             s.blocks = ceil_div(s.todo, self.B)
             if s.O > 1:  # decode_gpu = the GPU that emits tokens 2..O (none for one token)
                 s.decode_gpu = g.index
+            self.look_up(g, s)
             if s.preemptions:
                 return  # its first prefill's GPU and start stay
             s.prefill_gpu = g.index
             s.prefill_start = t
-            self.look_up(g, s)
 
         if f.chunk_tokens is None:
             total = 0
@@ -619,8 +629,8 @@ class _Sim:
                 if prefill and total + s.todo - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 admit(s)
-                prefill.append((s, s.todo - s.hit))
-                total += s.todo - s.hit
+                prefill.append((s, s.todo - s.prefilled))  # (its cached head is prefilled already)
+                total += s.todo - s.prefilled
         else:
             budget = f.chunk_tokens
             for s in g.members:  # partly prefilled prompts first, in admission order
@@ -688,6 +698,8 @@ class _Sim:
             # README "Routing": among decode GPUs with a free slot and room for it, the most
             # free KV (most_free_kv) or the fewest sequences (fewest_seqs); ties lowest index.
             need = ceil_div(s.todo, self.B) * self.B if self.on_demand else s.kv_need
+            if self.on_demand and s.moved_from is not None:  # blocks for all it has: prompt + its tokens
+                need = ceil_div(s.P + len(s.tokens), self.B) * self.B
             fits = [g for g in self.decode_gpus() if g.free_slots() > 0 and g.free_kv() >= need]
             if not fits:
                 return
@@ -707,6 +719,9 @@ class _Sim:
                 if link.sharing == "fifo":
                     self.link_free = end
                 src, ready = s.moved_from
+                if self.on_demand:
+                    s.blocks = need // self.B
+                    best.note_kv(t)
                 self.transfer_of[s.id] = len(self.transfers)  # (its landing is this one's)
                 self.transfers.append(RefTransfer(s.id, src, best.index, ready, t, start, end, nbytes))
                 self.in_flight.append((s, best))
@@ -760,12 +775,12 @@ class _Sim:
                 s.prefilled += k
                 if s.prefilled < s.todo:
                     continue  # more chunks to come
+                self.prefill_ended(g, s)  # (a re-prefill's prompt blocks too)
                 if s.preemptions:  # a re-prefill: its KV crosses again
                     if not f.link.layerwise:
                         self.waiting.append(s)
                     continue
                 s.prefill_end = t
-                self.prefill_ended(g, s)
                 if s.O == 1:
                     self.emit(s, t, g)
                     s.first_token = t
@@ -785,11 +800,11 @@ class _Sim:
             s.at_prefill = g.index
             s.taken = self.take_count
             self.take_count += 1
+            self.look_up(g, s)
             if s.preemptions:
                 return
             s.prefill_gpu = g.index
             s.prefill_start = t
-            self.look_up(g, s)
 
         if f.prefill_chunk_tokens is None:
             total = 0
@@ -798,8 +813,8 @@ class _Sim:
                 if batch and total + s.todo - self.cached_tokens(g, s) > f.prefill_batch_tokens:
                     break
                 take(s)
-                batch.append((s, s.todo - s.hit))
-                total += s.todo - s.hit
+                batch.append((s, s.todo - s.prefilled))
+                total += s.todo - s.prefilled
         else:
             budget = f.prefill_chunk_tokens
             # its prompts under way first (in the order it took them), then the queue's head
@@ -877,14 +892,21 @@ class _Sim:
         coming = [s for s in g.members if not s.joined and s not in g.landed]
         if coming:
             self.join_landed(g, t)
-            self.start_step(g, t, [s for s in g.members if s.joined], [])
+            decode = [s for s in g.members if s.joined]
+            if self.on_demand:  # it grows and preempts as any decode GPU until it hands over
+                decode = self.grow(g, t, decode)
+                g.note_kv(t)
+            self.start_step(g, t, decode, [])
             return
         handed = sorted(g.members, key=lambda s: s.id)
         for s in handed:
             s.joined = False
             s.moved_from = (g.index, t)
+            s.blocks = 0  # on demand: its blocks here are freed; it takes new ones where it lands
         g.members = []
         g.landed = []
+        if self.on_demand:
+            g.note_kv(t)
         self.waiting[:0] = handed
         g.step = None
         g.boundary = None
@@ -892,6 +914,7 @@ class _Sim:
         self.reserve(t)
 
     def start_reload(self, g, t):
+        g.cache = None  # the reload empties a per-GPU cache; a shared pool is out of reach
         g.roles.append((t, "switching"))
         ready = t + self.fleet.planner.switch_s
         for r in self.reconfigurations:
@@ -907,8 +930,13 @@ class _Sim:
             g = self.gpus[key]
             g.role, g.moving = g.moving, None
             g.roles.append((t, g.role))
+            g.kv_capacity = self.role_kv[g.role]  # a per-GPU cache's share is a prefill instance's
             if g.role == "prefill":
                 g.queue_id = "all"
+                if self.fleet.prefix_cache == "per_gpu":
+                    g.cache = RefCache(self.per_gpu_cache_blocks)  # empty: its reload emptied it
+                else:
+                    g.cache = self.shared_cache
                 if self.queues["all"] and g.boundary is None:
                     g.boundary = t
             else:

@@ -145,7 +145,7 @@ def _prompt_pieces(result):
         under_way = []  # [prompt tokens, tokens left, its pieces], admission order
         for j in compress(range(len(column)), column):  # the steps with prompt work
             while k < len(again) and again[k][0] <= j:
-                under_way.append([again[k][2], again[k][2], []])
+                under_way.append([again[k][2], again[k][3], []])  # (its cached head is not computed)
                 k += 1
             while next_start <= starts[j]:
                 rec = recs[admitted]

@@ -29,6 +29,8 @@ __all__ = [
     "step_power_w",
     "MEMORY_BOUND_SHARE",
     "attention_flops_per_unit",
+    "role_time",
+    "energy_by_role",
 ]
 
 # A step draws idle + (TDP - idle) x (MEMORY_BOUND_SHARE + (1 - it) x compute share):
@@ -267,6 +269,63 @@ class PoolCost:
                 terms.append((watts if watts < cap else cap) * (e - s))
             active = math.fsum(terms)
         return self.tp * (active + spec["idle_w"] * idle_s)
+
+
+def role_time(log, end, reconfigurations=()):
+    """[(role, from, to)] of one instance up to `end` (fleet.planner, `GpuLog.roles`): the
+    time it served each role, a reload ("switching") counted in the pool it reloads for, so
+    the pools' GPU-time adds up to the fleet's. `reconfigurations` (Result's) name where a
+    reload still under way at `end` was going."""
+    roles = log.roles
+    out = []
+    for i, (t0, role) in enumerate(roles):
+        t1 = roles[i + 1][0] if i + 1 < len(roles) else end
+        if role == "switching":
+            if i + 1 < len(roles):
+                role = roles[i + 1][1]
+            else:
+                role = next((r[3] for r in reversed(reconfigurations) if r[1] == log.index), roles[0][1])
+        t0, t1 = min(t0, end), min(t1, end)
+        if t1 <= t0:
+            continue
+        if out and out[-1][0] == role and out[-1][2] == t0:
+            out[-1] = (role, out[-1][1], t1)
+        else:
+            out.append((role, t0, t1))
+    return out or [(roles[0][1], 0.0, end)]
+
+
+class _Steps:
+    """The steps of one log begun in [t0, t1), as `PoolCost.energy_j` reads a log."""
+
+    def __init__(self, log, first, last):
+        self.start = log.start[first:last]
+        self.end = log.end[first:last]
+        self.decode_seqs = log.decode_seqs[first:last]
+        self.prefill_tokens = log.prefill_tokens[first:last]
+        self.context_tokens = log.context_tokens[first:last]
+        extra = getattr(log, "attention_args", None) or {}
+        self.attention_args = {j - first: v for j, v in extra.items() if first <= j < last}
+
+    def busy_s(self):
+        return math.fsum(e - s for s, e in zip(self.start, self.end))
+
+
+def energy_by_role(cost, log, spans):
+    """{role: joules} of one instance over `spans` (`role_time`): each step in the role it
+    was begun in, idle watts for the rest of each span (a planner's pools share one GPU
+    type, tp and cap, so one `cost` serves both)."""
+    parts = {}
+    starts = log.start
+    first = 0
+    for role, t0, t1 in spans:
+        last = first
+        while last < len(starts) and starts[last] < t1:
+            last += 1
+        steps = _Steps(log, first, last)
+        parts.setdefault(role, []).append(cost.energy_j(steps, t1 - t0, steps.busy_s()))
+        first = last
+    return {role: math.fsum(joules) for role, joules in parts.items()}
 
 
 def pool_costs(scenario):

@@ -6,7 +6,8 @@ boundaries (ordered by GPU index), then the layer-wise fifo wire's turn (it must
 every chunk that becomes ready at that time), then the planner's (`fleet.planner`:
 instances that finished reloading join their new pool, by GPU index, then a planning
 moment decides), so the order is fully determined by the scenario. The layer-wise link
-itself lives in `link.py`; the planner's rules in `planner.py`.
+itself lives in `link.py`; the planner's rules in `planner.py` and its handlers (an
+instance's move: drain, hand-over, reload, join) in `role_changes.py`.
 
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
@@ -25,22 +26,21 @@ from collections import deque
 from . import admission
 from . import kv
 from .cost import pool_costs
+from .events import ARRIVAL, BOUNDARY, INF, LANDED, LINK, PLAN
 from .link import FifoWire, stream_alone
-from .planner import busy_in_window, pick_mover, schedule_moves, utilization, utilization_move
 from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
 from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
+from .role_changes import RoleChanges
 from .workload import generate_requests
 
 __all__ = ["simulate", "MAX_STEPS"]
 
-# Event priorities at equal times.
-ARRIVAL, LANDED, BOUNDARY, LINK, PLAN = 0, 1, 2, 3, 4
-INF = float("inf")
-
-# A hard bound on logged steps so no input can eat unbounded memory (~250 bytes a
-# step in CPython, all told, so at most about half a gigabyte).
-MAX_STEPS = 2_000_000
+# A hard bound on logged steps so no input can eat unbounded memory: while a run goes a
+# step costs about 100 bytes in CPython (list slots, its end time and context as objects;
+# 110 MB peak for 711k steps on 32 colocated GPUs, all told), and 32 once the run's logs
+# are compacted (result.py), so a run stays under about 3.6 GB at its peak.
+MAX_STEPS = 36_000_000
 
 
 class _Gpu:
@@ -92,7 +92,7 @@ def simulate(scenario, requests=None):
 
 
 
-class _Simulation:
+class _Simulation(RoleChanges):
     # Slots, not a __dict__: CPython 3.11 keeps `self.x` fast for a dict only while the class
     # has at most 30 attribute names (its shared-keys limit; a 30th cost 5% more instructions
     # per run, valgrind on benchmarks/scenarios.py's disagg-4p4d), and each mechanism adds
@@ -103,7 +103,7 @@ class _Simulation:
         "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
         "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
         "planner", "prefill_gpus", "prefill_next", "queue_rates", "queued_tokens", "queues",
-        "reconfigurations", "records", "route", "scenario", "sole_taker", "src", "steps", "takers",
+        "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "takers",
         "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
     )
@@ -123,6 +123,9 @@ class _Simulation:
         # Prompt tokens each request's next prefill processes: its prompt, or after a
         # preemption (kv_policy on_demand) prompt + the tokens it already emitted.
         self.todo = [rec.prompt_tokens for rec in self.records]
+        # Prompt tokens its current prefill skips: what the prefix cache held at its admission
+        # (its first prefill's is rec.prefix_hit_tokens; a re-prefill looks the cache up again).
+        self.skip = [0] * len(self.records)
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -135,8 +138,10 @@ class _Simulation:
         self.capped = None  # why the run was cut short: "drain_s", "max_steps" or None
         # Instances, pool by pool in GPU order; each runs its pool's cost and KV capacity.
         self.gpus = []
+        self.role_kv = {}  # role -> an instance's KV tokens in it (a planner's mover takes its new role's)
         for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
             taken = kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share of HBM
+            self.role_kv[pool.role] = cost.kv_tokens - taken
             for k in range(pool.instances):
                 gpu = _Gpu(len(self.gpus), pool.role, cost, pool.first_gpu + k * pool.tp)
                 if taken:
@@ -198,14 +203,21 @@ class _Simulation:
         """Early rejection (admission.py): each queue's prefill rate and the transfer term,
         worked out once; arrivals then go through `_arrive_admitting` (run() picks it). Off, nothing here runs."""
         fleet = self.fleet
-        tokens = admission.step_tokens(fleet)
-        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
-        self.queue_rates = [admission.prefill_rate(len(takers), step_s, tokens) for takers in self.takers_of]
+        self.queue_rates = [0.0] * len(self.takers_of)
+        for k in range(len(self.takers_of)):
+            self._rate_of(k)
         self.ttft_target = scenario.slo.ttft_s
         link = fleet.link
         self.transfer_args = None  # colocated, or first_token prefill: no transfer before the first token
         if fleet.layout == "disaggregated" and fleet.first_token == "decode":
             self.transfer_args = (self.kv_bytes, link.gbytes_per_s, link.layerwise, self.layers)
+
+    def _rate_of(self, k):
+        """Queue k's prefill rate from the instances taking from it now: with a planner an
+        instance leaves the count when it starts draining and enters it when it joins."""
+        takers = self.takers_of[k]
+        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
+        self.queue_rates[k] = admission.prefill_rate(len(takers), step_s, admission.step_tokens(self.fleet))
 
     # ------------------------------------------------------------------ loop
 
@@ -263,7 +275,7 @@ class _Simulation:
         result = Result(
             scenario=self.scenario,
             requests=self.records,
-            gpus=[g.log for g in self.gpus],
+            gpus=[g.log.compact() for g in self.gpus],
             transfers=self.transfers,
             end_time=max(end_time, self.arrivals_end),
             arrivals_end=self.arrivals_end,
@@ -369,18 +381,24 @@ class _Simulation:
         prompt = self.todo[rec.id]
         self.queued_tokens[gpu.queue_k] -= prompt
         gpu.pending += prompt
-        if rec.preemptions:  # a re-prefill: its first prefill's GPU and start stay (TTFT's)
-            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt))
+        hit = fetch = 0
+        if self.cache is not None and rec.hash_ids:
+            # Every prefill looks the cache up, a re-prefill too (README "KV on demand"): its
+            # prompt's blocks, which its own first prefill may have inserted; the tokens it
+            # emitted are never cached, so they are always computed.
+            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
+            self.skip[rec.id] = hit
+            gpu.fetch += fetch
+        if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
+            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt, prompt - hit))
             self.src[rec.id] = gpu.index
             return rec
         rec.prefill_gpu = gpu.index
         rec.prefill_start = t
-        if self.cache is not None and rec.hash_ids:
-            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, prompt)
+        if hit:
             rec.prefix_hit_tokens = hit
             if fetch:
                 rec.prefix_fetch_s = fetch
-                gpu.fetch += fetch
         return rec
 
     def _start_step(self, gpu, t, prefill_tokens, schedule=True):
@@ -584,17 +602,18 @@ class _Simulation:
                 head = queue[0]
                 need = todo[head]  # the tokens it would compute: what its cache lacks
                 if cache is not None and records[head].hash_ids:
-                    need -= cache.peek(gpu.index, records[head].hash_ids, need)
+                    need -= cache.peek(gpu.index, records[head].hash_ids, records[head].prompt_tokens, need)
                 if taken + need > budget:
                     break
             rec = admit(gpu, t)
             if rec is None:
                 break
-            own = todo[rec.id] - rec.prefix_hit_tokens
+            skip = self.skip[rec.id]
+            own = todo[rec.id] - skip
             taken += own
             completing.append(rec.id)
             if attention:
-                gpu.pieces.append((own, rec.prefix_hit_tokens))
+                gpu.pieces.append((own, skip))
         return taken
 
     def _take_chunks(self, gpu, t, chunk, admit):
@@ -618,7 +637,7 @@ class _Simulation:
             rec = admit(gpu, t)
             if rec is None:
                 break
-            item = [rec.id, self.todo[rec.id] - rec.prefix_hit_tokens]  # a cached head is not computed
+            item = [rec.id, self.todo[rec.id] - self.skip[rec.id]]  # a cached head is not computed
             budget -= self._take_piece(gpu, item, budget, long_tokens)
             if item[1]:
                 kept.append(item)
@@ -638,7 +657,7 @@ class _Simulation:
                 rec = admit(gpu, t)
                 if rec is None:
                     break
-                prefilling.append([rec.id, self.todo[rec.id] - rec.prefix_hit_tokens])
+                prefilling.append([rec.id, self.todo[rec.id] - self.skip[rec.id]])
             item = prefilling[0]
             take = item[1] if item[1] <= budget else budget
             if self.attention:
@@ -721,8 +740,11 @@ class _Simulation:
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
-            if self.on_demand:  # the blocks of what it prefilled (kv.py)
-                need = kv.blocks(self.todo[rid], self.block) * self.block
+            if self.on_demand:  # the blocks of what it prefilled (kv.py), or a moved one's context
+                tokens = self.todo[rid]
+                if self.moved and rid in self.moved:
+                    tokens = rec.prompt_tokens + self.moved[rid][1]
+                need = kv.blocks(tokens, self.block) * self.block
             else:
                 need = rec.prompt_tokens + rec.output_tokens
             pick = pick_decode(need, max_seqs, decode_gpus)
@@ -737,6 +759,9 @@ class _Simulation:
                 # A sequence moved off an instance that changes role: its KV so far (its
                 # context) goes whole from there; rec.transfer stays its prompt's.
                 src, emitted = self.moved[rid]
+                if self.on_demand:
+                    best.held[rid] = need // self.block
+                    self._kv_note(best, t)
                 nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
                 start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
                 end = start + nbytes / bandwidth
@@ -1036,8 +1061,11 @@ class _Simulation:
         if gpu.busy:
             self._finish_decode_step_kv(gpu, t)
             ended = len(gpu.log.start) - 1
+            cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
+                if cache is not None:  # every prefill's end adds its prompt's blocks, a re-prefill's too
+                    cache.insert(gpu.index, rec.hash_ids)
                 gpu.pending -= self.todo[rid]
                 if rec.preemptions:
                     # A re-prefill emits its next token now: its new stretch starts with this step.
@@ -1083,18 +1111,9 @@ class _Simulation:
         records = self.records
         freed = self._finish_decode_step_kv(gpu, t) if gpu.busy else False
         if gpu.landed:
-            first_at_decode = self.fleet.first_token == "decode"
-            step = len(gpu.log.start)
-            for rid in gpu.landed:
-                rec = records[rid]
-                if rec.preemptions:
-                    self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
-                    continue
-                if first_at_decode:
-                    rec.first_token = t
-                self._start_decoding(gpu, rec)
-                self._track(gpu, rec, step, rec.prompt_tokens + 1)
-            gpu.landed = []
+            self._join_landed_kv(gpu, t)
+        if gpu.rejoin:
+            self._rejoin(gpu, t)
         if self._grow(gpu, t):
             freed = True
         if freed and self.waiting_reserve:
@@ -1106,8 +1125,10 @@ class _Simulation:
         # As _decode_boundary; while a prefill GPU idles, also only until another decode GPU
         # could preempt (its victim's re-prefill would start there at once and may reserve
         # room here).
-        if not self.waiting_reserve:
+        if not self.waiting_reserve and not self.moving:
             limit = min(self.prefill_next)
+            if self.next_plan < limit:
+                limit = self.next_plan
             if any(g.idle for g in self.prefill_gpus):
                 if self.next_arrival < limit:
                     limit = self.next_arrival
@@ -1122,6 +1143,22 @@ class _Simulation:
                 end = self._run_decode_only_kv(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+
+    def _join_landed_kv(self, gpu, t):
+        """`_join_landed` on demand: a re-prefill's KV resumes its stretch; each grows from here."""
+        records = self.records
+        first_at_decode = self.fleet.first_token == "decode"
+        step = len(gpu.log.start)
+        for rid in gpu.landed:
+            rec = records[rid]
+            if rec.preemptions:
+                self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
+                continue
+            if first_at_decode:
+                rec.first_token = t
+            self._start_decoding(gpu, rec)
+            self._track(gpu, rec, step, rec.prompt_tokens + 1)
+        gpu.landed = []
 
     def _run_decode_only_kv(self, gpu, t, limit):
         """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
@@ -1193,190 +1230,6 @@ class _Simulation:
                 gpu.decoding, gpu.context = decoding, context
                 self.steps += taken
                 return end
-    # ------------------------------------------------------------- planner
-
-    def _push_plan(self, t, key):
-        heapq.heappush(self.heap, (t, PLAN, key))
-        heapq.heappush(self.plan_times, t)
-        if t < self.next_plan:
-            self.next_plan = t
-
-    def _plan_start(self):
-        """The planner's moments before arrivals end: every interval_s, or each schedule row."""
-        planner, n = self.planner, len(self.gpus)
-        if planner.policy == "utilization":
-            if planner.interval_s < self.arrivals_end:
-                self._push_plan(planner.interval_s, n)
-            return
-        for i, row in enumerate(planner.schedule):
-            if row.at_s < self.arrivals_end:
-                self._push_plan(row.at_s, n + i)
-
-    def _plan(self, key, t):
-        """A PLAN event: an instance done reloading joins its pool (key = its index), or a
-        planning moment (key = GPUs + schedule row) decides which instances move."""
-        times = self.plan_times
-        heapq.heappop(times)
-        self.next_plan = times[0] if times else INF
-        n = len(self.gpus)
-        if key < n:
-            self._join_pool(self.gpus[key], t)
-            return
-        planner = self.planner
-        tp = self.fleet.prefill_tp
-        if planner.policy == "utilization":
-            nxt = t + planner.interval_s
-            if nxt < self.arrivals_end:
-                self._push_plan(nxt, n)
-            if self.moving:
-                return  # one change at a time
-            t0 = t - planner.interval_s
-            utils = [utilization(math.fsum(busy_in_window(g.log.start, g.log.end, t0, t) for g in pool),
-                                 len(pool), planner.interval_s) for pool in (self.prefill_gpus, self.decode_gpus)]
-            to = utilization_move(utils[0], utils[1], len(self.prefill_gpus), len(self.decode_gpus),
-                                  planner.threshold, planner.min_per_pool)
-            count = 1
-        else:
-            row = planner.schedule[key - n]
-            going = sum(1 for g in self.gpus if g.moving == "prefill")
-            to, count = schedule_moves(len(self.prefill_gpus) + going, row.prefill_gpus // tp)
-        if to is None:
-            return
-        source = self.decode_gpus if to == "prefill" else self.prefill_gpus
-        count = min(count, len(source) - 1)  # a pool always keeps an instance serving
-        for _ in range(count):
-            loads = [g.seqs for g in source] if to == "prefill" else [g.pending for g in source]
-            self._start_move(source[pick_mover(loads)], to, t)
-
-    def _start_move(self, gpu, to, t):
-        """`gpu` stops taking new work: it leaves its pool's lists and drains at its boundaries."""
-        self.moving += 1
-        gpu.moving = to
-        if gpu.role == "prefill":
-            self.prefill_gpus.remove(gpu)
-            self.takers_of[gpu.queue_k].remove(gpu)
-            handler = self._drain_prefill
-        else:
-            self.decode_gpus.remove(gpu)
-            handler = self._drain_decode
-        self.boundary[gpu.index] = handler
-        self.reconfigurations.append([t, gpu.index, gpu.role, to, None])
-        if gpu.idle:  # no step running: it drains now
-            gpu.idle = False
-            handler(gpu, t)
-
-    def _drain_prefill(self, gpu, t):
-        """A prefill instance leaving: its prompts under way (chunked) run to their end, no new ones."""
-        if gpu.completing:
-            self._end_prefills(gpu, t, False)
-        chunk = self.fleet.prefill_chunk_tokens
-        taken = self._take_chunks(gpu, t, chunk, _admit_none) if chunk is not None and gpu.prefilling else 0
-        end = self._start_step(gpu, t, taken)
-        if end is None:
-            self.prefill_next[gpu.index] = INF
-            self._start_switch(gpu, t)
-        else:
-            self.prefill_next[gpu.index] = end
-
-    def _drain_decode(self, gpu, t):
-        """A decode instance leaving: once no KV is on its way to it, its sequences are handed
-        over at a step boundary (their KV rejoins the decode pool's admission, first in line)."""
-        if gpu.busy:
-            self._finish_decode_step(gpu, t)
-        if gpu.seqs > gpu.decoding + len(gpu.landed) + len(gpu.rejoin):
-            # KV reserved before the decision is still on the link: keep serving until it lands.
-            if gpu.landed:
-                self._join_landed(gpu, t)
-            if gpu.rejoin:
-                self._rejoin(gpu, t)
-            self._start_step(gpu, t, 0)
-            return
-        records = self.records
-        done = len(gpu.log.start) - 1  # the step that just ended
-        handed = []
-        for rids in gpu.finish_at.values():
-            for rid in rids:
-                rec = records[rid]
-                if rec.earlier is None:
-                    rec.earlier = []
-                rec.earlier.append((gpu.index, rec.decode_first_step, done))
-                handed.append(rid)
-        for rid in gpu.landed:
-            handed.append(rid)
-        handed.extend(gpu.rejoin)
-        for rid in sorted(handed):
-            rec = records[rid]
-            emitted = 0 if rec.first_token is None else 1 + sum(b - a + 1 for _, a, b in (rec.earlier or ()))
-            self.moved[rid] = (gpu.index, emitted)
-            rec.decode_first_step = rec.decode_last_step = -1
-        self.waiting_reserve.extendleft((rid, t, None) for rid in sorted(handed, reverse=True))
-        gpu.kv_free, gpu.seqs, gpu.decoding, gpu.context = gpu.kv_tokens, 0, 0, 0
-        gpu.finish_at, gpu.landed, gpu.rejoin = {}, [], []
-        gpu.busy = False
-        self._start_switch(gpu, t)
-        self._reserve_and_send(t)
-
-    def _rejoin(self, gpu, t):
-        """Moved sequences whose KV arrived: they decode on from the tokens they have."""
-        records = self.records
-        next_step = len(gpu.log.start)
-        for rid in gpu.rejoin:
-            rec = records[rid]
-            _, emitted = self.moved.pop(rid)
-            if emitted == 0:  # moved before it joined anywhere: its first token is now, as on landing
-                rec.first_token = t
-                emitted = 1
-            last = next_step + rec.output_tokens - emitted - 1
-            rec.decode_gpu = gpu.index
-            rec.decode_first_step = next_step
-            rec.decode_last_step = last
-            gpu.decoding += 1
-            gpu.context += rec.prompt_tokens + emitted
-            gpu.finish_at.setdefault(last, []).append(rid)
-        gpu.rejoin = []
-
-    def _start_switch(self, gpu, t):
-        """Drained: it reloads for its new role until t + switch_s (role "switching")."""
-        gpu.idle, gpu.busy = True, False
-        gpu.log.roles.append((t, "switching"))
-        ready = t + self.planner.switch_s
-        for r in reversed(self.reconfigurations):
-            if r[1] == gpu.index:
-                r[4] = ready
-                break
-        self._push_plan(ready, gpu.index)
-
-    def _join_pool(self, gpu, t):
-        """Reloaded: `gpu` joins its new pool (lists kept in GPU order, as built)."""
-        role = gpu.moving
-        gpu.moving = None
-        self.moving -= 1
-        gpu.role = role
-        gpu.log.roles.append((t, role))
-        self.boundary[gpu.index] = self.handlers[role]
-        if role == "prefill":
-            _insert_by_index(self.prefill_gpus, gpu)
-            gpu.queue, gpu.queue_k = self.queues[0], 0
-            _insert_by_index(self.takers_of[0], gpu)
-            if gpu.queue:
-                gpu.idle = False
-                heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
-        else:
-            _insert_by_index(self.decode_gpus, gpu)
-            if self.waiting_reserve:
-                self._reserve_and_send(t)
-
-
-def _admit_none(gpu, t):
-    """A draining prefill instance admits nothing new."""
-    return None
-
-
-def _insert_by_index(gpus, gpu):
-    k = 0
-    while k < len(gpus) and gpus[k].index < gpu.index:
-        k += 1
-    gpus.insert(k, gpu)
 
 
 def _holder(gpu):

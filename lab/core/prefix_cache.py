@@ -89,38 +89,53 @@ def kv_taken_by_instance(scenario):
     return [kv_taken_tokens(scenario, pool) for pool in scenario.pools() for _ in range(pool.instances)]
 
 
-def hit_tokens(blocks, block_tokens, prompt_tokens):
-    """Prompt tokens a leading run of `blocks` cached blocks saves: never the last one."""
+def hit_tokens(blocks, block_tokens, prompt_tokens, tokens=None):
+    """Tokens a leading run of `blocks` cached blocks saves a prefill of `tokens` (its prompt,
+    or after a preemption prompt + the tokens it emitted): at most the prompt (the last block
+    may be partial; emitted tokens are never cached), and never the last token."""
+    if tokens is None:
+        tokens = prompt_tokens
     saved = blocks * block_tokens
-    return saved if saved < prompt_tokens else prompt_tokens - 1
+    if saved > prompt_tokens:
+        saved = prompt_tokens
+    return saved if saved < tokens else tokens - 1
 
 
 class Cache:
     """The fleet's prefix caches: one LRU per prefilling instance, or one shared pool.
 
     `caches[i]` is instance i's LRU (the same object for every instance when shared;
-    None for decode instances). `fetch_s_per_token` is 0 for per_gpu caches (the KV is
-    already in the GPU's memory)."""
+    None for decode instances and, with a planner, for one reloading). `fetch_s_per_token`
+    is 0 for per_gpu caches (the KV is already in the GPU's memory). `shared` is the host
+    pool (None for per_gpu), `per_gpu_blocks` a prefill instance's own cache size."""
 
-    def __init__(self, caches, block_tokens, fetch_s_per_token):
+    def __init__(self, caches, block_tokens, fetch_s_per_token, shared=None, per_gpu_blocks=0):
         self.caches = caches
         self.block_tokens = block_tokens
         self.fetch_s_per_token = fetch_s_per_token
+        self.shared = shared
+        self.per_gpu_blocks = per_gpu_blocks
 
-    def lookup(self, instance, hash_ids, prompt_tokens):
-        """(hit tokens, fetch seconds) for a prompt admitted on `instance`; marks the hit used."""
+    def join(self, instance):
+        """`instance` joined the prefill pool (fleet.planner): it reaches the shared pool, or
+        starts an empty cache of its own (its reload emptied whatever it held)."""
+        self.caches[instance] = self.shared if self.shared is not None else LruBlocks(self.per_gpu_blocks)
+
+    def lookup(self, instance, hash_ids, prompt_tokens, tokens=None):
+        """(hit tokens, fetch seconds) for a prefill of `tokens` (default: the prompt)
+        admitted on `instance`; marks the hit used."""
         lru = self.caches[instance]
         blocks = lru.leading_run(hash_ids)
         if not blocks:
             return 0, 0.0
         lru.touch(hash_ids[:blocks])
-        hit = hit_tokens(blocks, self.block_tokens, prompt_tokens)
+        hit = hit_tokens(blocks, self.block_tokens, prompt_tokens, tokens)
         return hit, hit * self.fetch_s_per_token
 
-    def peek(self, instance, hash_ids, prompt_tokens):
+    def peek(self, instance, hash_ids, prompt_tokens, tokens=None):
         """Hit tokens `lookup` would give now, changing nothing."""
         blocks = self.caches[instance].leading_run(hash_ids)
-        return hit_tokens(blocks, self.block_tokens, prompt_tokens) if blocks else 0
+        return hit_tokens(blocks, self.block_tokens, prompt_tokens, tokens) if blocks else 0
 
     def insert(self, instance, hash_ids):
         self.caches[instance].insert(hash_ids)
@@ -137,10 +152,13 @@ def build_cache(scenario, roles):
         pool = LruBlocks(cache_blocks(scenario, fleet.prefix_setting("prefix_pool_gb")))
         caches = [None if role == "decode" else pool for role in roles]
         per_token = scenario.model.kv_bytes_per_token / (fleet.prefix_setting("prefix_fetch_gbytes_per_s") * 1e9)
-        return Cache(caches, block, per_token)
+        return Cache(caches, block, per_token, shared=pool)
     caches = []
+    per_gpu_blocks = 0
     for pool in scenario.pools():
         for _ in range(pool.instances):
             taken = kv_taken_tokens(scenario, pool)
+            if pool.role != "decode":
+                per_gpu_blocks = taken // block
             caches.append(None if pool.role == "decode" else LruBlocks(taken // block))
-    return Cache(caches, block, 0.0)
+    return Cache(caches, block, 0.0, per_gpu_blocks=per_gpu_blocks)

@@ -35,10 +35,12 @@ __all__ = [
     "parse_override",
 ]
 
-# Hard limits that keep every run bounded in time and memory.
-MAX_REQUESTS = 200_000
-MAX_GPUS = 64
-MAX_DURATION_S = 7_200.0
+# Hard limits that keep every run bounded in time and memory (README "Scale"): a million
+# requests, 256 GPUs, a week of arrivals; the engine's step bound (engine.MAX_STEPS)
+# caps what a run can log whatever these allow.
+MAX_REQUESTS = 1_000_000
+MAX_GPUS = 256
+MAX_DURATION_S = 604_800.0
 MAX_TOKENS = 1_000_000
 # Trace arrival times (and trace.start_s) in seconds; wall-clock timestamps are ~1.7e9.
 # With time_scale <= 1000 every scaled arrival stays a finite float.
@@ -910,7 +912,6 @@ class Scenario:
     def __post_init__(self):
         _check_pools(self)
         _check_admission(self)
-        _check_together(self)
         if self.fleet.planner is not None:
             self.fleet.planner.check(self.fleet, self.workload)
 
@@ -953,36 +954,6 @@ def _check_admission(scenario):
             f"{scenario.fleet.admission.reject_when!r} compares each arrival's predicted TTFT with the SLO's TTFT "
             "target, and slo sets no ttft_s: set slo.ttft_s, or turn admission off (null or \"off\")",
         )
-
-
-def _check_together(scenario):
-    """Mechanisms the engine and the reference simulator do not yet model together are refused,
-    not run half-right: a prefix cache's skipped prompt blocks and an on-demand re-prefill's
-    recomputed tokens would need one rule for what a preempted prompt finds cached; a planner
-    runs with reserved KV, no prefix cache and no early rejection."""
-    fleet = scenario.fleet
-    if fleet.kv_policy == "on_demand" and fleet.prefix_cache != "off":
-        raise LabError(
-            "fleet.prefix_cache",
-            f"{fleet.prefix_cache!r} with kv_policy 'on_demand' is not modelled yet (what a preempted prompt "
-            "finds cached when it is prefilled again): use kv_policy 'reserve' with a prefix cache, or prefix_cache 'off'",
-        )
-    if not fleet.planner_on:
-        return
-    # A moving instance's KV blocks, its prefix cache and the prefill rate early rejection
-    # predicts with all change with its role; none of these rules is written for that yet.
-    alone = (("kv_policy", fleet.kv_policy != "reserve", "'reserve'"),
-             ("prefix_cache", fleet.prefix_cache != "off", "'off'"),
-             ("admission", fleet.admission is not None, "off (null)"))
-    for name, clash, allowed in alone:
-        if clash:
-            value = getattr(fleet, name)
-            shown = value.reject_when if name == "admission" else value
-            raise LabError(
-                f"fleet.{name}",
-                f"{shown!r} is not modelled with a planner yet (pools that change roles): set {name} to {allowed} "
-                "or the planner's policy to 'off'",
-            )
 
 
 def _check_pools(scenario):

@@ -7,7 +7,7 @@ from .fields import describe
 from .engine import simulate
 from .metrics import summarize
 
-__all__ = ["parse_range", "sweep", "sweep_points", "max_rate_meeting_slo", "MAX_SWEEP_POINTS"]
+__all__ = ["parse_range", "sweep", "sweep_points", "sweep_task", "run_point", "max_rate_meeting_slo", "MAX_SWEEP_POINTS"]
 
 MAX_SWEEP_POINTS = 200
 
@@ -60,10 +60,33 @@ def sweep_points(scenario, path, values):
         yield value, summarize(simulate(scenario.with_changes({path: value})))
 
 
-def sweep(scenario, path, values, progress=None):
-    """[(value, metrics)] for each value of the dotted `path`; `progress(done, total)` after each."""
+def sweep_task(scenario, path, value):
+    """One point's run as plain data (the scenario as its dict), for a map over processes."""
+    return (scenario.to_dict(), scenario.base_dir, scenario.trace_roots, path, value)
+
+
+def run_point(task):
+    """The metrics of one `sweep_task`: a module-level function, so any executor can call it."""
+    from .spec import Scenario
+
+    raw, base_dir, roots, path, value = task
+    scenario = Scenario.from_dict(raw, base_dir=base_dir, roots=roots)
+    return summarize(simulate(scenario.with_changes({path: value})))
+
+
+def sweep(scenario, path, values, progress=None, map_fn=None):
+    """[(value, metrics)] for each value of the dotted `path`; `progress(done, total)` after each.
+
+    `map_fn(run_point, tasks)` runs the points elsewhere (lab/parallel.py: processes or Dask)
+    and yields their metrics in order; without it they run here, one after another. Either
+    way the points are the same runs, so the results are identical.
+    """
+    if map_fn is None:
+        points = sweep_points(scenario, path, values)
+    else:
+        points = zip(values, map_fn(run_point, [sweep_task(scenario, path, v) for v in values]))
     out = []
-    for point in sweep_points(scenario, path, values):
+    for point in points:
         out.append(point)
         if progress is not None:
             progress(len(out), len(values))
