@@ -2,6 +2,7 @@
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
                                        [--screenshots DIR] [--json OUT.json]
+                                       [--site DIST [--loads N] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
 opens the mission's lab at 1366x800 and moves its GPU-count slider from the keyboard,
@@ -12,6 +13,13 @@ waits, the simulation on the server, building the canvas and plot data, the
 websocket transfer, applying the patch and the browser's paint. Prints the median and
 spread, the simulation's own share (the server's wall-clock time for simulate +
 metrics), and the split at the moment the data reached the page.
+
+With --site DIST it measures the static site in Pyodide instead: --loads N pairs of a cold
+and a warm load, each pair in a fresh browser (when each loading step began, the bytes sent
+and the largest files), then the changes on the last warm page, with the worker's Python
+split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+patches. --record-imports FILE writes the modules the lab imported by then
+(site_build/start_imports.txt, which build.py pre-compiles).
 
 With --screenshots DIR it also saves hub.png (the hub), mission-playing.png (the lab
 mid-play), mission-split.png (the mission's fleet split into pools, when it can be) and
