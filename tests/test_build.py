@@ -607,6 +607,9 @@ def test_lab_wheel_holds_the_lab_package_and_nothing_of_the_build(dist):
         tops = {n.split("/", 1)[0] for n in names}
         assert tops == {"lab", "split_the_fleet-0.1.0.dist-info"}, tops
         assert not [n for n in names if n.endswith(".py") and b"site_build" in zf.read(n)]
+        # the command line's planner and executors never run in the browser
+        assert not [n for n in names if n.startswith(("lab/plan/", "lab/parallel"))]
+        assert "lab/cli.py" in names and "lab/core/engine.py" in names
 
 
 def test_build_py_loaded_by_path_from_another_folder_has_its_names(tmp_path):
