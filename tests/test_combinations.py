@@ -383,3 +383,33 @@ def test_the_combinations_load_and_round_trip():
     for name, sc in CASES.items():
         again = load_scenario(copy.deepcopy(sc.to_dict()))
         assert again == sc, name
+
+
+# ---------------------------------------------------------------- blame
+
+@pytest.mark.parametrize("name", ["colocated-on-demand-per-gpu", "colocated-on-demand-shared-chunked",
+                                  "split-on-demand-shared-chunked", "schedule-per-gpu-on-demand", "schedule-everything"])
+def test_blame_adds_up_and_equals_the_reference_on_the_combinations(name):
+    """A re-prefill's cached head is not computed: blame replays its pieces from
+    GpuLog.readmitted's computed tokens, so the request's own prefill and the others' chunk
+    waits stay those the reference gets from its own records."""
+    from lab.core import request_blame
+    from reference_sim import reference_blame, reference_simulate
+
+    sc = CASES[name]
+    res = simulate(sc)
+    ref = reference_blame(sc, reference_simulate(sc))
+    compared = 0
+    for b, rec in zip(request_blame(res), res.requests):
+        if rec.first_token is None or rec.dropped:
+            continue
+        theirs = ref[rec.id]
+        assert b.parts == pytest.approx(theirs["parts"], abs=1e-12), rec.id
+        assert math.fsum(b.parts.values()) == pytest.approx(rec.first_token - rec.arrival, abs=1e-9)
+        assert b.parts["prefix_fetch"] == rec.prefix_fetch_s
+        if b.worst_gap_cause == "role_change":  # (the reference's blame has no planner cause)
+            assert rec.earlier, rec.id
+        elif theirs["worst_gap"] is not None:
+            assert b.worst_gap_cause == theirs["worst_gap"][1], rec.id
+        compared += 1
+    assert compared

@@ -262,7 +262,7 @@ def check_invariants(res):
                 assert _role_at(res.gpus[g].roles, res.gpus[g].start[a]) == "decode"
     assert ends == len(res.requests)
     m = summarize(res)
-    assert m["finished"] + m["unfinished"] == m["requests"]
+    assert m["finished"] + m["unfinished"] + m["rejected"] == m["requests"]  # (rejected: early rejection)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -186,6 +186,23 @@ SCENARIOS = {
              {"at_s": 6, "prefill_gpus": 3, "decode_gpus": 2}, {"at_s": 14, "prefill_gpus": 2, "decode_gpus": 3}]}},
         workload={"rate": 10}, seed=14,
     ),
+    # Memory and control together: a planner with KV on demand, a shared prefix cache and
+    # early rejection; on-demand KV with a per-GPU cache (re-prefills look it up again).
+    "planner-on-demand-shared-cache-admission": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 3, "kv_policy": "on_demand",
+         "prefix_cache": "shared", "admission": {"reject_when": "predicted_ttft_over_slo"},
+         "planner": {"policy": "utilization", "interval_s": 2, "threshold": 0.1, "switch_s": 1}},
+        model={"cost": "linear", "kv_capacity_tokens": 12000},
+        workload={"rate": 6, "output_tokens": {"dist": "uniform", "low": 50, "high": 600},
+                  "prefixes": {"system_tokens": 1024, "followup_share": 0.4, "open_conversations": 8},
+                  "phases": [{"start_s": 10, "prompt_tokens": 6000, "output_tokens": 60}]}, seed=16,
+    ),
+    "on-demand-per-gpu-cache-colocated": _scenario(
+        {"layout": "colocated", "gpus": 2, "kv_policy": "on_demand", "prefix_cache": "per_gpu", "prefix_cache_gb": 0.5},
+        model={"cost": "linear", "kv_capacity_tokens": 16000},
+        workload={"rate": 8, "output_tokens": {"dist": "uniform", "low": 50, "high": 700},
+                  "prefixes": {"system_tokens": 1024, "followup_share": 0.4, "open_conversations": 8}}, seed=17,
+    ),
 }
 
 
