@@ -8,6 +8,7 @@ import pytest
 from lab import core
 from lab.cli import main
 from lab.core.cost import PoolCost
+from lab.core.spec import MAX_GPUS
 from lab.parallel import run_map
 from lab.plan import Constraints, Config, Candidate, configs, levels, lower_bounds, pareto_front, plan, workload_load
 from lab.plan import evaluate as E
@@ -255,7 +256,7 @@ def test_a_trace_plans_winner_runs_from_the_written_scenario(tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, field", [
     (["--max-gpus", "0"], "--max-gpus"),
-    (["--max-gpus", "65"], "--max-gpus"),
+    (["--max-gpus", str(MAX_GPUS + 1)], "--max-gpus"),
     (["--max-gpus", "two"], "--max-gpus"),
     (["--target", "1.5"], "--target"),
     (["--target", "nan"], "--target"),
