@@ -188,28 +188,90 @@ def _steps(timeline):
     return first
 
 
-def bench_site(dist, mission_id, changes, port):
-    """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide."""
+# Run in the lab's worker (Pyodide) before the changes: times each phase of a control change
+# in Python, without changing the lab. LabState.run is simulate + metrics + blame + stars and,
+# as its batch of watchers fires, the views' updates (run_ms is its first part); the patch is
+# panel.io.pyodide's serialization of the queued document events (one per Python turn, see
+# lab/ui/panel_shims.py), done when the canvas's patch is flushed.
+PHASES_PY = """
+import time
+import panel.io.pyodide as _p
+from lab.ui.state import LabState
+_stf_phases = {"run": [], "serialize": []}
+
+def _stf_timed(fn, key):
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            _stf_phases[key].append((time.perf_counter() - t) * 1000.0)
+    return timed
+
+LabState.run = _stf_timed(LabState.run, "run")
+_p._process_document_events = _stf_timed(_p._process_document_events, "serialize")
+"""
+
+
+def _worker_phases(page, install):
+    """Install PHASES_PY in the page's Pyodide worker, or read what it recorded ({phase: [ms]})."""
+    workers = [w for w in page.workers if "lab.js" in w.url]
+    if not workers:
+        return None
+    if install:
+        workers[0].evaluate("(code) => self.pyodide.runPython(code)", PHASES_PY)
+        return None
+    return json.loads(workers[0].evaluate(
+        "() => self.pyodide.runPython('import json; json.dumps(_stf_phases)')"))
+
+
+def _sent_by_file(log, top=8):
+    """The largest responses of a load: [(bytes, path)]."""
+    from static_server import responses
+
+    by = {}
+    for _, size, path in responses(log):
+        by[path] = by.get(path, 0) + size
+    return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
+
+
+def bench_site(dist, mission_id, changes, port, loads=1):
+    """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
+
+    `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
+    a shared machine); the control changes are measured on the last warm page."""
     sys.path.insert(0, str(REPO / "tests"))
     from site_run import serve
 
-    log = Path(tempfile.mkdtemp(prefix="bench-site-")) / "sent.log"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-site-"))
     from playwright.sync_api import sync_playwright
 
-    with serve(dist, port, log=log) as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        ctx = browser.new_context(viewport={"width": 1366, "height": 800})
-        url = f"{base}lab.html?mission={mission_id}"
-        page, cold_s, cold_tl = _load_lab(ctx, url)
-        cold_bytes = _settled_bytes(log)
-        page.close()
-        page, warm_s, warm_tl = _load_lab(ctx, url)
-        warm_bytes = _settled_bytes(log) - cold_bytes
-        name, times, sims, arrivals = measure(page, changes, mission_id)
-        browser.close()
-    return {"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2), "cold_bytes": cold_bytes,
-            "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl), "warm_steps_ms": _steps(warm_tl)}, \
-        (name, times, sims, arrivals)
+    pairs = []
+    with sync_playwright() as p:
+        for i in range(loads):
+            log = tmp / f"sent-{i}.log"
+            with serve(dist, port, log=log) as base:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                ctx = browser.new_context(viewport={"width": 1366, "height": 800})
+                url = f"{base}lab.html?mission={mission_id}"
+                page, cold_s, cold_tl = _load_lab(ctx, url)
+                cold_bytes = _settled_bytes(log)
+                largest = _sent_by_file(log)
+                page.close()
+                page, warm_s, warm_tl = _load_lab(ctx, url)
+                warm_bytes = _settled_bytes(log) - cold_bytes
+                pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2), "cold_bytes": cold_bytes,
+                              "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
+                              "warm_steps_ms": _steps(warm_tl), "cold_largest": largest})
+                if i == loads - 1:
+                    _worker_phases(page, install=True)
+                    measured = measure(page, changes, mission_id)
+                    phases = _worker_phases(page, install=False)
+                browser.close()
+    load = dict(pairs[-1])
+    load["pairs"] = pairs
+    load["python_phases_ms"] = phases
+    return load, measured
 
 
 def bench_serve(args, mission_id):
@@ -242,6 +304,8 @@ def main(argv=None):
                              "also cold and warm load and bytes sent")
     parser.add_argument("--port", type=int, default=5191, help="port for serving --site")
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--loads", type=int, default=1,
+                        help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
     parser.add_argument("--mission", default=None, help="mission id (default: the first mission)")
     parser.add_argument("--missions", default=None, help="missions folder for the server")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
@@ -257,7 +321,7 @@ def main(argv=None):
     mission_id = args.mission or catalog.first().id
     load, shots = None, []
     if args.site:
-        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port)
+        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads)
     else:
         (name, times, sims, arrivals), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
@@ -280,12 +344,20 @@ def main(argv=None):
         "load": load,
     }
     if load:
-        print(f"static site {args.site}: cold load {load['cold_s']:.2f} s to the first canvas, "
-              f"{load['cold_bytes'] / 1e6:.1f} MB sent; warm (service worker) {load['warm_s']:.2f} s, "
-              f"{load['warm_bytes'] / 1e6:.2f} MB sent")
-        for which in ("cold", "warm"):
-            steps = load[f"{which}_steps_ms"]
-            print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
+        for pair in load["pairs"]:
+            print(f"static site {args.site}: cold load {pair['cold_s']:.2f} s to the first canvas, "
+                  f"{pair['cold_bytes'] / 1e6:.2f} MB sent; warm (service worker) {pair['warm_s']:.2f} s, "
+                  f"{pair['warm_bytes'] / 1e6:.2f} MB sent")
+            for which in ("cold", "warm"):
+                steps = pair[f"{which}_steps_ms"]
+                print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
+        if len(load["pairs"]) > 1:
+            colds = [q["cold_s"] for q in load["pairs"]]
+            warms = [q["warm_s"] for q in load["pairs"]]
+            print(f"  over {len(colds)} loads: cold median {statistics.median(colds):.2f} s "
+                  f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})")
+        print("  largest files sent, cold: " + ", ".join(f"{p.rsplit('/', 1)[-1]} {b / 1e6:.2f} MB"
+                                                        for b, p in load["cold_largest"]))
     print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes of '{name}' (keyboard):")
     print(f"  median {report['median_ms']:.0f} ms   p90 {report['p90_ms']:.0f} ms   "
           f"min {report['min_ms']:.0f} ms   max {report['max_ms']:.0f} ms")
@@ -294,6 +366,14 @@ def main(argv=None):
     if arrivals:
         print(f"  keydown -> data in the page: median {report['to_data_median_ms']:.0f} ms; "
               f"-> painted: median {report['to_paint_median_ms']:.0f} ms more")
+    phases = (load or {}).get("python_phases_ms")
+    if phases and phases["run"]:
+        run = statistics.median(phases["run"][-len(times):])
+        ser = phases["serialize"]
+        print(f"  in the worker's Python, per change: LabState.run (simulate, metrics, the views' updates) "
+              f"median {run:.0f} ms, of which simulate + metrics {report['simulate_median_ms']:.0f} ms; "
+              f"serializing a patch median {statistics.median(ser):.0f} ms (max {max(ser):.0f}, "
+              f"{len(ser)} patches for {len(times)} changes)")
     for path in shots:
         print(f"  screenshot: {path}")
     if args.json:

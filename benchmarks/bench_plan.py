@@ -64,7 +64,8 @@ def main(argv=None):
                 direct = json.loads(run.stdout)["slo_attainment"]
         w = plan["winner"]
         print(f"{name}: {plan['workload']['requests']:,} requests; plan {wall:.1f} s wall, {cpu:.1f} s CPU, "
-              f"{plan['runs']} runs (load average {load:.1f} before)")
+              f"{plan['runs']} runs (load average {load:.1f} before); by phase "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in plan["seconds_by_phase"].items()))
         if w:
             print(f"  winner {w['fleet']}: ${w['usd_per_hour']:.2f}/h, {w['slo_attainment']:.2%} meet the SLO; "
                   f"direct lab run {direct:.2%}; robustness min {plan['robustness']['min']:.1%} "
@@ -73,7 +74,7 @@ def main(argv=None):
             print(f"    {r['fleet']:<46} {r['gpus']:>3} GPUs ${r['usd_per_hour']:>6.2f}/h {r['slo_attainment']:>7.1%}"
                   f"{'*' if r['measured'] == 'screen' else ' '} {r['goodput_rps_per_gpu']:.3f} req/s/GPU")
         figures.append({"trace": name, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load_average": load,
-                        "runs": plan["runs"], "winner": w and w["fleet"], "attainment": w and w["slo_attainment"],
+                        "runs": plan["runs"], "seconds_by_phase": plan["seconds_by_phase"], "winner": w and w["fleet"], "attainment": w and w["slo_attainment"],
                         "direct_attainment": direct, "pareto": plan["pareto"]})
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

@@ -361,6 +361,7 @@ def plan_json(args, scenario, what, result, elapsed):
         "skipped": [{"fleet": f, "reason": why} for f, why in result.skipped],
         "runs": result.runs,
         "seconds": round(elapsed, 3),
+        "seconds_by_phase": result.seconds,
     }
 
 
@@ -377,6 +378,9 @@ def format_plan(args, scenario, what, result, elapsed):
     if w is None:
         lines.append(f"No fleet within the constraints has {result.target:.0%} of requests meeting the SLO "
                      f"({result.runs} runs in {elapsed:.1f} s).")
+        if not result.rows:
+            lines.append(f"  every shape's lower bound is over --max-gpus {args.max_gpus}"
+                         + (" or --budget" if args.budget else "") + ": allow more GPUs, or other --tp or --gpu-types")
     else:
         lines.append(f"Cheapest fleet meeting the target: {w['fleet']}: ${w['usd_per_hour']:,.2f}/h, "
                      f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")
@@ -398,7 +402,8 @@ def format_plan(args, scenario, what, result, elapsed):
         mark = "*" if r["measured"] == "screen" else " "
         lines.append(f"  {r['fleet']:<48} {r['gpus']:>4} {r['usd_per_hour']:>8.2f} {r['slo_attainment']:>7.1%}{mark} "
                      f"{r['goodput_rps_per_gpu']:>11.3f}")
-    lines.append(f"{len(result.rows)} fleets evaluated in {result.runs} runs, {elapsed:.1f} s")
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    lines.append(f"{len(result.rows)} fleets evaluated in {result.runs} runs, {elapsed:.1f} s ({phases})")
     return lines
 
 

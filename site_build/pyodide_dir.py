@@ -1,16 +1,24 @@
 """Where the site's Pyodide comes from (--pyodide-base, checked against the version Panel
 pins), the files of it the lab needs, and their copy into the site from a Pyodide folder
-(--pyodide-dir)."""
+(--pyodide-dir), without the package files nothing imports (BUILD_ONLY)."""
 
+import hashlib
+import json
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 from site_build.common import BuildError
 from site_build.dependencies import _canon
 from site_build.urls import _inside, _is_url
 
-__all__ = ["pyodide_base", "copy_pyodide"]
+__all__ = ["BUILD_ONLY", "pyodide_base", "copy_pyodide", "trim_package"]
+
+# Files of a Pyodide package that only building against it uses: type stubs, Cython
+# declarations, C headers and sources, static libraries (numpy: 0.3 MB compressed of 3.1).
+# Python never imports them; a self-hosted site leaves them out.
+BUILD_ONLY = re.compile(r"\.(pyi|pxd|h|c|a)$")
 
 
 def pyodide_base(pyodide_base, pyodide_dir, parts, facts, pyodide_version):
@@ -43,6 +51,41 @@ def copy_pyodide(site, pyodide_dir, pyodide_base, pyodide_files, pyodide_version
         raise BuildError(f"--pyodide-dir {src} lacks {len(missing)} file(s) the lab needs: {names} "
                          f"(like {missing[-1]}); download the full Pyodide {pyodide_version} release "
                          f"(pyodide-{pyodide_version}.tar.bz2) and pass its pyodide/ folder")
+    trimmed = {}
     for f in pyodide_files:
         (site / rel / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src / f, site / rel / f)
+        if f.endswith(".whl"):
+            trimmed[f] = trim_package(src / f, site / rel / f)
+        else:
+            shutil.copyfile(src / f, site / rel / f)
+    # Pyodide checks each package it loads against the lock's sha256: point it at the trimmed file.
+    lock_path = site / rel / "pyodide-lock.json"
+    lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    for entry in lock["packages"].values():
+        if trimmed.get(entry["file_name"]):
+            entry["sha256"] = hashlib.sha256((site / rel / entry["file_name"]).read_bytes()).hexdigest()
+    lock_path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def trim_package(src, dest):
+    """Copy the wheel `src` to `dest` without its BUILD_ONLY members (and their RECORD lines),
+    each kept member byte for byte with its own metadata. True if anything was left out.
+    A file that is no zip is copied as it is (Pyodide will refuse it, naming the package)."""
+    if not zipfile.is_zipfile(src):
+        shutil.copyfile(src, dest)
+        return False
+    with zipfile.ZipFile(src) as zin:
+        drop = {i.filename for i in zin.infolist() if BUILD_ONLY.search(i.filename)}
+        if not drop:
+            shutil.copyfile(src, dest)
+            return False
+        with zipfile.ZipFile(dest, "w") as zout:
+            for info in zin.infolist():
+                if info.filename in drop:
+                    continue
+                data = zin.read(info)
+                if info.filename.endswith(".dist-info/RECORD"):
+                    data = b"".join(line for line in data.splitlines(keepends=True)
+                                    if line.split(b",", 1)[0].decode("utf-8", "replace") not in drop)
+                zout.writestr(info, data, compress_type=info.compress_type)
+    return True

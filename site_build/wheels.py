@@ -26,8 +26,13 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 # Trimmed from the Panel and Bokeh wheels for the browser, as Panel's own Pyodide wheels
 # are (scripts/build_pyodide_wheels.py): bundled JS/CSS is served by the site, not imported.
-PANEL_WHEEL_SKIP = re.compile(r"^panel/(tests/|dist/(bundled|lib|dts|wheels)/|dist/[^/]+\.js$)|\.map$")
-BOKEH_WHEEL_SKIP = re.compile(r"^bokeh/(?!core/_templates/).*(\.js|\.d\.ts|\.tsbuildinfo|\.map|/bokeh\.json)$")
+# Also what only building Panel's or Bokeh's JS, or type-checking, reads: Panel's dist/panel.json
+# (1 MB compressed: `bokeh ext build`'s artifact list; Bokeh's own bokeh.json is dropped alike)
+# and its TypeScript sources (panel/models/*.ts), Bokeh's type stubs (.pyi); and Panel's
+# dist/images/ (read from disk only by `panel serve` and `panel convert`; pages point at them
+# by URL, the site's copy).
+PANEL_WHEEL_SKIP = re.compile(r"^panel/(tests/|dist/(bundled|lib|dts|wheels|images)/|dist/[^/]+\.(js|json)$)|\.(map|ts)$")
+BOKEH_WHEEL_SKIP = re.compile(r"^bokeh/(?!core/_templates/).*(\.js|\.d\.ts|\.tsbuildinfo|\.map|/bokeh\.json|\.pyi)$")
 
 
 def _zip_time():

@@ -468,7 +468,7 @@ def test_prefill_pool_chunks_split_into_own_prefill_and_chunk_wait():
     result, rows, blames = blame_of(sc, [(0.0, 1000, 5), (0.0, 1000, 5)])
     check_blame(result)
     step_s = step_time_fn(sc.model)
-    assert result.gpus[0].prefill_tokens == [512, 512, 512, 464]
+    assert list(result.gpus[0].prefill_tokens) == [512, 512, 512, 464]
     assert _prompt_pieces(result) == {0: [(0, 512), (1, 488)], 1: [(1, 24), (2, 512), (3, 464)]}
     assert close(blames[0].parts["chunk_wait"], step_s(0, 0, 24))
     assert close(blames[1].parts["chunk_wait"], step_s(0, 0, 488))
@@ -523,7 +523,7 @@ def test_partial_prefills_give_each_prompt_under_way_its_own_pieces():
                "long_prefill_tokens": 512}, {"ttft_s": 10})
     result, rows, blames = blame_of(sc, [(0.0, 3000, 3), (0.0, 400, 3), (0.0, 5000, 3)])
     check_blame(result)
-    assert result.gpus[0].prefill_tokens == [1424] + [1024] * 4 + [512 + 440] + [512] * 3 + [392]
+    assert list(result.gpus[0].prefill_tokens) == [1424] + [1024] * 4 + [512 + 440] + [512] * 3 + [392]
     pieces = _prompt_pieces(result)
     assert pieces == {0: [(j, 512) for j in range(5)] + [(5, 440)], 1: [(0, 400)],
                       2: [(j, 512) for j in range(9)] + [(9, 392)]}

@@ -368,7 +368,8 @@ def test_vendored_wheels_are_pure_python_with_valid_records(dist, info):
     panel_url = next(w["url"] for w in info["wheels"] if w["name"] == "panel")
     with zipfile.ZipFile(_resolve(dist, "lab.js", panel_url)) as zf:
         names = zf.namelist()
-        assert not [n for n in names if n.startswith(("panel/dist/bundled/", "panel/tests/"))], "not trimmed"
+        assert not [n for n in names if n.startswith(("panel/dist/bundled/", "panel/tests/", "panel/dist/images/"))
+                    or n == "panel/dist/panel.json"], "not trimmed"
         assert "panel/io/pyodide.pyc" in names and "panel/dist/css/loading.css" in names
 
 
@@ -737,3 +738,31 @@ def test_what_the_site_serves_gzipped_unpacks_to_the_file_beside_it(dist):
     for url in scripts:
         assert (dist / (url[2:] + ".gz")).is_file(), url
         assert f'src="{url}"' not in head, url  # loader.js runs them, after unpacking
+
+
+def test_a_self_hosted_pyodide_package_leaves_out_what_only_building_reads(tmp_path):
+    """trim_package: type stubs, Cython declarations, C headers/sources and static libraries go
+    (with their RECORD lines); modules, extension modules and data stay byte for byte."""
+    from site_build.pyodide_dir import trim_package
+
+    src, dest = tmp_path / "pkg-1.0-cp313-cp313-pyodide_2025_0_wasm32.whl", tmp_path / "out.whl"
+    kept = {"pkg/__init__.py": b"X = 1\n", "pkg/_core.cpython-313-wasm32-emscripten.so": b"\0asm",
+            "pkg/data.json": b"{}", "pkg/py.typed": b""}
+    dropped = {"pkg/__init__.pyi": b"X: int\n", "pkg/core.pxd": b"cdef int x\n",
+               "pkg/include/pkg.h": b"int x;\n", "pkg/src/pkg.c": b"int x;\n", "pkg/lib/libpkg.a": b"!<arch>\n"}
+    record = "".join(f"{n},sha256=x,1\n" for n in [*kept, *dropped]) + "pkg-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in {**kept, **dropped, "pkg-1.0.dist-info/RECORD": record.encode()}.items():
+            zf.writestr(name, data)
+    assert trim_package(src, dest) is True
+    with zipfile.ZipFile(dest) as zf:
+        assert sorted(zf.namelist()) == sorted([*kept, "pkg-1.0.dist-info/RECORD"])
+        assert all(zf.read(n) == data for n, data in kept.items())
+        lines = zf.read("pkg-1.0.dist-info/RECORD").decode().splitlines()
+    assert [line.split(",")[0] for line in lines] == [*kept, "pkg-1.0.dist-info/RECORD"]
+    first = dest.read_bytes()
+    trim_package(src, dest)
+    assert dest.read_bytes() == first  # reproducible
+    # Nothing to leave out, or no zip at all: copied as it is.
+    (tmp_path / "plain.whl").write_bytes(b"stand-in")
+    assert trim_package(tmp_path / "plain.whl", dest) is False and dest.read_bytes() == b"stand-in"

@@ -85,7 +85,7 @@ def test_a_cut_run_says_so_in_every_output(bound, tmp_path, capsys, monkeypatch)
     path = tmp_path / "overloaded.json"
     raw = dict(OVERLOADED)
     if bound == "max_steps":
-        monkeypatch.setattr(engine, "MAX_STEPS", 5)  # the engine reads it at run time; 2,000,000 in earnest
+        monkeypatch.setattr(engine, "MAX_STEPS", 5)  # the engine reads it at run time; 36,000,000 in earnest
         raw["drain_s"] = 600
     path.write_text(json.dumps(raw))
     out = tmp_path / "requests.csv"

@@ -118,7 +118,7 @@ def test_chunked_prefill_splits_and_packs_prompts():
 def test_chunked_prefill_of_a_long_prompt():
     res = run(colocated(chunk_tokens=64), [(0.0, 1000, 2)])
     log = res.gpus[0]
-    assert log.prefill_tokens == [64] * 15 + [40, 0]
+    assert list(log.prefill_tokens) == [64] * 15 + [40, 0]
     assert res.requests[0].first_token == log.end[15]
 
 
@@ -380,7 +380,7 @@ def test_prefill_pool_chunks_keep_fifo_order_a_short_prompt_shares_the_long_ones
     chunked = run(disaggregated(prefill_chunk_tokens=512), requests)
     assert whole.requests[1].prefill_start == whole.requests[0].prefill_end
     log = chunked.gpus[0]
-    assert log.prefill_tokens == [512] * 58 + [504]
+    assert list(log.prefill_tokens) == [512] * 58 + [504]
     long, short = chunked.requests
     assert short.prefill_start == log.start[58] and short.prefill_end == long.prefill_end == log.end[58]
 
@@ -436,7 +436,7 @@ def test_prefill_pool_partial_prefills_let_short_prompts_pass_a_long_one():
     log = partial.gpus[0]
     t1 = prefill(512)  # step 0: only the long prompt had arrived, and it takes at most 512
     assert steps(log)[:2] == [(0.0, t1, 0, 512, 0), (t1, t1 + prefill(512 + 200 + 300), 0, 1012, 0)]
-    assert log.prefill_tokens == [512, 1012] + [512] * 56 + [30_000 - 58 * 512]
+    assert list(log.prefill_tokens) == [512, 1012] + [512] * 56 + [30_000 - 58 * 512]
     long, a, b = partial.requests
     assert a.prefill_start == b.prefill_start == t1 and a.prefill_end == b.prefill_end == log.end[1]
     assert a.first_token < f_short.first_token / 10
@@ -465,10 +465,10 @@ def test_partial_prefills_take_two_long_prompts_at_once_and_only_prompts_over_th
               [(0.0, 20_000, 2), (0.0, 10_000, 2), (0.0, 513, 2), (0.0, 512, 2)])
     log = res.gpus[0]
     a, b, c, d = res.requests
-    assert log.prefill_tokens[:2] == [512 + 512 + 512 + 512, 512 + 512 + 1]
+    assert list(log.prefill_tokens[:2]) == [512 + 512 + 512 + 512, 512 + 512 + 1]
     assert c.prefill_end == log.end[1] and d.prefill_end == log.end[0]  # 513: capped, 1 left
     # 10,000 = 19 x 512 + 272 ends in step 19, before 20,000 = 39 x 512 + 32 in step 39
-    assert log.prefill_tokens == [2048, 1025] + [1024] * 17 + [512 + 272] + [512] * 19 + [32]
+    assert list(log.prefill_tokens) == [2048, 1025] + [1024] * 17 + [512 + 272] + [512] * 19 + [32]
     assert (b.prefill_end, a.prefill_end) == (log.end[19], log.end[39])
 
 

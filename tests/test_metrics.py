@@ -201,7 +201,7 @@ def test_summary_says_the_drain_cap_cut_the_run():
 
 
 def test_summary_says_the_step_bound_cut_the_run(monkeypatch):
-    monkeypatch.setattr(engine, "MAX_STEPS", 50)  # read at run time; 2,000,000 in earnest
+    monkeypatch.setattr(engine, "MAX_STEPS", 50)  # read at run time; 36,000,000 in earnest
     res = simulate(load_scenario({**CUT, "drain_s": 1000}), requests=[(0.0, 100, 5000)])
     m = summarize(res)
     assert res.capped == "max_steps" and sum(len(g) for g in res.gpus) == 50

@@ -60,7 +60,7 @@ def test_sweep_and_plan_on_dask_match_local(scenario_file, capsys, dask_address)
     plan_local = cli_json(capsys, "plan", str(scenario_file), *PLAN_FLAGS, "--workers", "1")
     plan_dask = cli_json(capsys, "plan", str(scenario_file), *PLAN_FLAGS, "--dask", dask_address)
     for data in (plan_local, plan_dask):
-        data.pop("seconds")
+        data.pop("seconds"), data.pop("seconds_by_phase")
     assert plan_dask == plan_local and plan_local["winner"] is not None
 
 
@@ -71,6 +71,12 @@ def test_an_unreachable_scheduler_is_a_clear_error():
         with run_map(dask_address="tcp://127.0.0.1:9", timeout_s=1):
             pass
     assert str(caught.value).startswith("--dask: cannot reach a Dask scheduler at 'tcp://127.0.0.1:9' within 1 s")
+
+
+def test_a_bad_point_in_a_worker_is_a_clear_error(scenario_file, capsys):
+    # 1 GPU is fine, 100 is over the limit: the error is raised in a worker process and comes back whole.
+    assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,100", "--workers", "2"]) == 2
+    assert capsys.readouterr().err.startswith("error: fleet.gpus: ")
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "2.5", "x", "100000"])

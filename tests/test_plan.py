@@ -112,10 +112,12 @@ def test_configs_follow_the_constraints(scenario):
     assert {(c.prefill_gpu, c.decode_gpu) for c in split} == {(a, b) for a in ("h100", "a100") for b in ("h100", "a100")}
 
 
-def test_a_70b_model_gets_the_smallest_tp_that_fits(scenario):
-    big = scenario.with_changes({"model.llm": "llama3-70b", "fleet.tp": 2, "fleet.gpus": 2})
+def test_a_70b_model_gets_the_smallest_tp_that_fits_and_can_meet_the_tpot(scenario):
+    big = scenario.with_changes({"model.llm": "llama3-70b", "model.cost": "roofline", "fleet.tp": 2, "fleet.gpus": 2})
     got = configs(big, Constraints(layouts=("colocated",), chunks=(512,)))
-    assert [c.tp for c in got] == [2]
+    assert [c.tp for c in got] == [2]  # its weights do not fit one H100; two read them in 21 ms < 25 ms
+    strict = big.with_changes({"slo.tpot_ms": 20})
+    assert [c.tp for c in configs(strict, Constraints(layouts=("colocated",), chunks=(512,)))] == [4]
     with pytest.raises(core.LabError, match="--tp"):
         configs(big, Constraints(layouts=("colocated",), chunks=(512,), tps=(1,)))
 
@@ -156,6 +158,23 @@ def test_long_traces_are_screened_on_windows_and_short_ones_whole(tmp_path):
     # A trace's arrivals do not depend on the seed: its robustness varies the rate only.
     assert [c for _, c in E.robustness_variants(long)] == [{"workload.trace.time_scale": 1 / 0.8},
                                                           {"workload.trace.time_scale": 1 / 1.2}]
+
+
+def test_screening_leaves_out_a_window_of_a_quiet_gap(tmp_path):
+    # Busy for 500 s, silent until 1,500 s, busy to 2,000 s: windows that start in the gap hold nothing.
+    times = [t * 0.5 for t in range(1000)] + [1500 + t * 0.5 for t in range(1000)]
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t},{300},{20}" for t in times]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    gappy = core.load_scenario({"workload": {"trace": {"path": "t.csv"}}, "fleet": {"layout": "colocated", "gpus": 1}},
+                               base_dir=str(tmp_path))
+    windows = E.screen_variants(gappy, workload_load(gappy))
+    starts = [w["workload.trace.start_s"] for w in windows]
+    step = (1999.5 - E.SCREEN_S) / (E.SCREEN_WINDOWS - 1)
+    every = [i * step for i in range(E.SCREEN_WINDOWS)]
+    busy = [s for s in every if s < 500 or s + E.SCREEN_S > 1500]
+    assert starts == pytest.approx(busy) and len(starts) < E.SCREEN_WINDOWS
+    for w in windows:  # each window left is a run the spec and the workload accept
+        assert core.generate_requests(gappy.with_changes(w).workload, 0)
 
 
 def test_robustness_of_a_generated_workload_varies_seeds_and_rates(scenario):

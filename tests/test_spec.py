@@ -55,7 +55,7 @@ BAD_FIELDS = [
     (BASE, "seed", "7", "seed", ["'7'", "whole number"]),
     (BASE, "seed", True, "seed", ["true", "whole number"]),
     (BASE, "drain_s", -5, "drain_s", ["-5", "at least 0"]),
-    (BASE, "drain_s", 1e9, "drain_s", ["1,000,000,000", "at most 7,200"]),
+    (BASE, "drain_s", 1e9, "drain_s", ["1,000,000,000", "at most 604,800"]),
     (BASE, "drain_s", "long", "drain_s", ["'long'", "number"]),
     (BASE, "drain_s", float("nan"), "drain_s", ["nan", "finite"]),
     (BASE, "colour", "red", "colour", ["unknown field", "workload"]),
@@ -73,7 +73,7 @@ BAD_FIELDS = [
     (BASE, "workload.rate", float("inf"), "workload.rate", ["inf", "finite"]),
     (BASE, "workload.duration_s", 0, "workload.duration_s", ["0", "greater than 0"]),
     (BASE, "workload.duration_s", -3, "workload.duration_s", ["-3", "greater than 0"]),
-    (BASE, "workload.duration_s", 10_000, "workload.duration_s", ["10,000", "at most 7,200"]),
+    (BASE, "workload.duration_s", 1_000_000, "workload.duration_s", ["1,000,000", "at most 604,800"]),
     (BASE, "workload.prompt_tokens", DELETE, "workload.prompt_tokens", ["required field is missing"]),
     (BASE, "workload.output_tokens", DELETE, "workload.output_tokens", ["required field is missing"]),
     (BASE, "workload.prompt_tokens", 0, "workload.prompt_tokens.value", ["0", "at least 1"]),
@@ -84,7 +84,7 @@ BAD_FIELDS = [
     (BASE, "workload.phases", {"start_s": 1}, "workload.phases", ["an object", "list"]),
     (BASE, "workload.burst", 2, "workload.burst", ["unknown field", "rate"]),
     # too many requests
-    (BASE, "workload.rate", 10_000, "workload.rate", ["300,000", "200,000"]),
+    (BASE, "workload.duration_s", 600_000, "workload.rate", ["about 2,400,000 requests", "1,000,000"]),
     # length distributions
     (BASE, "workload.prompt_tokens", {"dist": "poisson"}, "workload.prompt_tokens.dist", ["'poisson'", "'lognormal'"]),
     (BASE, "workload.prompt_tokens", {"value": 5}, "workload.prompt_tokens.dist", ["required field is missing"]),
@@ -459,8 +459,8 @@ LONG_INT = "1" + "0" * 400  # fits an int, overflows a float
 
 
 @pytest.mark.parametrize("override,path,fragment", [
-    (f"fleet.gpus={HUGE_INT}", "fleet.gpus", "too large: must be at least 1 and at most 64"),
-    (f"fleet.gpus={LONG_INT}", "fleet.gpus", "too large: must be at least 1 and at most 64"),
+    (f"fleet.gpus={HUGE_INT}", "fleet.gpus", "too large: must be at least 1 and at most 256"),
+    (f"fleet.gpus={LONG_INT}", "fleet.gpus", "too large: must be at least 1 and at most 256"),
     (f"workload.rate={LONG_INT}", "workload.rate", "too large: must be at least 0 and at most 10,000"),
     ("workload.rate=1e999", "workload.rate", "1e999 is too large"),
     ("drain_s=-1e999", "drain_s", "-1e999 is too small"),
@@ -483,7 +483,7 @@ def test_huge_numbers_in_a_file_name_the_field(tmp_path, literal):
     with pytest.raises(LabError) as info:
         load_scenario(str(path))
     assert info.value.path == "fleet.gpus"
-    assert "at least 1 and at most 64" in info.value.detail
+    assert "at least 1 and at most 256" in info.value.detail
 
 
 def test_huge_python_numbers_in_a_dict_name_the_field():
@@ -546,11 +546,11 @@ def test_a_runaway_file_is_read_only_up_to_the_limit(monkeypatch):
 def test_request_cap_is_checked_with_room_for_chance():
     from lab.core.spec import MAX_REQUESTS
 
-    # 199,440 expected is under the cap, but a Poisson draw can cross it: rejected up front.
-    err = rejected(with_field(with_field(BASE, "workload.rate", 27.7), "workload.duration_s", 7200), "workload.rate")
-    assert "199,440 requests expected" in err.detail and f"{MAX_REQUESTS:,}" in err.detail
+    # 997,920 expected is under the cap, but a Poisson draw can cross it: rejected up front.
+    err = rejected(with_field(with_field(BASE, "workload.rate", 138.6), "workload.duration_s", 7200), "workload.rate")
+    assert "997,920 requests expected" in err.detail and f"{MAX_REQUESTS:,}" in err.detail
     # 10 standard deviations of room: expected + 10 sqrt(expected) <= cap is accepted.
-    ok = load_scenario(with_field(with_field(BASE, "workload.rate", 27.0), "workload.duration_s", 7200))
+    ok = load_scenario(with_field(with_field(BASE, "workload.rate", 137.0), "workload.duration_s", 7200))
     expected = ok.workload.expected_requests()
     assert expected + 10 * expected**0.5 <= MAX_REQUESTS
 
@@ -567,7 +567,7 @@ def test_generation_raises_lab_error_if_the_cap_is_ever_crossed():
     from lab.core.spec import LengthDist, Workload
 
     # Built directly, skipping validation: the generator still stops with a LabError.
-    wl = Workload(rate=10_000.0, duration_s=60.0, prompt_tokens=LengthDist("fixed", value=1), output_tokens=LengthDist("fixed", value=1))
+    wl = Workload(rate=10_000.0, duration_s=120.0, prompt_tokens=LengthDist("fixed", value=1), output_tokens=LengthDist("fixed", value=1))
     with pytest.raises(LabError) as info:
         generate_requests(wl, 0)
     assert info.value.path == "workload.rate"

@@ -14,3 +14,8 @@ class LabError(ValueError):
         self.path = path
         self.detail = message
         super().__init__(f"{path}: {message}" if path else message)
+
+    def __reduce__(self):
+        # Rebuilt from both arguments, so an error raised in a worker process (lab/parallel.py)
+        # reaches the command line whole.
+        return (type(self), (self.path, self.detail))

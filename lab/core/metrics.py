@@ -32,7 +32,7 @@ Conventions (also in the README):
 
 import math
 from bisect import bisect_right
-from itertools import accumulate
+from itertools import accumulate, compress
 from operator import sub
 
 from . import kv
@@ -58,6 +58,7 @@ __all__ = [
     "reconfig_lost_gpu_s",
     "resumed_in_batch",
     "step_gaps_of",
+    "RangeMax",
     "prefix_metrics",
 ]
 
@@ -120,9 +121,12 @@ def weighted_percentile(values, counts, qs):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
+    if 0 in counts:  # a value no copy stands for is never at a rank: leave it out of the sort
+        values = list(compress(values, counts))
+        counts = list(filter(None, counts))
     order = sorted(range(len(values)), key=values.__getitem__)
     # cumulative[k] = how many copies the k smallest values stand for, in total.
-    cumulative = list(accumulate([counts[i] for i in order]))
+    cumulative = list(accumulate(map(counts.__getitem__, order)))
     at_rank = {}
     for _, lo, hi in wanted:
         for rank in (lo, hi):
@@ -138,6 +142,37 @@ def step_gaps_of(log):
     gaps = [0.0]
     gaps.extend(map(sub, end[1:], end))
     return gaps
+
+
+class RangeMax:
+    """max(values[lo:hi + 1]) without copying the range: each BLOCK values' maximum is kept,
+    so a range costs two partial blocks and its blocks' maxima. A request's worst gap reads
+    its decode range of its GPU's step gaps; copying every range cost the sum of all
+    outputs (batch x steps), the biggest term of `summarize` on long traces."""
+
+    BLOCK = 64
+
+    def __init__(self, values):
+        self.values = values
+        b = self.BLOCK
+        self.blocks = [max(values[i:i + b]) for i in range(0, len(values), b)]
+
+    def max(self, lo, hi, default):
+        """The largest of values[lo..hi] (inclusive), or `default` when the range is empty."""
+        values = self.values
+        hi = min(hi, len(values) - 1)
+        if hi < lo:
+            return default
+        b = self.BLOCK
+        first, last = lo // b + 1, hi // b  # the whole blocks strictly inside the range
+        if first >= last:
+            return max(values[lo:hi + 1])
+        best = max(self.blocks[first:last])
+        head = max(values[lo:first * b])
+        tail = max(values[last * b:hi + 1])
+        if head > best:
+            best = head
+        return tail if tail > best else best
 
 
 def request_gaps(result, rec):
@@ -189,6 +224,7 @@ def request_metrics(result, step_gaps=None):
     slo = result.scenario.slo
     if step_gaps is None:
         step_gaps = [step_gaps_of(g) for g in result.gpus]
+    ranges = [None] * len(step_gaps)  # a RangeMax per GPU, built when a request reads it
     transfers = result.transfers
     rows = []
     for rec in result.requests:
@@ -203,8 +239,10 @@ def request_metrics(result, step_gaps=None):
             else:
                 end = result.gpus[rec.decode_gpu].end
                 first_gap = end[rec.decode_first_step] - rec.first_token
-                gaps = step_gaps[rec.decode_gpu]
-                rest = max(gaps[rec.decode_first_step + 1: rec.decode_last_step + 1], default=first_gap)
+                g = rec.decode_gpu
+                if ranges[g] is None:
+                    ranges[g] = RangeMax(step_gaps[g])
+                rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
                 worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
         met = rec.finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
@@ -484,6 +522,12 @@ def cost_and_energy(result, finished, met, out_tokens, busy=None):
 
 def prefix_metrics(result):
     """prefix_hit_rate, prefill_tokens_saved, prefix_fetch_p99_ms (see the module docstring)."""
+    shared = getattr(result.scenario.fleet, "prefix_cache", "off") == "shared"
+    if getattr(result.scenario.fleet, "prefix_cache", "off") == "off":
+        # Off, nothing is cached (README: 0.0 with the cache off): one request's prefill
+        # ending is all it takes to know, not a sweep of every request.
+        ended = any(rec.prefill_end is not None for rec in result.requests)
+        return {"prefix_hit_rate": 0.0 if ended else None, "prefill_tokens_saved": 0, "prefix_fetch_p99_ms": None}
     prompt = saved = 0
     fetches = []
     for rec in result.requests:
@@ -491,7 +535,6 @@ def prefix_metrics(result):
             prompt += rec.prompt_tokens
             saved += rec.prefix_hit_tokens
             fetches.append(rec.prefix_fetch_s * 1000.0)
-    shared = getattr(result.scenario.fleet, "prefix_cache", "off") == "shared"
     return {
         "prefix_hit_rate": saved / prompt if prompt else None,
         "prefill_tokens_saved": saved,
@@ -503,7 +546,9 @@ def _memory_metrics(result):
     kv50, kv99 = time_weighted_percentiles(kv_use(result), (50, 99))
     wait99 = percentile(admission_waits(result), 99)
     return {
-        "preemptions": sum(rec.preemptions for rec in result.requests),
+        # Only on_demand preempts: with reserve the count is 0 without a sweep.
+        "preemptions": (sum(rec.preemptions for rec in result.requests)
+                        if getattr(result.scenario.fleet, "kv_policy", "reserve") == "on_demand" else 0),
         "kv_util_p50": kv50,
         "kv_util_p99": kv99,
         "admission_wait_p99_ms": wait99 * 1000.0 if wait99 is not None else None,

@@ -1,12 +1,22 @@
 """What a simulation run produces: per-request records, per-GPU step logs, link transfers.
 
-Step logs are columnar (parallel lists) because the canvas draws them as columns and
-because appending to a few lists is the cheapest bookkeeping per step. Per-request
-inter-token gaps are not stored: a request's tokens after the first are emitted at the
-ends of a contiguous range of steps on its decode GPU, so `metrics.py` derives them.
+Step logs are columnar because the canvas draws them as columns and because appending
+to a few columns is the cheapest bookkeeping per step. While a run goes the engine
+appends to plain lists (a list append is about half the cost of an array append, and it
+runs five times a step); when it ends, `GpuLog.compact` turns them into typed arrays
+(`array.array`, README "Scale"): a step then costs 32 bytes (two 8-byte floats, two
+4-byte ints, an 8-byte context) instead of about 100 as lists of boxed numbers. An
+`array('d')` holds the very doubles the engine computed, so values read back bit for bit
+(in CPython and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
+Anything that reads a column as a sequence (indexing, slicing, iterating, `len`,
+`numpy.asarray`) reads it as before; compare a column with `list(column)`.
+Per-request inter-token gaps are not stored: a request's tokens after the first are
+emitted at the ends of a contiguous range of steps on its decode GPU, so `metrics.py`
+derives them.
 """
 
 import math
+from array import array
 from dataclasses import dataclass, field
 
 __all__ = ["GpuLog", "Transfer", "RequestRecord", "Result", "instance_label"]
@@ -26,6 +36,7 @@ class GpuLog:
 
     index: int  # global instance index; disaggregated fleets number prefill instances first
     role: str  # "colocated" | "prefill" | "decode"
+    # The step columns: lists while the engine runs, typed arrays (COLUMN_TYPES) once compacted.
     start: list = field(default_factory=list)
     end: list = field(default_factory=list)
     decode_seqs: list = field(default_factory=list)  # sequences that emitted a token in the step
@@ -63,8 +74,22 @@ class GpuLog:
         if not self.label:
             self.label = instance_label(self.gpu_ids)
 
+    # Each step column's array typecode: times are doubles; batch and prompt tokens fit 4
+    # bytes (spec.py bounds them far below 2**31); a context sums a batch's KV, so 8.
+    COLUMN_TYPES = (("start", "d"), ("end", "d"), ("decode_seqs", "i"), ("prefill_tokens", "i"),
+                    ("context_tokens", "q"))
+
     def __len__(self):
         return len(self.start)
+
+    def compact(self):
+        """Store the step columns as typed arrays (see the module docstring), one at a time
+        so a run's peak holds at most one column twice. Idempotent."""
+        for name, code in self.COLUMN_TYPES:
+            column = getattr(self, name)
+            if not isinstance(column, array):
+                setattr(self, name, array(code, column))
+        return self
 
     def busy_s(self):
         # fsum: exact, so CPython 3.11 and Pyodide's 3.13 (whose sum() compensates) agree.

@@ -35,10 +35,12 @@ __all__ = [
     "parse_override",
 ]
 
-# Hard limits that keep every run bounded in time and memory.
-MAX_REQUESTS = 200_000
-MAX_GPUS = 64
-MAX_DURATION_S = 7_200.0
+# Hard limits that keep every run bounded in time and memory (README "Scale"): a million
+# requests, 256 GPUs, a week of arrivals; the engine's step bound (engine.MAX_STEPS)
+# caps what a run can log whatever these allow.
+MAX_REQUESTS = 1_000_000
+MAX_GPUS = 256
+MAX_DURATION_S = 604_800.0
 MAX_TOKENS = 1_000_000
 # Trace arrival times (and trace.start_s) in seconds; wall-clock timestamps are ~1.7e9.
 # With time_scale <= 1000 every scaled arrival stays a finite float.

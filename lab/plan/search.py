@@ -19,6 +19,7 @@ executes the runs (one process, many, or a Dask cluster).
 
 import heapq
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from lab.core.errors import LabError
@@ -47,11 +48,19 @@ class PlanResult:
     screened_on: str = "the whole workload"
     runs: int = 0
     skipped: list = field(default_factory=list)  # [(candidate description, reason)]
+    seconds: dict = field(default_factory=dict)  # wall seconds by phase (figures only: not part of the answer)
 
 
 def plan(scenario, constraints, map_fn=map, progress=None):
     """Search the fleets `constraints` allow for the cheapest meeting `constraints.target`."""
     progress = progress or (lambda phase, done, total: None)
+    clock = [time.perf_counter()]
+
+    def lap(phase):
+        now = time.perf_counter()
+        result.seconds[phase] = round(now - clock[0], 3)
+        clock[0] = now
+
     target = constraints.target
     load = workload_load(scenario)
     if load.requests == 0:
@@ -63,6 +72,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     variants = E.screen_variants(scenario, load)
     screen_is_full = variants == [{}]
     result = PlanResult(load, target, bounds, [], [])
+    lap("size")
     if not screen_is_full:
         result.screened_on = f"{len(variants)} windows of {E.SCREEN_S:g} s of the trace"
 
@@ -95,6 +105,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
                 best_cost = min(best_cost, cand.usd_per_hour(model))
         active = [c for c in still if c not in passed_cfgs]
 
+    lap("screen")
     # ---- confirm
     screened = {x.key(): (x, row) for x, row in state.screened.items()}
     if screen_is_full:
@@ -102,6 +113,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     else:
         _confirm(state, screened, target, model, constraints)
     winner = _winner(state.full, target, model)
+    lap("confirm")
 
     # ---- rows, front, robustness
     for cand, row in state.screened.items():
@@ -115,6 +127,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
     if winner is not None:
         result.winner = _row(winner, state.full[winner], "full", model)
         result.robustness = _robustness(state, scenario, winner, state.full[winner])
+    lap("robustness")
     result.runs = state.runs
     return result
 
@@ -181,8 +194,14 @@ def _meets(row, target):
     return row["slo_attainment"] is not None and row["slo_attainment"] >= target
 
 
-def _order(cand, model, row=None):
-    return (cand.usd_per_hour(model), cand.gpus, -(row["slo_attainment"] or 0.0) if row else 0.0, cand.describe())
+def _price(cand, model):
+    """What "cheaper" means: $/hour, then fewer GPUs."""
+    return (round(cand.usd_per_hour(model), 9), cand.gpus)
+
+
+def _order(cand, model, row):
+    """Confirm and winner order: the price, then the higher attainment, then the name (a fixed tie-break)."""
+    return (_price(cand, model), -(row["slo_attainment"] or 0.0), cand.describe())
 
 
 def _next_sizes(cand):
@@ -195,36 +214,36 @@ def _next_sizes(cand):
 
 
 def _confirm(state, screened, target, model, constraints):
-    """Full runs of screened passers, cheapest first, until the cheapest left is confirmed."""
+    """Full runs of screened passers, cheapest first, until none left is cheaper than a confirmed one."""
     queue = [(_order(c, model, row), c) for c, row in screened.values() if _meets(row, target)]
     heapq.heapify(queue)
     spent = 0
+
+    def step_up(cand):  # a fleet that missed on the whole workload: its shape's next sizes
+        for nxt in _next_sizes(cand):
+            if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")) \
+                    and nxt not in state.full and state.valid(nxt, []):
+                heapq.heappush(queue, (_order(nxt, model, screened.get(nxt.key(), (None, {"slo_attainment": None}))[1]), nxt))
+
     if queue:
         _, first = heapq.heappop(queue)
-        queue_next = _next_sizes(first) if not _meets(state.confirm_with_robustness(first), target) else []
         spent += 1
-        for nxt in queue_next:
-            if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")):
-                heapq.heappush(queue, (_order(nxt, model), nxt))
+        if not _meets(state.confirm_with_robustness(first), target):
+            step_up(first)
     while queue and spent < MAX_CONFIRM_RUNS:
         best = _winner(state.full, target, model)
-        if best is not None and _order(best, model) <= queue[0][0]:
+        if best is not None and _price(best, model) <= _price(queue[0][1], model):
             return  # nothing left in the queue is cheaper than a confirmed fleet
         batch = []
         while queue and len(batch) < CONFIRM_BATCH:
             _, c = heapq.heappop(queue)
-            if c not in state.full and (best is None or _order(c, model) < _order(best, model)):
+            if c not in state.full and c not in batch and (best is None or _price(c, model) < _price(best, model)):
                 batch.append(c)
-        batch = [c for c in batch if state.valid(c, [])]
         rows = state.run(batch, [{}], "confirm")
         spent += len(batch)
         for c, row in zip(batch, rows):
-            if _meets(row, target):
-                continue
-            for nxt in _next_sizes(c):
-                if nxt.gpus <= constraints.max_gpus and _affordable(nxt, model, constraints, float("inf")) \
-                        and nxt not in state.full:
-                    heapq.heappush(queue, (_order(nxt, model), nxt))
+            if not _meets(row, target):
+                step_up(c)
 
 
 def _winner(full, target, model):

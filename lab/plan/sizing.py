@@ -36,6 +36,7 @@ class Load:
     output_tps: float
     mean_prompt: float
     mean_output: float
+    arrivals: tuple = ()  # every request's arrival (s), for choosing screening windows
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def workload_load(scenario):
     span = max(reqs[-1][0] - reqs[0][0], scenario.workload.duration_s or 0.0, 1e-9)
     prompt = math.fsum(r[1] for r in reqs)
     output = math.fsum(r[2] for r in reqs)
-    return Load(n, span, n / span, prompt / span, output / span, prompt / n, output / n)
+    return Load(n, span, n / span, prompt / span, output / span, prompt / n, output / n, tuple(r[0] for r in reqs))
 
 
 def instance_throughput(scenario, gpu, tp, load):

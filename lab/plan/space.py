@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from lab.core.errors import LabError
-from lab.core.spec import GPU_PRESETS, MAX_GPUS, MAX_TP
+from lab.core.spec import GPU_PRESETS, MAX_GPUS
 
 __all__ = ["Constraints", "Config", "Candidate", "configs", "levels", "LAYOUTS", "SPLIT_SPREAD",
            "parse_list", "parse_number_list"]
@@ -61,8 +61,9 @@ def parse_number_list(text, field, lo, hi, whole=True, allowed=None, zero_ok=Fal
 
 @dataclass(frozen=True)
 class Constraints:
-    """What the search may build. `gpu_types`/`tps`/`links` None: the scenario's own
-    (tp: the smallest of 1, 2, 4, 8 whose weights fit each GPU type)."""
+    """What the search may build. `gpu_types`/`tps`/`links` None: the scenario's own (tp:
+    per GPU type the smallest of 1, 2, 4, 8 whose weights fit and whose one-sequence decode
+    step meets the per-token target, else the smallest that fits)."""
 
     target: float = 0.9
     max_gpus: int = 16
@@ -164,6 +165,13 @@ def _fits(model, gpu, tp):
     return model.kv_capacity_tokens is not None or model.derived_kv_capacity_tokens(gpu, tp) >= 1
 
 
+def _one_token_meets(scenario, gpu, tp):
+    from lab.core.cost import PoolCost
+
+    target = scenario.slo.per_token_target_ms
+    return target is None or PoolCost(scenario.model, gpu, tp).step_s(1, 1, 0) * 1000.0 <= target
+
+
 def configs(scenario, constraints):
     """Every fleet shape the constraints allow, in a fixed order (layouts, GPU types, tp, chunk/link)."""
     model = scenario.model
@@ -175,8 +183,11 @@ def configs(scenario, constraints):
     def tps_for(gpu):
         if constraints.tps is not None:
             return tuple(tp for tp in constraints.tps if _fits(model, gpu, tp))
-        smallest = next((tp for tp in TP_CHOICES if _fits(model, gpu, tp)), None)
-        return (smallest,) if smallest is not None else ()
+        # The smallest tp whose weights fit and whose one-sequence decode step meets the SLO's
+        # per-token target (70B on two H100s reads its weights in 21 ms: over a 20 ms TPOT).
+        fitting = [tp for tp in TP_CHOICES if _fits(model, gpu, tp)]
+        quick = [tp for tp in fitting if _one_token_meets(scenario, gpu, tp)]
+        return (quick or fitting)[:1]
 
     links = constraints.links or (scenario.fleet.link.gbytes_per_s,)
     out = []

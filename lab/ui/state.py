@@ -76,7 +76,11 @@ HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "sta
 MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
-MAX_REPLAY_S = core_spec.MAX_DURATION_S  # an uploaded trace may span at most this (the workload's own limit)
+# An uploaded trace may span at most this and hold at most this many requests: the page's
+# own bounds (the ones the core had before it scaled to a week and a million requests),
+# since a browser tab's Pyodide has far less memory and speed than a CPython run.
+MAX_REPLAY_S = min(7_200.0, core_spec.MAX_DURATION_S)
+MAX_REPLAY_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
 _INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
@@ -640,8 +644,8 @@ class LabState(param.Parameterized):
             if self.mission.id != SANDBOX_ID:
                 raise LabError("upload", "only the sandbox replays uploaded traces")
             requests = core.parse_trace_text(text, name)
-            if len(requests) > core_spec.MAX_REQUESTS:
-                raise LabError(name, f"{len(requests):,} requests; the limit is {core_spec.MAX_REQUESTS:,}")
+            if len(requests) > MAX_REPLAY_REQUESTS:
+                raise LabError(name, f"{len(requests):,} requests; the limit is {MAX_REPLAY_REQUESTS:,}")
             if requests[-1][0] > MAX_REPLAY_S:
                 raise LabError(name, f"the trace spans {requests[-1][0]:,.0f} s; the limit is {MAX_REPLAY_S:,.0f} s")
         except LabError as exc:

@@ -1,0 +1,93 @@
+"""Time and weigh big runs: simulate and summarize seconds and peak memory, each case in
+its own process (so one run's peak is its own).
+
+    python benchmarks/bench_scale.py [--cases 100k-32,1m-128] [--json FILE]
+
+Cases are synthetic Poisson workloads of 2,000-token prompts and 220-token answers at
+2.2 requests/s per GPU (the mission-sized load: busy, not overloaded) on colocated GPUs
+with 512-token chunked prefill, linear cost:
+
+    100k-32   100,000 requests on 32 GPUs (the issue's 4.8 GB case)
+    1m-128    1,000,000 requests on 128 GPUs (the issue's out-of-memory case)
+    20k-32    20,000 requests on 32 GPUs (a quick look)
+
+Peak memory is the process's maximum resident set (`resource.getrusage`), read after the
+simulation and again after the metrics; "steps" are logged GPU steps, "events" the
+engine's heap events. Figures, not assertions: speed is never a test.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CASES = {
+    "20k-32": (20_000, 32),
+    "100k-32": (100_000, 32),
+    "1m-128": (1_000_000, 128),
+}
+
+# Runs in a fresh interpreter: argv = repo, requests, gpus; prints one JSON line.
+_CHILD = r'''
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from lab import core
+n, gpus = int(sys.argv[2]), int(sys.argv[3])
+rate = 2.2 * gpus
+raw = {"seed": 1,
+       "workload": {"rate": rate, "duration_s": n / rate,
+                    "prompt_tokens": {"dist": "fixed", "value": 2000}, "output_tokens": {"dist": "fixed", "value": 220}},
+       "fleet": {"layout": "colocated", "gpus": gpus, "chunk_tokens": 512},
+       "model": {"cost": "linear"}, "slo": {"ttft_s": 1.5, "tpot_ms": 25}}
+scenario = core.load_scenario(raw)
+requests = core.generate_requests(scenario.workload, scenario.seed)
+mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base = mb()
+started = time.perf_counter()
+result = core.simulate(scenario, requests)
+sim_s = time.perf_counter() - started
+sim_mb = mb()
+started = time.perf_counter()
+metrics = core.summarize(result)
+metrics_s = time.perf_counter() - started
+print(json.dumps({"requests": len(requests), "gpus": gpus, "steps": sum(len(g) for g in result.gpus),
+                  "events": result.events, "simulate_s": sim_s, "metrics_s": metrics_s,
+                  "peak_mb_before": base, "peak_mb_simulate": sim_mb, "peak_mb_metrics": mb(),
+                  "run_cut": result.capped, "slo_attainment": metrics["slo_attainment"]}))
+'''
+
+
+def run_case(name):
+    n, gpus = CASES[name]
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), str(n), str(gpus)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="100k-32,1m-128", help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    figures = {}
+    print(f"{'case':<9} {'requests':>9} {'steps':>11} {'events':>10} {'simulate':>9} {'metrics':>9} {'peak MB':>8}")
+    for name in args.cases.split(","):
+        fig = figures[name] = run_case(name.strip())
+        if "error" in fig:
+            print(f"{name:<9} failed: {fig['error']}")
+            continue
+        print(f"{name:<9} {fig['requests']:>9,} {fig['steps']:>11,} {fig['events']:>10,} {fig['simulate_s']:>8.1f}s "
+              f"{fig['metrics_s']:>8.1f}s {fig['peak_mb_metrics']:>8,.0f}"
+              + (f"  (cut: {fig['run_cut']})" if fig["run_cut"] else ""))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The representation that scales (README "Scale"): compact step columns, the worst-gap
+index, the percentile shortcut and the metrics that skip their sweep when their feature is
+off all give exactly what the plain per-step computation gives."""
+
+import random
+import struct
+from array import array
+
+import pytest
+
+from lab.core import load_scenario, simulate, summarize
+from lab.core.engine import MAX_STEPS
+from lab.core.metrics import (RangeMax, percentile, pooled_gaps, prefix_metrics, request_gaps, request_metrics,
+                              step_gaps_of, weighted_percentile)
+from lab.core.result import GpuLog
+from lab.core.spec import MAX_DURATION_S, MAX_GPUS, MAX_REQUESTS
+
+SCENARIOS = {
+    "colocated-chunked": {
+        "seed": 3, "workload": {"rate": 9, "duration_s": 20, "prompt_tokens": {"dist": "lognormal", "median": 1500, "sigma": 0.8},
+                                "output_tokens": {"dist": "lognormal", "median": 150, "sigma": 0.8}},
+        "fleet": {"layout": "colocated", "gpus": 3, "chunk_tokens": 512}},
+    "disaggregated": {
+        "seed": 4, "workload": {"rate": 8, "duration_s": 20, "prompt_tokens": {"dist": "lognormal", "median": 1500, "sigma": 0.8},
+                                "output_tokens": {"dist": "lognormal", "median": 150, "sigma": 0.8}},
+        "fleet": {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2}},
+    "on-demand": {
+        "seed": 5, "workload": {"rate": 10, "duration_s": 15, "prompt_tokens": 1500, "output_tokens": 300},
+        "fleet": {"layout": "colocated", "gpus": 2, "kv_policy": "on_demand"},
+        "model": {"kv_capacity_tokens": 30000}},
+}
+
+
+def _bits(values, code):
+    """The raw bytes of `values` as doubles ('d') or 8-byte ints: equal iff equal bit for bit."""
+    return b"".join(struct.pack("<" + code, v) for v in values)
+
+
+@pytest.fixture(scope="module", params=sorted(SCENARIOS))
+def run(request):
+    return simulate(load_scenario(SCENARIOS[request.param]))
+
+
+def test_compact_columns_hold_every_step_bit_for_bit(run):
+    scenario = run.scenario
+    sim = simulate.__globals__["_Simulation"]
+    original = GpuLog.compact
+    GpuLog.compact = lambda self: self  # the same run, logs as the engine appended them
+    try:
+        plain = sim(scenario, simulate.__globals__["generate_requests"](scenario.workload, scenario.seed)).run()
+    finally:
+        GpuLog.compact = original
+    assert sum(len(g) for g in run.gpus) > 100
+    for log, raw in zip(run.gpus, plain.gpus):
+        assert isinstance(raw.start, list) and isinstance(log.start, array)
+        for name, code in GpuLog.COLUMN_TYPES:
+            mine, theirs = getattr(log, name), getattr(raw, name)
+            assert mine.typecode == code
+            assert _bits(mine, "d" if code == "d" else "q") == _bits(theirs, "d" if code == "d" else "q"), name
+
+
+def test_compact_is_idempotent_and_keeps_sequence_reads():
+    log = GpuLog(0, "colocated", start=[0.0, 0.1], end=[0.1, 0.30000000000000004], decode_seqs=[1, 2],
+                 prefill_tokens=[512, 0], context_tokens=[3_000_000_000, 3_000_000_002])
+    log.compact()
+    first = log.start
+    assert log.compact().start is first  # nothing converted twice
+    assert log.end[-1] == 0.30000000000000004 and log.end[1:] == array("d", [0.30000000000000004])
+    assert list(log.context_tokens) == [3_000_000_000, 3_000_000_002]  # over 2**31: 8-byte ints
+    assert len(log) == 2 and log.busy_s() == 0.30000000000000004
+
+
+def test_range_max_equals_max_of_every_range():
+    rng = random.Random(7)
+    values = [rng.random() for _ in range(1000)]
+    index = RangeMax(values)
+    for _ in range(3000):
+        lo = rng.randrange(0, 1000)
+        hi = rng.randrange(lo - 3, 1010)
+        expected = max(values[lo:hi + 1], default=-1.0)
+        assert index.max(lo, hi, -1.0) == expected, (lo, hi)
+    for lo, hi in ((0, 999), (0, 63), (64, 127), (63, 64), (5, 5), (999, 999), (128, 2000)):
+        assert index.max(lo, hi, None) == max(values[lo:hi + 1])
+
+
+def test_worst_gaps_are_the_max_of_each_requests_gaps(run):
+    rows = request_metrics(run)
+    checked = 0
+    for rec, row in zip(run.requests, rows):
+        if row["worst_gap_ms"] is None:
+            continue
+        assert row["worst_gap_ms"] == max(request_gaps(run, rec)) * 1000.0
+        checked += 1
+    assert checked > 50
+
+
+def test_pooled_percentiles_equal_the_expanded_gaps(run):
+    values, counts = pooled_gaps(run, [step_gaps_of(g) for g in run.gpus])
+    assert 0 in counts  # prompt-only steps: gaps no token waited, left out before the sort
+    expanded = [v for v, c in zip(values, counts) for _ in range(c)]
+    qs = (1, 50, 90, 99, 100)
+    assert weighted_percentile(values, counts, qs) == [percentile(expanded, q) for q in qs]
+
+
+def test_metrics_that_skip_their_sweep_when_off_give_what_the_sweep_gives(run):
+    m = summarize(run)
+    assert m["preemptions"] == sum(rec.preemptions for rec in run.requests)
+    ended = [rec for rec in run.requests if rec.prefill_end is not None]
+    assert run.scenario.fleet.prefix_cache == "off"
+    assert prefix_metrics(run) == {"prefix_hit_rate": sum(r.prefix_hit_tokens for r in ended) / sum(r.prompt_tokens for r in ended),
+                                   "prefill_tokens_saved": 0, "prefix_fetch_p99_ms": None}
+    if run.scenario.fleet.kv_policy == "on_demand":
+        assert m["preemptions"] > 0  # the on_demand case really sweeps
+
+
+def test_the_caps_reach_a_week_a_million_requests_and_256_gpus():
+    assert MAX_DURATION_S >= 7 * 24 * 3600 and MAX_REQUESTS >= 1_000_000 and MAX_GPUS >= 256
+    load_scenario({"workload": {"rate": 1.5, "duration_s": 7 * 24 * 3600, "prompt_tokens": 100, "output_tokens": 10},
+                   "fleet": {"layout": "disaggregated", "prefill_gpus": 128, "decode_gpus": 128}})
+    assert MAX_STEPS * 100 <= 4e9  # ~100 bytes a step while a run goes: the step bound keeps it under 4 GB
