@@ -2,6 +2,7 @@
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
                                        [--screenshots DIR] [--json OUT.json]
+                                       [--site DIST [--loads N] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
 opens the mission's lab at 1366x800 and moves its GPU-count slider from the keyboard,
@@ -12,6 +13,13 @@ waits, the simulation on the server, building the canvas and plot data, the
 websocket transfer, applying the patch and the browser's paint. Prints the median and
 spread, the simulation's own share (the server's wall-clock time for simulate +
 metrics), and the split at the moment the data reached the page.
+
+With --site DIST it measures the static site in Pyodide instead: --loads N pairs of a cold
+and a warm load, each pair in a fresh browser (when each loading step began, the bytes sent
+and the largest files), then the changes on the last warm page, with the worker's Python
+split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+patches. --record-imports FILE writes the modules the lab imported by then
+(site_build/start_imports.txt, which build.py pre-compiles).
 
 With --screenshots DIR it also saves hub.png (the hub), mission-playing.png (the lab
 mid-play), mission-split.png (the mission's fleet split into pools, when it can be) and
@@ -225,6 +233,34 @@ def _worker_phases(page, install):
         "() => self.pyodide.runPython('import json; json.dumps(_stf_phases)')"))
 
 
+# The module files the running lab has imported, as archive member names (`asyncio/events.py`,
+# `panel/io/pyodide.py`): the standard library's and site-packages' (the lab's own excepted).
+IMPORTS_PY = """
+import json, sys
+_names = set()
+for _m in list(sys.modules.values()):
+    _f = getattr(_m, "__file__", None) or ""
+    for _root in (".zip/", "/site-packages/"):
+        if _root in _f and _f.endswith((".py", ".pyc")):
+            _name = _f.split(_root, 1)[1]
+            _name = _name[:-1] if _name.endswith(".pyc") else _name
+            if not _name.startswith(("lab/", "__pycache__")):
+                _names.add(_name)
+json.dumps(sorted(_names))
+"""
+
+
+def record_imports(page, path):
+    """Write site_build/start_imports.txt's list (see site_build/precompile.py) from the running lab."""
+    worker = next(w for w in page.workers if "lab.js" in w.url)
+    names = json.loads(worker.evaluate("(code) => self.pyodide.runPython(code)", IMPORTS_PY))
+    header = ("# Modules the static lab imports by the end of benchmarks/bench_browser.py --site (load, 20 changes),\n"
+              "# as archive member names: site_build/precompile.py compiles these to .pyc, the rest stay source.\n"
+              "# Regenerate: python benchmarks/bench_browser.py --site DIST --record-imports site_build/start_imports.txt\n")
+    Path(path).write_text(header + "".join(n + "\n" for n in names), encoding="utf-8")
+    return len(names)
+
+
 def _sent_by_file(log, top=8):
     """The largest responses of a load: [(bytes, path)]."""
     from static_server import responses
@@ -235,7 +271,7 @@ def _sent_by_file(log, top=8):
     return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
 
 
-def bench_site(dist, mission_id, changes, port, loads=1):
+def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
     """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
 
     `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
@@ -267,6 +303,8 @@ def bench_site(dist, mission_id, changes, port, loads=1):
                     _worker_phases(page, install=True)
                     measured = measure(page, changes, mission_id)
                     phases = _worker_phases(page, install=False)
+                    if imports_to:
+                        print(f"recorded {record_imports(page, imports_to)} imported modules in {imports_to}")
                 browser.close()
     load = dict(pairs[-1])
     load["pairs"] = pairs
@@ -306,6 +344,8 @@ def main(argv=None):
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--loads", type=int, default=1,
                         help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
+    parser.add_argument("--record-imports", metavar="FILE", default=None,
+                        help="--site: write the modules the lab imported (site_build/start_imports.txt's list)")
     parser.add_argument("--mission", default=None, help="mission id (default: the first mission)")
     parser.add_argument("--missions", default=None, help="missions folder for the server")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
@@ -321,7 +361,8 @@ def main(argv=None):
     mission_id = args.mission or catalog.first().id
     load, shots = None, []
     if args.site:
-        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads)
+        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
+                                                         args.record_imports)
     else:
         (name, times, sims, arrivals), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)

@@ -8,8 +8,14 @@ once, with Pyodide's own interpreter running under Node (`scripts/pyodide_compil
 whatever Python runs the build: a .pyc carries the compiling interpreter's magic
 number, and the browser's Pyodide accepts only its own.
 
-Each .py becomes a sourceless .pyc in its place (tracebacks still name the file and
-line, without the line's text), except in the lab's own wheel, which keeps its sources,
+Only the modules the lab imports by the time it has loaded and run (START_IMPORTS, a list
+recorded from the running page by benchmarks/bench_browser.py --record-imports) are
+compiled: a .pyc is larger than its source, and most of the standard library, Panel and
+Bokeh is never imported, so compiling those would only add bytes to the first visit. A
+module missing from the list still works: it stays source, and is compiled when (if ever)
+it is imported. Each compiled .py becomes a sourceless .pyc in its place (tracebacks still
+name the file and line, without the line's text), except in the lab's own wheel, which is
+compiled whole and keeps its sources,
 so that its errors quote the line and CPython can still run it, with the .pyc in
 __pycache__ under Pyodide's cache tag. The .pyc files are "unchecked-hash" (PEP 552):
 unpacking a wheel does not keep file times, so the importer must not compare them.
@@ -33,10 +39,12 @@ from site_build.common import BuildError, _project, say
 from site_build.urls import _inside
 from site_build.wheels import _wheel_name, _zip_time, write_wheel
 
-__all__ = ["PrecompileError", "compiler_available", "precompile_archives", "precompile_site"]
+__all__ = ["PrecompileError", "START_IMPORTS", "compiler_available", "start_imports", "precompile_archives",
+           "precompile_site"]
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILER = REPO / "scripts" / "pyodide_compile.mjs"
+START_IMPORTS = Path(__file__).resolve().with_name("start_imports.txt")
 NODE_PYODIDE = REPO / "node_modules" / "pyodide"
 CACHE = REPO / ".cache" / "pyc"
 
@@ -54,10 +62,24 @@ def compiler_available():
     return None
 
 
-def _compiler_id():
-    """What the compiled archive depends on besides the input: Pyodide's version, the compiler, this module."""
+def start_imports(path=START_IMPORTS):
+    """The archive member names (`asyncio/events.py`) to compile, or None (compile every module)
+    when the list is missing or empty. Lines starting with # are comments."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    names = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    return names or None
+
+
+def _compiler_id(compile_only):
+    """What the compiled archive depends on besides the input: Pyodide's version, the compiler,
+    this module, and which modules it compiles."""
     version = json.loads((NODE_PYODIDE / "package.json").read_text(encoding="utf-8"))["version"]
-    return hashlib.sha256(version.encode() + COMPILER.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:12]
+    listed = "\n".join(sorted(compile_only)).encode() if compile_only is not None else b"*"
+    return hashlib.sha256(version.encode() + COMPILER.read_bytes() + Path(__file__).read_bytes()
+                          + listed).hexdigest()[:12]
 
 
 def _dist_info(names):
@@ -65,16 +87,18 @@ def _dist_info(names):
     return tops.pop() if len(tops) == 1 else None
 
 
-def _rezip(names, tree, keep_source, cache_tag, stamp, write_wheel):
+def _rezip(names, tree, keep_source, cache_tag, stamp, write_wheel, compile_only=None):
     """The archive again from `tree`: each compiled .py as a sourceless .pyc in its place, or,
     with `keep_source`, the .py kept and its .pyc in __pycache__ (where the importer looks
-    when the source is there; other Pythons see a foreign cache tag and ignore it)."""
+    when the source is there; other Pythons see a foreign cache tag and ignore it). With
+    `compile_only` (a set of member names), a .py not in it stays source."""
     files = {}
     for name in names:
         if name.endswith("/"):
             continue
         compiled = tree / (name + "c")
-        if name.endswith(".py") and compiled.is_file():
+        wanted = keep_source or compile_only is None or name in compile_only
+        if name.endswith(".py") and compiled.is_file() and wanted:
             if keep_source:
                 folder, _, stem = name[:-3].rpartition("/")
                 files[f"{folder}/__pycache__/{stem}.{cache_tag}.pyc".lstrip("/")] = compiled.read_bytes()
@@ -105,16 +129,17 @@ def _safe_names(archive, names):
             raise PrecompileError(f"{archive.name}: unsafe member name {name!r}")
 
 
-def precompile_archives(archives, *, write_wheel, stamp, keep_source=(), cache=CACHE):
+def precompile_archives(archives, *, write_wheel, stamp, keep_source=(), cache=CACHE, compile_only=None):
     """Replace each archive (a Path to a .whl or .zip, in the site) by its compiled form, in place.
 
-    `keep_source`: archive file names whose .py files stay beside their .pyc.
+    `keep_source`: archive file names whose .py files are all compiled and stay beside their .pyc.
+    `compile_only`: member names to compile in the other archives (None: every module).
     `write_wheel(file, files, dist_info)` writes a wheel reproducibly (build.py's).
     Returns {archive name: (bytes before, bytes after)}.
     """
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)
-    compiler = _compiler_id()
+    compiler = _compiler_id(compile_only)
     todo, sizes = [], {}
     for archive in archives:
         data = archive.read_bytes()
@@ -145,7 +170,7 @@ def precompile_archives(archives, *, write_wheel, stamp, keep_source=(), cache=C
             except (ValueError, KeyError, IndexError):
                 raise PrecompileError(f"{COMPILER.name} printed no report: {proc.stdout[-300:]!r}") from None
             for (archive, cached, keep), (tree, names) in zip(todo, trees):
-                data = _rezip(names, tree, keep, cache_tag, stamp, write_wheel)
+                data = _rezip(names, tree, keep, cache_tag, stamp, write_wheel, compile_only)
                 archive.write_bytes(data)
                 tmp_cached = cached.with_suffix(".part")
                 tmp_cached.write_bytes(data)
@@ -175,7 +200,8 @@ def precompile_site(site, *, pyodide_base, pyodide_self_hosted, quiet, skip=Fals
     lab_wheel = f"{_wheel_name(project['name'])}-{project['version']}-py3-none-any.whl"
     say(quiet, f"compiling {len(archives)} archives to .pyc with Pyodide (cached in .cache/pyc) ...")
     try:
-        sizes = precompile_archives(archives, write_wheel=write_wheel, stamp=_zip_time(), keep_source={lab_wheel})
+        sizes = precompile_archives(archives, write_wheel=write_wheel, stamp=_zip_time(), keep_source={lab_wheel},
+                                    compile_only=start_imports())
     except PrecompileError as exc:
         raise BuildError(f"pre-compiling for the browser: {exc} (build.py --no-precompile skips it)") from None
     if pyodide_dir is not None:

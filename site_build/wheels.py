@@ -77,6 +77,10 @@ def _wheel_name(name):
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+# The command line's planner and its process/Dask executors never run in the browser.
+NOT_IN_BROWSER = ("lab/plan/", "lab/parallel.py")
+
+
 def lab_wheel_files(missions_dir=MISSIONS_SRC):
     """{archive name: bytes} of the lab's wheel: lab/ (core, ui, cli) + `missions_dir` as lab/missions."""
     files = {}
@@ -86,6 +90,8 @@ def lab_wheel_files(missions_dir=MISSIONS_SRC):
             continue
         if rel.startswith("lab/missions/"):
             continue  # the repo's top-level missions/ is the source of truth
+        if rel.startswith(NOT_IN_BROWSER):
+            continue
         files[rel] = path.read_bytes()
     for rel, data in _mission_source_files(missions_dir).items():
         files["lab/missions/" + rel] = data

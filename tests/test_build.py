@@ -345,6 +345,8 @@ def test_lab_wheel_contains_the_core_the_ui_and_the_missions(dist):
 
 
 def test_vendored_wheels_are_pure_python_with_valid_records(dist, info):
+    from site_build.precompile import start_imports
+
     for wheel in info["wheels"]:
         path = _resolve(dist, "lab.js", wheel["url"])
         with zipfile.ZipFile(path) as zf:
@@ -357,9 +359,12 @@ def test_vendored_wheels_are_pure_python_with_valid_records(dist, info):
             assert not [n for n in names if n.endswith(".so")], path.name
             if wheel["url"].startswith("./wheels/split_the_fleet-"):
                 continue  # the lab's own: sources kept (test_lab_wheel_contains_the_core_the_ui_and_the_missions)
-            # Pre-compiled: no source left, every module a .pyc of one interpreter (not this one),
-            # unchecked-hash (PEP 552 flags 0b01), since unpacking does not keep file times.
-            assert not [n for n in names if n.endswith(".py")], path.name
+            # Pre-compiled: every module the lab imports at start (START_IMPORTS) a .pyc of one
+            # interpreter (not this one), unchecked-hash (PEP 552 flags 0b01), since unpacking does
+            # not keep file times; the modules it never imports stay source (smaller).
+            listed = start_imports()
+            assert not [n for n in names if n.endswith(".py") and n in listed], path.name
+            assert not [n for n in names if n.endswith(".pyc") and n[:-1] not in listed], path.name
             headers = {zf.read(n)[:8] for n in names if n.endswith(".pyc")}
             assert headers, path.name
             assert {h[4:8] for h in headers} == {(0b01).to_bytes(4, "little")}, path.name
@@ -602,6 +607,9 @@ def test_lab_wheel_holds_the_lab_package_and_nothing_of_the_build(dist):
         tops = {n.split("/", 1)[0] for n in names}
         assert tops == {"lab", "split_the_fleet-0.1.0.dist-info"}, tops
         assert not [n for n in names if n.endswith(".py") and b"site_build" in zf.read(n)]
+        # the command line's planner and executors never run in the browser
+        assert not [n for n in names if n.startswith(("lab/plan/", "lab/parallel"))]
+        assert "lab/cli.py" in names and "lab/core/engine.py" in names
 
 
 def test_build_py_loaded_by_path_from_another_folder_has_its_names(tmp_path):
@@ -714,6 +722,32 @@ def test_precompiling_is_reproducible_without_the_cache(source_dist, tmp_path, r
         assert "mdurl/__init__.pyc" in zf.namelist() and "mdurl/__init__.py" not in zf.namelist()
     with zipfile.ZipFile(tmp_path / "a" / picked[1].name) as zf:
         assert "lab/__init__.py" in zf.namelist() and any(n.startswith("lab/__pycache__/__init__.") for n in zf.namelist())
+    # compile_only (START_IMPORTS): a module not listed stays source; the lab's wheel is compiled whole.
+    folder = tmp_path / "only"
+    folder.mkdir()
+    copies = [Path(shutil.copyfile(w, folder / w.name)) for w in picked]
+    precompile_archives(copies, write_wheel=write_wheel, stamp=_zip_time(), keep_source={picked[1].name},
+                        cache=tmp_path / "cache-only", compile_only={"mdurl/__init__.py"})
+    with zipfile.ZipFile(copies[0]) as zf:
+        names = zf.namelist()
+        assert "mdurl/__init__.pyc" in names and "mdurl/__init__.py" not in names
+        assert "mdurl/_parse.py" in names and "mdurl/_parse.pyc" not in names
+    with zipfile.ZipFile(copies[1]) as zf:
+        assert any(n.startswith("lab/core/__pycache__/engine.") for n in zf.namelist())
+
+
+def test_start_imports_lists_module_files(tmp_path):
+    """The committed list names archive members (`pkg/mod.py`), none of the lab's own; a missing or
+    empty list means every module is compiled (None)."""
+    from site_build.precompile import START_IMPORTS, start_imports
+
+    names = start_imports()
+    assert names and all(n.endswith(".py") and not n.startswith(("/", "lab/")) for n in names)
+    assert {"asyncio/__init__.py", "panel/io/pyodide.py", "bokeh/document/document.py"} <= names
+    assert START_IMPORTS.read_text(encoding="utf-8").startswith("#")
+    assert start_imports(tmp_path / "absent.txt") is None
+    (tmp_path / "empty.txt").write_text("# only a comment\n\n", encoding="utf-8")
+    assert start_imports(tmp_path / "empty.txt") is None
 
 
 def test_what_the_site_serves_gzipped_unpacks_to_the_file_beside_it(dist):

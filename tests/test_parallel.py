@@ -8,6 +8,7 @@ from distributed import LocalCluster
 
 from lab import core
 from lab.cli import main
+from lab.core.spec import MAX_GPUS
 from lab.core.sweep import run_point, sweep, sweep_task
 from lab.parallel import check_dask_address, parse_workers, run_map
 
@@ -74,8 +75,8 @@ def test_an_unreachable_scheduler_is_a_clear_error():
 
 
 def test_a_bad_point_in_a_worker_is_a_clear_error(scenario_file, capsys):
-    # 1 GPU is fine, 100 is over the limit: the error is raised in a worker process and comes back whole.
-    assert main(["sweep", str(scenario_file), "--vary", "fleet.gpus=1,100", "--workers", "2"]) == 2
+    # 1 GPU is fine, one over spec.MAX_GPUS is not: the error is raised in a worker process and comes back whole.
+    assert main(["sweep", str(scenario_file), "--vary", f"fleet.gpus=1,{MAX_GPUS + 1}", "--workers", "2"]) == 2
     assert capsys.readouterr().err.startswith("error: fleet.gpus: ")
 
 

@@ -100,7 +100,7 @@ def plan(scenario, constraints, map_fn=map, progress=None):
         rows = state.run(batch, variants, "screen")
         passed_cfgs = set()
         for cand, row in zip(batch, rows):
-            if row["slo_attainment"] is not None and row["slo_attainment"] >= target:
+            if _meets(row, target):
                 passed_cfgs.add(cand.config)
                 best_cost = min(best_cost, cand.usd_per_hour(model))
         active = [c for c in still if c not in passed_cfgs]

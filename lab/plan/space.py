@@ -127,13 +127,15 @@ class Candidate:
         return self.instances[0] * c.prefill_tp + self.instances[1] * c.decode_tp
 
     def usd_per_hour(self, model):
-        """The fleet's $/hour at the presets' prices (with the scenario's gpu_overrides)."""
+        """The fleet's $/hour: its instances at `PoolCost.usd_per_hour` (the presets' prices,
+        with the scenario's gpu_overrides), known before any run."""
+        from lab.core.cost import PoolCost
+
         c = self.config
-        price = lambda gpu: model.gpu_spec(gpu)["usd_per_hour"]  # noqa: E731
         if c.layout == "colocated":
-            return self.gpus * price(c.gpu)
-        return (self.instances[0] * c.prefill_tp * price(c.prefill_gpu)
-                + self.instances[1] * c.decode_tp * price(c.decode_gpu))
+            return self.instances[0] * PoolCost(model, c.gpu, c.tp).usd_per_hour
+        return (self.instances[0] * PoolCost(model, c.prefill_gpu, c.prefill_tp).usd_per_hour
+                + self.instances[1] * PoolCost(model, c.decode_gpu, c.decode_tp).usd_per_hour)
 
     def changes(self):
         """The dotted scenario changes that build this fleet (for `with_changes` and `--set`)."""
