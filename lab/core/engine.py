@@ -37,9 +37,10 @@ from .workload import generate_requests
 __all__ = ["simulate", "MAX_STEPS"]
 
 # A hard bound on logged steps so no input can eat unbounded memory: while a run goes a
-# step costs about 100 bytes in CPython (list slots, its end time and context as objects;
-# 110 MB peak for 711k steps on 32 colocated GPUs, all told), and 32 once the run's logs
-# are compacted (result.py), so a run stays under about 3.6 GB at its peak.
+# step costs about 115 bytes in CPython, all told (list slots, its end time and context as
+# objects; benchmarks/bench_scale.py: 4.2 GB peak for 35.2M steps, a million requests on
+# 128 GPUs), and 32 once the run's logs are compacted (result.py), so a simulation stays
+# under about 4.2 GB; its metrics add up to as much again (7.5 GB peak in that run).
 MAX_STEPS = 36_000_000
 # A run that logged at least this many steps (all GPUs) ends with its logs compacted to
 # typed arrays (GpuLog.compact): a third of the memory for as long as the result is kept.
