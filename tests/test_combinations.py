@@ -18,7 +18,7 @@ from lab.core import kv, load_scenario, request_gaps, simulate, summarize
 from lab.core.cost import energy_by_role, pool_costs, role_time
 from lab.core.prefix_cache import kv_taken_tokens
 
-from test_planner import check_invariants as check_planner_invariants
+from test_planner import check_invariants as check_planner_invariants, role_at
 from test_reference import assert_matches, diff_engine_reference
 
 FOLLOWUPS = {"dist": "lognormal", "median": 600, "sigma": 1.0, "min": 16, "max": 6000}
@@ -198,11 +198,7 @@ def test_early_rejection_predicts_with_the_pools_current_members():
 
 def _serving_prefill(res, log, t):
     """Whether instance `log` takes prompts at t: in the prefill role, not deciding to leave."""
-    role = log.roles[0][1]
-    for t0, r in log.roles:
-        if t0 <= t:
-            role = r
-    if role != "prefill":
+    if role_at(log.roles, t) != "prefill":
         return False
     for decided, g, frm, _, ready in res.reconfigurations:
         if g == log.index and frm == "prefill" and decided <= t:
@@ -224,7 +220,7 @@ def check_combination(res):
         block = fleet.kv_block_tokens
         for log in res.gpus:
             for t, used in log.kv_used:
-                role = _role_at(log.roles, t)
+                role = role_at(log.roles, t)
                 assert used >= 0
                 if role != "prefill":  # a GPU that left decode reads 0 from its hand-over on
                     room = full["decode" if role == "switching" else role]
@@ -246,13 +242,6 @@ def check_combination(res):
     assert m["finished"] + m["unfinished"] + m["rejected"] == m["requests"]
     assert m["preemptions"] == sum(r.preemptions for r in res.requests)
 
-
-def _role_at(roles, t):
-    role = roles[0][1]
-    for t0, r in roles:
-        if t0 <= t:
-            role = r
-    return role
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -226,7 +226,8 @@ def test_engine_matches_reference_on_random_planner_scenarios(sc):
 
 # ---------------------------------------------------------------- invariants
 
-def _role_at(roles, t):
+def role_at(roles, t):
+    """The role a GPU holds at t, from its `GpuLog.roles`."""
     role = roles[0][1]
     for t0, r in roles:
         if t0 <= t:
@@ -242,7 +243,7 @@ def check_invariants(res):
         for a, b in zip(kinds, kinds[1:]):  # a role, then switching, then the other role
             assert (a == "switching") != (b == "switching") and a != b
         for j, (s, e) in enumerate(zip(log.start, log.end)):
-            role = _role_at(log.roles, s)
+            role = role_at(log.roles, s)
             assert role != "switching", f"GPU {log.index} step {j} starts while it reloads"
             # a step never outlasts its role: the switch begins at or after its end
             later = [t for t, r in log.roles if t > s]
@@ -259,7 +260,7 @@ def check_invariants(res):
             assert sum(b - a + 1 for _, a, b in stretches) == rec.output_tokens - 1
             assert len(request_gaps(res, rec)) == rec.output_tokens - 1
             for g, a, b in stretches:  # every stretch decodes on a GPU in its decode role
-                assert _role_at(res.gpus[g].roles, res.gpus[g].start[a]) == "decode"
+                assert role_at(res.gpus[g].roles, res.gpus[g].start[a]) == "decode"
     assert ends == len(res.requests)
     m = summarize(res)
     assert m["finished"] + m["unfinished"] + m["rejected"] == m["requests"]  # (rejected: early rejection)
@@ -317,7 +318,7 @@ def test_pool_utilisation_counts_each_gpu_by_its_time_in_each_role():
     time = {"prefill": 0.0, "decode": 0.0}
     for log in res.gpus:
         for s, e in zip(log.start, log.end):
-            busy[_role_at(log.roles, s)] += min(e, span) - s
+            busy[role_at(log.roles, s)] += min(e, span) - s
         marks = log.roles + [(span, None)]
         for (t0, r), (t1, _) in zip(marks, marks[1:]):
             if r in time:
