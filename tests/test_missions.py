@@ -509,7 +509,7 @@ BROKEN = {
     "control-choice-unknown.json": ("controls.layout.choices[1]", "'split' is not one of 'colocated', 'disaggregated'"),
     "control-min-above-max.json": ("controls.gpus.max", "2 is below min (8)"),
     "control-missing-max.json": ("controls.gpus.max", "required field is missing"),
-    "control-beyond-scenario-limits.json": ("controls.gpus.max", "100 is not a valid fleet.gpus"),
+    "control-beyond-scenario-limits.json": ("controls.gpus.max", "100 GPUs is more than a mission's slider offers: at most 64"),
     "chunk-control-below-16.json": ("controls.chunk_tokens.step", "a chunk is 0 (whole prompt) or at least 16 tokens"),
     "control-that-does-nothing.json": ("controls.link_gbytes_per_s", "only affects a disaggregated fleet, but this fleet is always colocated"),
     "switch-layout-without-split.json": ("scenario.fleet.prefill_gpus", "controls.layout lets the student switch to disaggregated"),

@@ -156,6 +156,9 @@ CONTROL_REQUIRES = {
     "plan_prefill_gpus": ("fleet.planner.policy", "schedule"),
 }
 # GPU-count controls -> the tp field whose instances they count ("long_gpus": the routed pool's).
+# A GPU-count slider stops at 64 (the page's fleet stays drawable), below spec.MAX_GPUS.
+MAX_CONTROL_GPUS = 64
+GPU_COUNT_CONTROLS = ("gpus", "prefill_gpus", "decode_gpus", "long_gpus", "plan_prefill_gpus")
 COUNT_TP = {"gpus": "tp", "prefill_gpus": "prefill_tp", "decode_gpus": "decode_tp", "plan_prefill_gpus": "prefill_tp"}
 
 
@@ -347,6 +350,9 @@ class Control:
         reader = F.read_int if kind == "int" else F.read_number
         lo = reader(data, "min", path)
         hi = reader(data, "max", path)
+        if name in GPU_COUNT_CONTROLS and hi > MAX_CONTROL_GPUS:
+            raise LabError(F.join(path, "max"), f"{_fmt(hi)} GPUs is more than a mission's slider offers: at most {MAX_CONTROL_GPUS} "
+                                                "(a scenario run from the command line may have more)")
         if hi < lo:
             raise LabError(F.join(path, "max"), f"{_fmt(hi)} is below min ({_fmt(lo)})")
         if kind == "int":
