@@ -19,6 +19,8 @@ static host, at any sub-path):
                             pure-Python packages Panel needs that Pyodide does not ship
     panel/                  Panel's JS/CSS and the Panel + Bokeh wheels (PANEL_CDN_ROOT=./panel/)
     bokeh/                  BokehJS
+    prerender/              each mission's first view (ID.json.gz, ID.embed.json.gz), rendered at
+                            build time in CPython; lab.html draws it while Pyodide boots
     build-info.json         versions, sources, and every file's size and sha256
 
 Only Pyodide (the runtime and its packages: numpy, pandas, ...) comes from elsewhere:
@@ -55,6 +57,7 @@ from site_build.missions import missions_index, write_missions  # noqa: E402
 from site_build.pages import hub_html, write_hub_and_assets, write_lab_page  # noqa: E402
 from site_build.panel_assets import copy_panel_assets  # noqa: E402
 from site_build.precompile import precompile_site  # noqa: E402
+from site_build.prerender import prerender_stamp, write_prerenders  # noqa: E402
 from site_build.pyodide_dir import _pyodide_files, copy_pyodide, pyodide_base  # noqa: E402
 from site_build.service_worker import write_service_worker  # noqa: E402
 from site_build.transfer import gzip_site_wheels, write_gzipped  # noqa: E402
@@ -141,7 +144,13 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     gzipped = write_gzipped(site, pyodide_base=args.pyodide_base, pyodide_self_hosted=bool(args.pyodide_dir))
     gzip_site_wheels(site, wheel_urls)
     write_missions(site, missions_dir, missions)
-    write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version)
+    prerender = None
+    if not getattr(args, "no_prerender", False):
+        say(quiet, "pre-rendering each mission's first view ...")
+        stamp = prerender_stamp(site, wheel_urls)
+        prerender = {"stamp": stamp, "files": write_prerenders(site, missions_dir, missions, stamp)}
+    write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version,
+                   prerender_stamp=prerender and prerender["stamp"])
     write_worker(site, parts, pyodide_base=args.pyodide_base, pyodide_version=pyodide_version, load=load,
                  closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root, gzipped=gzipped)
     write_hub_and_assets(site, missions, pyodide_version)
@@ -150,7 +159,7 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
         site, build_id=build_id, pyodide_version=pyodide_version, pyodide_base=args.pyodide_base,
         pyodide_files=pyodide_files, pyodide_self_hosted=bool(args.pyodide_dir), load=load, facts=facts, parts=parts,
         panel_cdn_root=panel_cdn_root, self_host_panel=self_host_panel, wheel_urls=wheel_urls, missions=missions,
-        precompiled=precompiled)
+        precompiled=precompiled, prerender=prerender)
 
 
 def _human(size):
@@ -182,6 +191,9 @@ def build_parser():
     p.add_argument("--no-precompile", action="store_true",
                    help="serve Python as source, not pre-compiled .pyc (the lab loads about 2x slower; "
                         "for debugging the build)")
+    p.add_argument("--no-prerender", action="store_true",
+                   help="no pre-rendered first views (prerender/): the lab page shows only its loading screen "
+                        "until Pyodide has built the lab; a faster build")
     p.add_argument("--panel-cdn-root", default=DEFAULT_PANEL_CDN_ROOT, metavar="URL_OR_DIR",
                    help="PANEL_CDN_ROOT: where Panel's JS/CSS and the Panel/Bokeh wheels come from "
                         f"(default: {DEFAULT_PANEL_CDN_ROOT}, copied into the site; a URL such as "

@@ -9,7 +9,8 @@ __all__ = ["write_build_info"]
 
 
 def write_build_info(site, *, build_id, pyodide_version, pyodide_base, pyodide_files, pyodide_self_hosted, load,
-                     facts, parts, panel_cdn_root, self_host_panel, wheel_urls, missions, precompiled=None):
+                     facts, parts, panel_cdn_root, self_host_panel, wheel_urls, missions, precompiled=None,
+                     prerender=None):
     """build-info.json, of the site as it is now (so written last); returns what it holds."""
     project = _project()
     table = _file_table(site)
@@ -23,6 +24,7 @@ def write_build_info(site, *, build_id, pyodide_version, pyodide_base, pyodide_f
         "converter": {"env_spec": parts["env_spec"], "pyodide_url": parts["pyodide_url"]},
         "wheels": wheel_urls,
         "precompiled": precompiled or {"done": False},
+        "prerender": prerender or {"files": []},  # {stamp, files}: site_build/prerender.py
         "storage_key": STORAGE_KEY,
         "missions": [m["id"] for m in missions],
         "files": table,

@@ -71,7 +71,7 @@ from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
-__all__ = ["hub_page", "lab_page", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
+__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
            "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
@@ -650,12 +650,16 @@ class LabApp:
         )
 
 
-def lab_page(missions_dir=None):
-    """The lab for the mission named in the address (`?mission=ID`)."""
+def lab_app(missions_dir=None):
+    """The LabApp for the mission named in the address (lab/ui/prerender.py runs its first run itself)."""
     _extension()
     guard_location()  # before anything reads pn.state.location
-    app = LabApp(get_catalog(missions_dir), _search())
-    return app.view
+    return LabApp(get_catalog(missions_dir), _search())
+
+
+def lab_page(missions_dir=None):
+    """The lab for the mission named in the address (`?mission=ID`)."""
+    return lab_app(missions_dir).view
 
 
 # ---------------------------------------------------------------------- hub page

@@ -28,6 +28,16 @@
   // .gz cannot be had. The worker starts meanwhile: only drawing needs them. (The service
   // worker keeps the .gz like everything the page fetched: keepFetched reads resource timing.)
   var scriptsReady = loadScripts(config.scripts || []);
+  scriptsReady.then(function () { mark("scripts"); }, function () {});
+
+  // The pre-rendered first view (site_build/prerender.py): the same document the worker
+  // sends later, built at build time for this mission at its starting controls. Drawn as
+  // soon as BokehJS is here, while Python boots; inert (nothing a student does on it is
+  // taken, and the bar says so) until the live document replaces it. Only for the address
+  // it was built for (?mission=ID, optionally &embed=1); anything missing, from another
+  // build or unreadable: the normal loading screen, no error.
+  var prerender = { file: prerenderFile(), views: null, container: null, live: null, shown: false };
+  var prerenderReady = prerender.file ? fetchPrerender(prerender.file) : Promise.resolve(null);
 
   function scriptSource(url) {
     if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(url);
@@ -58,10 +68,45 @@
     }, Promise.resolve());
   }
 
+  function prerenderFile() {
+    var want = config.prerender;
+    if (!want || !want.stamp || window.location.hash) return null;
+    var keys = Array.from(query.keys());
+    var id = query.get("mission") || "";
+    var ok = keys.every(function (k) { return k === "mission" || k === "embed"; })
+      && query.getAll("mission").length === 1 && query.getAll("embed").length <= 1;
+    if (!ok || !Object.prototype.hasOwnProperty.call(config.missions || {}, id)) return null;
+    if (query.has("embed") && !embed) return null;  // ?embed=0: a layout no file was built for
+    return "./prerender/" + encodeURIComponent(id) + (embed ? ".embed" : "") + ".json";
+  }
+
+  // Only the .gz is on the site (~50 KB): without DecompressionStream, the normal load.
+  function fetchPrerender(url) {
+    if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(null);
+    return fetch(url + ".gz").then(function (response) {
+      if (!response.ok || !response.body) return null;
+      return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).json();
+    }).then(checkPrerender).catch(function () { return null; });
+  }
+
+  // A file this page can draw, or null: this build's stamp and format, one document, one
+  // render item, a root for each of the page's root elements.
+  function checkPrerender(data) {
+    var want = config.prerender || {};
+    if (!data || data.stamp !== want.stamp || data.format !== want.format) return null;
+    if (!data.docs_json || typeof data.docs_json !== "object" || Object.keys(data.docs_json).length !== 1) return null;
+    if (!Array.isArray(data.render_items) || data.render_items.length !== 1 || !Array.isArray(data.root_ids)) return null;
+    return data;
+  }
+
   if (embed) document.documentElement.classList.add("stf-embed");
   document.documentElement.classList.add("stf-loading");
 
   function $(id) { return document.getElementById(id); }
+  // For the benchmark and a curious reader: a moment of the load, in ms since navigation.
+  function mark(stage) {
+    state.timeline.push({ stage: stage, done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
+  }
   function whenReady(fn) {
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn, { once: true });
     else fn();
@@ -117,7 +162,144 @@
       text = msg.detail === "Drawing" ? "Drawing the lab…" : msg.detail + "…";
     }
     setDetail(text);
+    if (prerender.shown) setPrerenderTitle();
   }
+
+  // ---- the pre-rendered first view ------------------------------------------------------
+  var STEP_NAMES = { runtime: "Python runtime", packages: "packages", app: "the lab" };
+
+  function setPrerenderTitle() {
+    var title = $("stf-loader-title");
+    if (title) title.textContent = "Starting the simulator… step " + (STAGES.indexOf(state.stage) + 1) + " of " + STAGES.length +
+      " (" + STEP_NAMES[state.stage] + ")";
+  }
+
+  function nextFrame() {
+    return new Promise(function (resolve) { requestAnimationFrame(function () { requestAnimationFrame(resolve); }); });
+  }
+
+  // Draw the file's document into its own elements, before the page's root elements (which
+  // stay empty for the live document): the same layout, so the swap does not move anything.
+  function showPrerender(data) {
+    if (!data || state.done || state.failed || prerender.closed) return null;
+    var roots = document.querySelectorAll("[data-root-id]");
+    if (roots.length !== data.root_ids.length || !window.Bokeh || !Bokeh.embed || !Bokeh.index ||
+        typeof Bokeh.index["delete"] !== "function") return null;
+    var box = document.createElement("div");
+    box.id = "stf-prerender";
+    box.className = "stf-prerender";
+    box.inert = true;  // looked at, not used: the controls are not live yet (the bar says so)
+    box.setAttribute("aria-busy", "true");
+    var live = document.createElement("div");
+    live.id = "stf-live";
+    live.className = "stf-live";
+    roots[0].parentNode.insertBefore(box, roots[0]);
+    box.parentNode.insertBefore(live, roots[0]);
+    for (var r = 0; r < roots.length; r++) live.appendChild(roots[r]);
+    var targets = {};
+    data.root_ids.forEach(function (id, i) {
+      var el = document.createElement("div");
+      el.id = "stf-pre-" + (i + 1);
+      el.style.display = "contents";
+      box.appendChild(el);
+      targets[id] = el.id;
+    });
+    data.render_items[0].roots = targets;
+    data.render_items[0].root_ids = data.root_ids;
+    prerender.container = box;
+    prerender.live = live;
+    mark("prerender-start");
+    return Bokeh.embed.embed_items(data.docs_json, data.render_items).then(function (managers) {
+      prerender.views = managers[0].roots.slice();
+      return nextFrame();
+    }).then(function () {
+      if (state.done || state.failed) return;
+      prerender.shown = true;
+      document.body.classList.remove("pn-loading");
+      document.documentElement.classList.add("stf-prerendered");
+      var loader = $("stf-loader");
+      if (loader) loader.setAttribute("data-mode", "prerendered");
+      setPrerenderTitle();
+      state.timeline.push({ stage: "prerendered", done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
+    }).catch(function (e) {
+      // A file this BokehJS cannot draw: the normal loading screen, as if there were none.
+      if (window.console) console.info("Split the Fleet: pre-rendered view not used:", e);
+      dropPrerender();
+    });
+  }
+
+  function dropPrerender() {
+    (prerender.views || []).forEach(function (v) { try { Bokeh.index["delete"](v); v.remove(); } catch (e) { /* gone */ } });
+    prerender.views = null;
+    if (prerender.container) prerender.container.remove();
+    prerender.container = null;
+    prerender.shown = false;
+    document.documentElement.classList.remove("stf-prerendered", "stf-swapping");
+    var loader = $("stf-loader");
+    if (loader) loader.removeAttribute("data-mode");
+  }
+
+  // The worker's document arrives: Panel's handler clears every BokehJS root and draws it
+  // into the page's root elements. The pre-rendered views are taken out of BokehJS's index
+  // first, so they stay on screen while the live document is built underneath (hidden, in
+  // the same place). The live document starts as the lab's shell ("Simulating…"); its first
+  // run and then the plots follow as patches. The pre-rendered views go once both are in
+  // (or a moment after the run if no plots patch comes): nothing on screen goes back.
+  var SWAP_AFTER_RUN_MS = 1000;   // the plots' patch follows the run's by PLOTS_LAG_MS (40 ms)
+  var SWAP_LATEST_MS = 20000;     // a live page that never reports a run still takes over
+  function renderLive(handler, event) {
+    prerender.closed = true;
+    return Promise.resolve(prerender.drawing).then(function () {
+      if (!prerender.views) { dropPrerender(); return handler(event); }
+      prerender.views.forEach(function (v) { Bokeh.index["delete"](v); });
+      if (prerender.live && prerender.container) prerender.live.style.top = prerender.container.offsetTop + "px";
+      document.documentElement.classList.add("stf-swapping");
+      prerender.swapped = new Promise(function (resolve) { prerender.swap = resolve; });
+      return Promise.resolve(handler(event)).then(function () {
+        state.timeline.push({ stage: "live", done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
+        prerender.waiting = true;
+        prerender.latest = setTimeout(swapNow, SWAP_LATEST_MS);
+      }, function (e) { swapNow(); throw e; });
+    });
+  }
+
+  // After Panel applied a patch to the hidden live document: the run's patch, then the next one.
+  function livePatched(msg) {
+    if (!prerender.waiting) return;
+    var events = (msg.patch && msg.patch.events) || [];
+    var ran = events.some(function (e) { return typeof e["new"] === "string" && RUN_MARK.test(e["new"]); });
+    if (prerender.ran) return swapNow();
+    if (ran) {
+      prerender.ran = true;
+      prerender.latest && clearTimeout(prerender.latest);
+      prerender.latest = setTimeout(swapNow, SWAP_AFTER_RUN_MS);
+    }
+  }
+
+  function swapNow() {
+    if (!prerender.waiting) return;
+    prerender.waiting = false;
+    if (prerender.latest) clearTimeout(prerender.latest);
+    nextFrame().then(function () {
+      if (prerender.live) prerender.live.style.top = "";
+      dropPrerender();
+      if (prerender.swap) prerender.swap();
+    });
+  }
+
+  // A click on the pre-rendered page is refused, visibly: the bar says what is going on.
+  function nudge(e) {
+    if (!prerender.shown || state.done || state.failed || !prerender.container) return;
+    var box = prerender.container.getBoundingClientRect();
+    if (e.clientX < box.left || e.clientX > box.right || e.clientY < box.top || e.clientY > box.bottom) return;
+    var loader = $("stf-loader");
+    if (!loader) return;
+    setDetail("Not yet: the controls work once step " + STAGES.length + " is done. Nothing was changed.");
+    loader.classList.remove("stf-nudge");
+    void loader.offsetWidth;  // restart the flash
+    loader.classList.add("stf-nudge");
+  }
+  document.addEventListener("pointerdown", nudge, true);
 
   var HINTS = {
     file:
@@ -199,7 +381,12 @@
     (function poll() {
       if (state.failed) return;
       var roots = 0;
-      try { roots = window.Bokeh && Bokeh.index && Bokeh.index.roots ? Array.from(Bokeh.index.roots).length : 0; } catch (e) { roots = 0; }
+      try {
+        roots = window.Bokeh && Bokeh.index && Bokeh.index.roots ? Array.from(Bokeh.index.roots).filter(function (v) {
+          return (prerender.views || []).indexOf(v) < 0;
+        }).length : 0;
+      } catch (e) { roots = 0; }
+      if (roots > 0 && prerender.swapped) return prerender.swapped.then(function () { requestAnimationFrame(finish); });
       if (roots > 0) return requestAnimationFrame(finish);
       if (Date.now() - started > 60000) return fail("app", "The lab was built but did not appear on the page.", "", "app");
       setTimeout(poll, 50);
@@ -277,7 +464,13 @@
       configurable: true,
       set: function (handler) {
         setHandler.call(worker, function (event) {
-          return scriptsReady.then(function () { return handler(event); });
+          return scriptsReady.then(function () {
+            var type = event.data && event.data.type;
+            if (type === "render") return renderLive(handler, event);
+            var done = handler(event);
+            if (type === "patch" && prerender.waiting) livePatched(event.data);
+            return done;
+          });
         });
       },
     });
@@ -329,6 +522,13 @@
     }
   });
 
+  if (prerender.file) {
+    prerender.drawing = new Promise(function (resolve) { whenReady(resolve); })
+      .then(function () { return Promise.all([scriptsReady, prerenderReady]); })
+      .then(function (got) { return showPrerender(got[1]); })
+      .catch(function () { dropPrerender(); });
+  }
+
   // Offline second visits: a service worker scoped to this folder (never "/").
   if ("serviceWorker" in navigator && /^https?:$/.test(window.location.protocol)) {
     window.addEventListener("load", function () {
@@ -338,5 +538,5 @@
     });
   }
 
-  window.STFLoader = { createWorker: createWorker, fail: fail, state: state, scriptsReady: scriptsReady };
+  window.STFLoader = { createWorker: createWorker, fail: fail, state: state, scriptsReady: scriptsReady, prerender: prerender };
 })();
