@@ -150,7 +150,7 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
         stamp = prerender_stamp(site, wheel_urls)
         prerender = {"stamp": stamp, "files": write_prerenders(site, missions_dir, missions, stamp)}
     write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version,
-                   prerender_stamp=prerender and prerender["stamp"])
+                   prerender_stamp=prerender and prerender["stamp"], panel_cdn_root=panel_cdn_root)
     write_worker(site, parts, pyodide_base=args.pyodide_base, pyodide_version=pyodide_version, load=load,
                  closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root, gzipped=gzipped)
     write_hub_and_assets(site, missions, pyodide_version)

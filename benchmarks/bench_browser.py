@@ -15,9 +15,10 @@ spread, the simulation's own share (the server's wall-clock time for simulate +
 metrics), and the split at the moment the data reached the page.
 
 With --site DIST it measures the static site in Pyodide instead: --loads N pairs of a cold
-and a warm load, each pair in a fresh browser (when each loading step began, the bytes sent
-and the largest files), then the changes on the last warm page, with the worker's Python
-split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+and a warm load, each pair in a fresh browser: the time to the first simulated canvas (the
+pre-rendered view, when the site has one for the mission), to interactive (the live page
+drawn with its first run), when each loading step began, the bytes sent and the largest
+files; then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
 patches. --record-imports FILE writes the modules the lab imported by then
 (site_build/start_imports.txt, which build.py pre-compiles).
 
@@ -157,18 +158,25 @@ def screenshots(browser, base, mission_id, out):
 
 
 def _load_lab(ctx, url):
-    """Open the static lab in `ctx`; seconds from navigation to the first simulated canvas,
-    and the loader's timeline (ms since navigation at which each step began)."""
+    """Open the static lab in `ctx`: (page, seconds to the first simulated canvas, seconds to
+    interactive, the loader's timeline in ms since navigation).
+
+    The first simulated canvas is the pre-rendered view when the page has one (loader.js marks
+    "prerendered"), else the live page's; interactive is the live page drawn with its first
+    run ("drawn": the pre-rendered view has gone). Both on the page's own clock."""
     from site_run import CANVAS, RAN
 
     page = ctx.new_page()
-    start = time.monotonic()
     page.goto(url)
     page.locator(RAN).first.wait_for(timeout=300_000)
     page.locator(CANVAS).first.wait_for(timeout=60_000)
-    seconds = time.monotonic() - start
+    first_ms = page.evaluate("performance.now()")
+    page.wait_for_selector('#stf-loader[data-state="done"]', state="attached", timeout=300_000)
     timeline = page.evaluate("(window.STFLoader && STFLoader.state.timeline) || []")
-    return page, seconds, timeline
+    steps = _steps(timeline)
+    first_ms = steps.get("prerendered", first_ms)
+    live_ms = steps.get("drawn", page.evaluate("performance.now()"))
+    return page, first_ms / 1000, live_ms / 1000, timeline
 
 
 def _settled_bytes(log, quiet_s=2.0, limit_s=60.0):
@@ -290,13 +298,15 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 ctx = browser.new_context(viewport={"width": 1366, "height": 800})
                 url = f"{base}lab.html?mission={mission_id}"
-                page, cold_s, cold_tl = _load_lab(ctx, url)
+                page, cold_s, cold_live_s, cold_tl = _load_lab(ctx, url)
                 cold_bytes = _settled_bytes(log)
                 largest = _sent_by_file(log)
                 page.close()
-                page, warm_s, warm_tl = _load_lab(ctx, url)
+                page, warm_s, warm_live_s, warm_tl = _load_lab(ctx, url)
                 warm_bytes = _settled_bytes(log) - cold_bytes
-                pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2), "cold_bytes": cold_bytes,
+                pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
+                              "cold_interactive_s": round(cold_live_s, 2), "warm_interactive_s": round(warm_live_s, 2),
+                              "prerendered": "prerendered" in _steps(cold_tl), "cold_bytes": cold_bytes,
                               "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
                               "warm_steps_ms": _steps(warm_tl), "cold_largest": largest})
                 if i == loads - 1:
@@ -386,17 +396,20 @@ def main(argv=None):
     }
     if load:
         for pair in load["pairs"]:
-            print(f"static site {args.site}: cold load {pair['cold_s']:.2f} s to the first canvas, "
-                  f"{pair['cold_bytes'] / 1e6:.2f} MB sent; warm (service worker) {pair['warm_s']:.2f} s, "
+            shown = "pre-rendered" if pair["prerendered"] else "live, no pre-render"
+            print(f"static site {args.site}: cold load {pair['cold_s']:.2f} s to the first simulated canvas ({shown}), "
+                  f"{pair['cold_interactive_s']:.2f} s to interactive, {pair['cold_bytes'] / 1e6:.2f} MB sent; "
+                  f"warm (service worker) {pair['warm_s']:.2f} s, {pair['warm_interactive_s']:.2f} s to interactive, "
                   f"{pair['warm_bytes'] / 1e6:.2f} MB sent")
             for which in ("cold", "warm"):
                 steps = pair[f"{which}_steps_ms"]
                 print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
         if len(load["pairs"]) > 1:
-            colds = [q["cold_s"] for q in load["pairs"]]
-            warms = [q["warm_s"] for q in load["pairs"]]
-            print(f"  over {len(colds)} loads: cold median {statistics.median(colds):.2f} s "
-                  f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})")
+            for key, what in (("_s", "first simulated canvas"), ("_interactive_s", "interactive")):
+                colds = [q["cold" + key] for q in load["pairs"]]
+                warms = [q["warm" + key] for q in load["pairs"]]
+                print(f"  over {len(colds)} loads, {what}: cold median {statistics.median(colds):.2f} s "
+                      f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})")
         print("  largest files sent, cold: " + ", ".join(f"{p.rsplit('/', 1)[-1]} {b / 1e6:.2f} MB"
                                                         for b, p in load["cold_largest"]))
     print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes of '{name}' (keyboard):")

@@ -50,7 +50,10 @@ def write_prerenders(site, missions_dir, missions, stamp, *, jobs=None):
     jobs = max(1, min(jobs or os.cpu_count() or 1, 2, len(pages)))
     env = dict(os.environ, PYTHONHASHSEED="0")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.pop("BOKEH_RESOURCES", None)
+    from lab.ui.prerender import PANEL_ROOT_MARK
+
+    env["PANEL_CDN_ROOT"] = PANEL_ROOT_MARK  # read when Panel is imported; loader.js puts the page's in
+    env["BOKEH_RESOURCES"] = "cdn"  # as in the worker
     # With fork, each process imports Panel once and builds its pages in forked children;
     # without it (Windows), one process a page, one after another.
     groups = [pages[i::jobs] for i in range(jobs)] if hasattr(os, "fork") else [[p] for p in pages]

@@ -55,6 +55,7 @@ class Server:
     record of what was sent goes (a temporary file unless given)."""
 
     def __init__(self, root, port=None, host="127.0.0.1", log=None):
+        self.root = Path(root)
         self.port = port or _free_port()
         self.host = host
         self.log = Path(log) if log else Path(tempfile.mkdtemp(prefix="stf-served-")) / "sent.log"

@@ -529,7 +529,7 @@ def test_build_is_reproducible(site, tmp_path_factory):
 
 def test_options_pyodide_base_and_panel_cdn_root(tmp_path_factory):
     dist, proc = build_site(tmp_path_factory, "--pyodide-base", "./pyodide", "--panel-cdn-root",
-                            "https://cdn.holoviz.org/panel/", "--quiet")
+                            "https://cdn.holoviz.org/panel/", "--quiet", "--no-prerender")
     config = _worker_config(dist)
     assert config["pyodideBase"] == "./pyodide/" and config["panelCdnRoot"] == "https://cdn.holoviz.org/panel/"
     assert _page_config(dist)["pyodideBase"] == "./pyodide/"
@@ -562,7 +562,8 @@ def test_pyodide_dir_copies_only_what_the_lab_needs(tmp_path_factory, tmp_path):
     for pkg in lock["packages"].values():
         (release / pkg["file_name"]).write_bytes(b"stand-in for " + pkg["file_name"].encode())
     out = tmp_path / "classroom"
-    proc = run_build(out, "--pyodide-dir", str(release), "--quiet", "--no-precompile")  # stand-ins are no zips
+    proc = run_build(out, "--pyodide-dir", str(release), "--quiet", "--no-precompile",  # stand-ins are no zips
+                     "--no-prerender")
     assert proc.returncode == 0, proc.stderr
     info = json.loads((out / "build-info.json").read_text(encoding="utf-8"))
     assert info["pyodide"]["base"] == "./pyodide/" and info["pyodide"]["self_hosted"]

@@ -18,12 +18,17 @@ normal way; so does a file that is missing, from another build or unreadable (lo
 
 import json
 import os
+import re
 import sys
 
-__all__ = ["PRERENDER_FORMAT", "prerender_document", "prerender_name", "main"]
+__all__ = ["PRERENDER_FORMAT", "PANEL_ROOT_MARK", "prerender_document", "prerender_name", "write_prerender", "main"]
 
 # Bumped when the file's shape changes; loader.js ignores a file with another format.
 PRERENDER_FORMAT = 1
+# PANEL_CDN_ROOT while pre-rendering: the site's Panel assets have no absolute address at build
+# time, so the document names this one and loader.js puts the page's own in its place (the
+# worker sets PANEL_CDN_ROOT to the absolute URL of the same folder: the same stylesheets).
+PANEL_ROOT_MARK = "https://stf-panel-cdn-root.invalid/"
 
 
 def prerender_name(mission_id, embed=False):
@@ -36,6 +41,13 @@ def _location(query):
     search = "?" + query if query else ""
     return {"pathname": "/lab.html", "search": search, "hash": "", "href": "http://localhost/lab.html" + search,
             "protocol": "http:", "hostname": "localhost", "port": "", "host": "localhost"}
+
+
+def _build_time_status(text):
+    """The status line without the run's wall-clock time (the one thing not the same on every
+    build, nor the same as the browser's): the live page shows its own."""
+    text = re.sub(r' data-run-ms="[^"]*"', "", text)
+    return re.sub(r"simulated in [\d,.]+ ms", "simulated when this site was built", text)
 
 
 def prerender_document(query, missions_dir=None):
@@ -72,6 +84,7 @@ def prerender_document(query, missions_dir=None):
         for timer in (lab._pending, lab._plots_pending):
             if timer is not None:
                 timer.stop()
+        lab.status.object = _build_time_status(lab.status.object)
         lab.view.servable(title="Split the Fleet")
         if doc in state._templates and doc not in state._templates[doc]._documents:
             template = state._templates[doc]

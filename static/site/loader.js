@@ -85,7 +85,15 @@
     if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(null);
     return fetch(url + ".gz").then(function (response) {
       if (!response.ok || !response.body) return null;
-      return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).json();
+      return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).text();
+    }).then(function (text) {
+      // The document names Panel's assets by a placeholder (lab/ui/prerender.py PANEL_ROOT_MARK):
+      // this page's own, as an absolute URL like the worker's PANEL_CDN_ROOT.
+      var want = config.prerender || {};
+      if (text && want.panelRootMark && want.panelCdnRoot) {
+        text = text.split(want.panelRootMark).join(new URL(want.panelCdnRoot, window.location.href).href);
+      }
+      return text ? JSON.parse(text) : null;
     }).then(checkPrerender).catch(function () { return null; });
   }
 
