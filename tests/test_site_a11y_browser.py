@@ -94,3 +94,12 @@ def test_the_static_lab_in_pyodide_announces_runs_and_downloads_the_table(page, 
     assert tuple(table[0]) == REQUESTS_CSV_COLUMNS and len(table) - 1 == requests
     found = axe_violations(page)
     assert found == [], describe(found)
+
+
+def test_the_prerendered_lab_page_has_nothing_serious_for_axe(page, site):
+    """While Pyodide boots, the page shows the pre-rendered first view (inert) and the bar."""
+    page.goto(site.url("lab.html?mission=decode-drowns"))
+    page.wait_for_selector("html.stf-prerendered", state="attached", timeout=120_000)
+    assert page.get_attribute("#stf-loader", "data-state") == "loading"  # still before the live page
+    found = axe_violations(page)
+    assert found == [], describe(found)

@@ -47,7 +47,7 @@ def _build_time_status(text):
     """The status line without the run's wall-clock time (the one thing not the same on every
     build, nor the same as the browser's): the live page shows its own."""
     text = re.sub(r' data-run-ms="[^"]*"', "", text)
-    return re.sub(r"simulated in [\d,.]+ ms", "simulated when this site was built", text)
+    return re.sub(r"simulated in [\d,.]+ ms", "simulated in advance", text)
 
 
 def prerender_document(query, missions_dir=None):
