@@ -627,7 +627,7 @@ class Canvas(param.Parameterized):
         self.overview = self._make_overview()
         self._make_widgets()
         self.view = self._layout()
-        state.param.watch(self._on_run, "run_id")
+        state.param.watch(self._on_run, "sim_id")  # the simulation alone: not its metrics
         state.param.watch(self._on_window, "window_start")
         if state.result is not None:
             self._on_run()
@@ -927,7 +927,7 @@ class Canvas(param.Parameterized):
                 if label.text:
                     label.text = ""
             self.next_button.styles = INERT_STYLE
-            self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
+            self.meta.data = {"run": [state.sim_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
         data = timeline_data(result, state.scenario.slo.per_token_target_ms, self._frame_px)
         meta = data["meta"]
@@ -968,7 +968,7 @@ class Canvas(param.Parameterized):
             self.slider.end = slider_end
         self._on_window()
         rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
-        self.meta.data = {"run": [state.run_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
+        self.meta.data = {"run": [state.sim_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
 
     def _set_geometry(self, half):
         if half == self._geometry:
