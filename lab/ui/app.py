@@ -64,6 +64,7 @@ from .controls import Controls
 from .metrics_view import MetricsView, StarsView
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
+from .paint_speed import PaintSpeed
 from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
@@ -188,6 +189,7 @@ class LabApp:
         self._finish_pending = None
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
+        self.paint_speed = PaintSpeed()
         self.story = StoryView(self.state, self.canvas, say=self.a11y.say, plots=self.plots)
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
@@ -640,7 +642,7 @@ class LabApp:
         )
         body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
                           sizing_mode="stretch_width", margin=(6, 8, 16, 8), css_classes=["stf-body"])
-        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y,
+        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y, self.paint_speed,
                          sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})
 
@@ -679,7 +681,7 @@ class LabApp:
         return pn.Column(
             pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
             self.notes, row, section("Plots"), self.plots.view, self.twin.view,
-            self.bridge, self.url, self.a11y, sizing_mode="stretch_width", margin=(0, 6),
+            self.bridge, self.url, self.a11y, self.paint_speed, sizing_mode="stretch_width", margin=(0, 6),
             css_classes=["stf-lab", "stf-embed"],
         )
 
