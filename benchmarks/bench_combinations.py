@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lab import core  # noqa: E402
+from scenarios import mooncake_requests  # noqa: E402
 
 PLANNERS = {"fixed": None, "utilization": {"policy": "utilization", "interval_s": 30, "threshold": 0.2, "switch_s": 5}}
 KV = ("reserve", "on_demand")
@@ -35,10 +36,7 @@ def main(argv=None):
     parser.add_argument("--kv-tokens", type=int, default=None, help="model.kv_capacity_tokens (default: derived)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    path = Path(args.traces) / "mooncake_conversation_fast25.jsonl"
-    rows = core.parse_trace_text(path.read_text(), path.name)
-    requests = [r for r in rows if r[0] < args.minutes * 60]
-    print(f"{path.name}: {len(requests):,} requests over {requests[-1][0]:,.0f} s")
+    requests = mooncake_requests(args.traces, args.minutes)
     print(f"{'planner':<12} {'kv':<10} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'SLO':>6} {'preempt':>8} "
           f"{'moves':>6} {'P $/h':>6} {'D $/h':>6} {'wall s':>7}")
     figures = {}

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lab import core  # noqa: E402
+from scenarios import mooncake_requests  # noqa: E402
 
 FLEETS = {
     "colocated 4": {"layout": "colocated", "gpus": 4, "chunk_tokens": 2048},
@@ -46,10 +47,7 @@ def main(argv=None):
     parser.add_argument("--minutes", type=float, default=60.0, help="replay this much of the trace")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    path = Path(args.traces) / "mooncake_conversation_fast25.jsonl"
-    rows = core.parse_trace_text(path.read_text(), path.name)
-    requests = [r for r in rows if r[0] < args.minutes * 60]
-    print(f"{path.name}: {len(requests):,} requests over {requests[-1][0]:,.0f} s")
+    requests = mooncake_requests(args.traces, args.minutes)
     head = (f"{'fleet':<13} {'cache':<8} {'hit rate':>8} {'saved Mtok':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
             f"{'SLO':>6} {'prefill GPU-s':>13} {'pool busy':>9} {'fetch p99':>9} {'wall s':>7}")
     print(head)

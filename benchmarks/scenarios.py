@@ -1,4 +1,7 @@
-"""The benchmark scenarios: two mission-sized runs (60 s, 22 req/s, 2,000-token prompts, 220 out)."""
+"""The benchmark scenarios: two mission-sized runs (60 s, 22 req/s, 2,000-token prompts, 220 out),
+the Azure conversation trace's scenario, and the Mooncake conversation trace's first minutes."""
+
+from pathlib import Path
 
 _SLO = {"ttft_s": 1.5, "tpot_ms": 25}
 _LENGTHS = {"prompt_tokens": {"dist": "fixed", "value": 2000}, "output_tokens": {"dist": "fixed", "value": 220}}
@@ -30,3 +33,18 @@ CONVERSATION_TRACE = {
     "model": {"cost": "linear"},
     "slo": {"ttft_s": 2.0, "tpot_ms": 50},
 }
+
+
+MOONCAKE_CONVERSATION = "mooncake_conversation_fast25.jsonl"
+
+
+def mooncake_requests(traces, minutes):
+    """The Mooncake conversation trace's requests arriving in its first `minutes` (as
+    `core.simulate` takes them, with their block hashes); prints how many."""
+    from lab import core  # the caller has put the repository on sys.path
+
+    path = Path(traces) / MOONCAKE_CONVERSATION
+    rows = core.parse_trace_text(path.read_text(), path.name)
+    requests = [r for r in rows if r[0] < minutes * 60]
+    print(f"{path.name}: {len(requests):,} requests over {requests[-1][0]:,.0f} s")
+    return requests
