@@ -228,11 +228,13 @@ def _stf_timed(fn, key):
     return timed
 
 from lab.ui.controls import Controls
-Controls._changed = _stf_timed(Controls._changed, "change")
-LabState.simulate = _stf_timed(LabState.simulate, "simulate")
-LabState.finish = _stf_timed(LabState.finish, "finish")
-LabApp._update_plots = _stf_timed(LabApp._update_plots, "plots")
-_p._process_document_events = _stf_timed(_p._process_document_events, "serialize")
+for _owner, _name, _key in ((Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
+                            (LabState, "finish", "finish"), (LabApp, "_update_plots", "plots"),
+                            (_p, "_process_document_events", "serialize")):
+    if hasattr(_owner, _name):
+        setattr(_owner, _name, _stf_timed(getattr(_owner, _name), _key))
+if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves: the whole run
+    LabState.run = _stf_timed(LabState.run, "simulate")
 """
 
 def _worker_phases(page, install):
