@@ -94,7 +94,11 @@ def measure(page, changes, mission_id):
     name, handle = pick_slider(page, mission_id)
     page.evaluate("""() => {
         window.__stfKey = 0;
-        document.addEventListener('keydown', () => { window.__stfKey = performance.now(); }, true);
+        window.__stfKeys = [];  // on the epoch clock the worker's phases use (bench_site)
+        document.addEventListener('keydown', () => {
+            window.__stfKey = performance.now();
+            window.__stfKeys.push(performance.timeOrigin + window.__stfKey);
+        }, true);
     }""")
     start = float(handle.get_attribute("aria-valuenow"))
     hi = float(handle.get_attribute("aria-valuemax"))
@@ -114,7 +118,8 @@ def measure(page, changes, mission_id):
         status = page.locator(f'.stf-status[data-run="{last}"]')
         status.wait_for(state="attached")
         sims.append(float(status.get_attribute("data-run-ms")))
-    return name, times, sims, arrivals
+    keys = page.evaluate("window.__stfKeys")
+    return name, times, sims, arrivals, keys
 
 
 def screenshots(browser, base, mission_id, out):
@@ -205,32 +210,43 @@ def _steps(timeline):
 
 
 # Run in the lab's worker (Pyodide) before the changes: times each phase of a control change
-# in Python, without changing the lab. LabState.run is simulate + metrics + blame + stars and,
-# as its batch of watchers fires, the views' updates (run_ms is its first part); the patch is
-# panel.io.pyodide's serialization of the queued document events (one per Python turn, see
-# lab/ui/panel_shims.py), done when the canvas's patch is flushed.
+# in Python, without changing the lab, on the clock the page uses too (performance.timeOrigin
+# + now(), epoch ms): the widget's change (LabApp.on_change), the run's first half
+# (LabState.simulate: the simulation and, as its watchers fire, the canvas's data), its second
+# half (LabState.finish: metrics, blame, stars and the views that show them), the plots, and
+# each patch: panel.io.pyodide's serialization of the queued document events (one per Python
+# turn, see lab/ui/panel_shims.py). Each entry: (phase, start, end).
 PHASES_PY = """
-import time
+import js
 import panel.io.pyodide as _p
+from lab.ui.app import LabApp
 from lab.ui.state import LabState
-_stf_phases = {"run": [], "serialize": []}
+_stf_phases = []
+
+def _stf_now():
+    return js.performance.timeOrigin + js.performance.now()
 
 def _stf_timed(fn, key):
     def timed(*a, **k):
-        t = time.perf_counter()
+        t = _stf_now()
         try:
             return fn(*a, **k)
         finally:
-            _stf_phases[key].append((time.perf_counter() - t) * 1000.0)
+            _stf_phases.append((key, t, _stf_now()))
     return timed
 
-LabState.run = _stf_timed(LabState.run, "run")
-_p._process_document_events = _stf_timed(_p._process_document_events, "serialize")
+from lab.ui.controls import Controls
+for _owner, _name, _key in ((Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
+                            (LabState, "finish", "finish"), (LabApp, "_update_plots", "plots"),
+                            (_p, "_process_document_events", "serialize")):
+    if hasattr(_owner, _name):
+        setattr(_owner, _name, _stf_timed(getattr(_owner, _name), _key))
+if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves: the whole run
+    LabState.run = _stf_timed(LabState.run, "simulate")
 """
 
-
 def _worker_phases(page, install):
-    """Install PHASES_PY in the page's Pyodide worker, or read what it recorded ({phase: [ms]})."""
+    """Install PHASES_PY in the page's Pyodide worker, or read what it recorded ([(phase, start, end)])."""
     workers = [w for w in page.workers if "lab.js" in w.url]
     if not workers:
         return None
@@ -239,6 +255,31 @@ def _worker_phases(page, install):
         return None
     return json.loads(workers[0].evaluate(
         "() => self.pyodide.runPython('import json; json.dumps(_stf_phases)')"))
+
+
+def split_changes(phases, keys):
+    """Per change (keydown at epoch ms `keys[i]`): {phase: ms} from the worker's timeline:
+    wait (keydown -> the widget's change in Python), change (Controls._changed), gap (-> the simulation),
+    simulate (with the canvas's data), canvas_patch (serializing the patch after it), finish
+    (metrics, stars, views), plots; summed over a change's turns."""
+    out = []
+    bounds = list(keys) + [float("inf")]
+    for i, key in enumerate(keys):
+        mine = [(k, a, b) for k, a, b in phases if bounds[i] <= a < bounds[i + 1]]
+        row = {}
+        first = {k: a for k, a, _ in reversed(mine)}
+        ends = {k: b for k, _, b in mine}
+        for k, a, b in mine:
+            row[k] = row.get(k, 0.0) + (b - a)
+        if "change" in first:
+            row["wait"] = first["change"] - key
+        if "simulate" in first and "change" in ends:
+            row["gap"] = first["simulate"] - ends["change"]
+        after = [b - a for k, a, b in mine if k == "serialize" and "simulate" in ends and a >= ends["simulate"]]
+        if after:
+            row["canvas_patch"] = after[0]
+        out.append(row)
+    return out
 
 
 # The module files the running lab has imported, as archive member names (`asyncio/events.py`,
@@ -371,10 +412,10 @@ def main(argv=None):
     mission_id = args.mission or catalog.first().id
     load, shots = None, []
     if args.site:
-        load, (name, times, sims, arrivals) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
+        load, (name, times, sims, arrivals, keys) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
                                                          args.record_imports)
     else:
-        (name, times, sims, arrivals), shots = bench_serve(args, mission_id)
+        (name, times, sims, arrivals, keys), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
     report = {
         "mission": mission_id,
@@ -421,13 +462,21 @@ def main(argv=None):
         print(f"  keydown -> data in the page: median {report['to_data_median_ms']:.0f} ms; "
               f"-> painted: median {report['to_paint_median_ms']:.0f} ms more")
     phases = (load or {}).get("python_phases_ms")
-    if phases and phases["run"]:
-        run = statistics.median(phases["run"][-len(times):])
-        ser = phases["serialize"]
-        print(f"  in the worker's Python, per change: LabState.run (simulate, metrics, the views' updates) "
-              f"median {run:.0f} ms, of which simulate + metrics {report['simulate_median_ms']:.0f} ms; "
-              f"serializing a patch median {statistics.median(ser):.0f} ms (max {max(ser):.0f}, "
-              f"{len(ser)} patches for {len(times)} changes)")
+    if phases:
+        split = split_changes(phases, keys)
+        report["worker_split_ms"] = split
+
+        def med(key):
+            got = [row[key] for row in split if key in row]
+            return f"{statistics.median(got):.0f}" if got else "-"
+
+        ser = [b - a for k, a, b in phases if k == "serialize"]
+        print("  in the worker, per change (medians, ms): keydown -> on_change " + med("wait") +
+              ", on_change " + med("change") + ", -> simulate " + med("gap") +
+              ", simulate + canvas data " + med("simulate") + ", its patch serialized " + med("canvas_patch") +
+              "; then finish (metrics, blame, stars, views) " + med("finish") + ", plots " + med("plots"))
+        print(f"  patches: {len(ser)} for {len(times)} changes, serializing one median {statistics.median(ser):.0f} ms "
+              f"(max {max(ser):.0f})")
     for path in shots:
         print(f"  screenshot: {path}")
     if args.json:

@@ -261,11 +261,11 @@ for m in catalog.missions + [catalog.sandbox]:
     app = LabApp(catalog, "mission=" + m.id)
     doc = Document()
     app.view.server_doc(doc)
-    app._run_now(); app._update_plots()
+    app._run_now(); app._finish_now(); app._update_plots()
     if "layout" in m.controls:
         other = "disaggregated" if app.state.settings.get("layout") != "disaggregated" else "colocated"
         assert app.state.change("layout", other), app.state.error
-        app._run_now(); app._update_plots()
+        app._run_now(); app._finish_now(); app._update_plots()
     if app.state.can_sweep() and len(done) < 2:
         for _ in app.state.sweep_steps(points=3):
             pass

@@ -11,10 +11,13 @@ uses threads, subprocesses or the filesystem beyond reading the mission folder.
 Slow work never runs inside a widget callback: a change marks the state busy (the page
 shows it at once) and the run happens in a one-shot callback a moment later: at once
 for a lone change, after DEBOUNCE_MS for one that follows another closely (a held
-arrow key), so a burst coalesces. A run reaches the browser as one document patch
-(`pn.io.hold`) with the canvas, metrics and stars, and the two plots follow in a second
-one PLOTS_LAG_MS later, so the browser paints the canvas without waiting on them. The
-rate sweep runs one point per callback so its progress bar moves.
+arrow key), so a burst coalesces. A run reaches the browser in three document patches
+(`pn.io.hold` each), canvas first: the simulation and the canvas's data (LabState.simulate),
+then FINISH_LAG_MS later, in a callback of its own, the metrics, stars, blame, story and
+tables (LabState.finish), then PLOTS_LAG_MS after that the two plots. So the browser paints
+the canvas while Python still measures the run. Every simulated run is finished (its stars
+judged) before the next one simulates. The rate sweep runs one point per callback so its
+progress bar moves.
 
 What a change costs in the browser matters as much as the simulation: anything that
 changes a component's size, or a button's `disabled` flag or label, makes Bokeh
@@ -61,6 +64,7 @@ from .controls import Controls
 from .metrics_view import MetricsView, StarsView
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
+from .paint_speed import PaintSpeed
 from .panel_shims import escape_without_nh3, one_patch_per_update
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
@@ -71,12 +75,13 @@ from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
-__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "PLOTS_LAG_MS",
+__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "PLOTS_LAG_MS",
            "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
 FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simulating…" patch is out)
-PLOTS_LAG_MS = 40  # the plots redraw this long after the canvas, in a patch of their own
+FINISH_LAG_MS = 1  # a run's metrics, stars and tables follow its canvas's patch this long after (their own patch)
+PLOTS_LAG_MS = 40  # the plots redraw this long after the metrics, in a patch of their own
 URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
@@ -181,8 +186,10 @@ class LabApp:
         self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
+        self._finish_pending = None
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
+        self.paint_speed = PaintSpeed()
         self.story = StoryView(self.state, self.canvas, say=self.a11y.say, plots=self.plots)
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
@@ -252,15 +259,47 @@ class LabApp:
             self._plots_pending.stop()
             self._plots_pending = None
         state = self.state
-        first = state.run_id == 0
+        if state.finishing:  # the run before is judged first: no run goes unjudged (its stars)
+            self._finish_now()
+        first = state.sim_id == 0
         _debug("run start")
+        # The canvas goes first, alone: its patch carries the simulation only, and the
+        # browser paints it while this worker measures the run (metrics, blame, stars).
+        simulated = self._guarded(lambda: self._simulate(first))
+        if simulated:
+            self._finish_pending = later(self._finish_now, FINISH_LAG_MS)
+        else:  # failed: the run is over (its reason is out), the plots show that
+            self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+
+    def _simulate(self, first):
+        with pn.io.hold():  # one document patch for the canvas, not one per model change
+            simulated = self.state.simulate()
+            _debug("simulated")
+            if first and self._auto_window and self.state.result is not None:
+                self.canvas.set_window(min(10.0, self.state.result.arrivals_end * 0.25))
+        return simulated
+
+    def _finish_now(self):
+        if self._finish_pending is not None:
+            self._finish_pending.stop()
+            self._finish_pending = None
+        with_finish = self._guarded(self._finish)
+        _debug("run end", with_finish)
+        # The metrics, stars and tables are out; the plots follow in their own patch once
+        # the browser has had time to paint those (their data and drawing would delay it).
+        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+
+    def _finish(self):
+        with pn.io.hold():  # the metrics, stars, blame, story and tables in one patch
+            self.state.finish()
+        return True
+
+    def _guarded(self, work):
+        """`work()`, or False when a view failed on the new run: say so, and stay usable."""
+        state = self.state
         try:
-            with pn.io.hold():  # one document patch for the whole update, not one per model change
-                state.run()
-                _debug("run end")
-                if first and self._auto_window and state.result is not None:
-                    self.canvas.set_window(min(10.0, state.result.arrivals_end * 0.25))
-        except Exception as exc:  # a view failed on the new run: say so, and stay usable
+            return work()
+        except Exception as exc:
             import traceback
 
             traceback.print_exc(file=sys.stderr)
@@ -268,10 +307,7 @@ class LabApp:
                 if not state.run_error:
                     state.run_error = f"the page could not show this run ({type(exc).__name__}: {str(exc)[:300]})"
                 state.busy = False
-            return
-        # The canvas, metrics and stars go first; the plots follow in their own patch once
-        # the browser has had time to paint those (their data and drawing would delay it).
-        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+            return False
 
     def _update_plots(self):
         self._plots_pending = None
@@ -606,7 +642,7 @@ class LabApp:
         )
         body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
                           sizing_mode="stretch_width", margin=(6, 8, 16, 8), css_classes=["stf-body"])
-        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y,
+        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y, self.paint_speed,
                          sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})
 
@@ -645,7 +681,7 @@ class LabApp:
         return pn.Column(
             pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
             self.notes, row, section("Plots"), self.plots.view, self.twin.view,
-            self.bridge, self.url, self.a11y, sizing_mode="stretch_width", margin=(0, 6),
+            self.bridge, self.url, self.a11y, self.paint_speed, sizing_mode="stretch_width", margin=(0, 6),
             css_classes=["stf-lab", "stf-embed"],
         )
 

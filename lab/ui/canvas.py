@@ -1,7 +1,9 @@
 """The GPU-timeline canvas: a row per GPU on its own clock, rows for the queues and the link.
 
 Each step of each GPU is a box from its start to its end. Blue: a decode step within
-the per-token target. Red, hatched (and outlined): a decode step longer than the
+the per-token target; steps of that kind back to back are drawn as one box with thin white
+ticks at their boundaries (`decode_runs`: the same picture as a box per step, a fraction of
+the browser's painting; its tooltip sums the run). Red, hatched (and outlined): a decode step longer than the
 per-token term the SLO uses, `Slo.per_token_target_ms` (the max gap if set, else TPOT):
 every sequence in it waited longer than that for its next token. Amber: prefill work; a
 step that both decodes and prefills carries an amber strip whose width is the prefill's
@@ -90,7 +92,7 @@ QUEUE_LAYERS = ("queue", "link_q", "room_q", "kv_track", "kv")  # quads: left, r
 # fleet.planner: a GPU row's role over time, a tinted band behind its steps per role span
 # (prefill, decode, and hatched grey while it reloads); only GPUs whose role changed.
 ROLE_LAYERS = ("role_prefill", "role_decode", "role_switching")
-LAYERS = ("decode", "slow", "prefill", "strip", "wire", "wait", "rejected", "preempt") + QUEUE_LAYERS + ROLE_LAYERS
+LAYERS = ("decode", "bounds", "slow", "prefill", "strip", "wire", "wait", "rejected", "preempt") + QUEUE_LAYERS + ROLE_LAYERS
 WHOLE_RUN_LAYERS = ("kv_track",) + ROLE_LAYERS  # not sliced around the window (see Canvas._slice)
 HALF = 0.40  # half a row's box height, in row units (when rows are small enough)
 STRIP = 0.42  # share of a step's box the prefill strip of a mixed step covers
@@ -105,6 +107,8 @@ SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
 
 _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
+_RUN_COLS = ("left", "right", "y", "batch", "batch_hi", "prompt", "steps")  # a run of decode steps (decode_runs)
+_BOUND_COLS = ("left", "y")  # the step boundaries inside runs (_bound_ticks): a polyline, left is x
 _STRIP_COLS = ("left", "right", "y")
 _XFER_COLS = ("left", "right", "y", "req", "src", "dst", "mb", "wait_ms", "wire_ms", "ready_ms", "edge")
 _QUAD_COLS = ("left", "right", "top", "bottom", "n")
@@ -355,7 +359,7 @@ def timeline_data(result, target_ms, frame=None):
     half = row_geometry(len(labels), frame or frame_px(len(labels)))[0]
     costs = instance_costs(result.scenario)
     limit = (target_ms / 1000.0) if target_ms else math.inf
-    parts = {"decode": [], "slow": [], "prefill": [], "strip": []}
+    parts = {"decode": [], "slow": [], "prefill": [], "strip": [], "bounds": []}
     for log, row in zip(result.gpus, rows):
         n = len(log)
         if not n:
@@ -367,7 +371,7 @@ def timeline_data(result, target_ms, frame=None):
         dur = end - start
         decodes = batch > 0
         slow = decodes & (dur > limit)
-        groups = {"decode": decodes & ~slow, "slow": slow, "prefill": ~decodes}
+        groups = {"slow": slow, "prefill": ~decodes}
         for name, mask in groups.items():
             k = int(mask.sum())
             if not k:
@@ -376,6 +380,11 @@ def timeline_data(result, target_ms, frame=None):
                 "left": start[mask], "right": end[mask], "y": np.full(k, row, dtype=F32),
                 "batch": batch[mask], "prompt": prompt[mask],
             })
+        runs, bounds = decode_runs(start, end, batch, prompt, decodes & ~slow)
+        if runs is not None:
+            runs["y"] = np.full(len(runs["left"]), row, dtype=F32)
+            parts["decode"].append(runs)
+            parts["bounds"].append({"at": bounds, "y": np.full(len(bounds), row, dtype=F32)})
         mixed = decodes & (prompt > 0)
         if mixed.any():
             idx = np.nonzero(mixed)[0]
@@ -388,12 +397,14 @@ def timeline_data(result, target_ms, frame=None):
                 "y": np.full(len(idx), row, dtype=F32),  # drawn at the box's bottom (a Dodge)
             })
     out = {"preempt": _preempt_marks(result, rows)}
+    bounds = parts.pop("bounds")
     for name, chunks in parts.items():
-        cols = _STEP_COLS if name != "strip" else _STRIP_COLS
+        cols = {"strip": _STRIP_COLS, "decode": _RUN_COLS}.get(name, _STEP_COLS)
         if chunks:
             out[name] = {c: _narrow(np.concatenate([ch[c] for ch in chunks])) for c in cols}
         else:
             out[name] = _empty(cols)
+    out["bounds"] = _bound_ticks(bounds, box_geometry(half)["step_height"])
     # The link: wire time and waiting (ready..first byte on the wire). A layer-wise transfer is
     # on the wire only while its layers' chunks are (Transfer.wire_spans): drawing it start..end
     # would paint other transfers' chunks, which share the wire in between, as its own.
@@ -451,6 +462,45 @@ def timeline_data(result, target_ms, frame=None):
     out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
                    "bin": width, "half": half, "peaks": peaks}
     return out
+
+
+def decode_runs(start, end, batch, prompt, mask):
+    """One GPU's decode steps within the target (`mask` over its steps) as runs of steps back
+    to back: ({left, right, batch (the run's smallest), batch_hi, prompt (summed), steps}, the
+    start times of the steps inside runs, where a run's step boundaries are drawn), or (None,
+    empty) when there is none. A run is steps next to each other in the log with no gap between
+    them (each starts exactly where the one before ended): a slow step, a prefill-only step or
+    an idle moment ends it. Drawing a run as one box instead of ~50 paints the canvas several
+    times faster in the browser; a click still finds its step (story.step_at reads the log)."""
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return None, np.zeros(0)
+    left, right = start[idx], end[idx]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (idx[1:] != idx[:-1] + 1) | (left[1:] != right[:-1])
+    firsts = np.nonzero(new)[0]
+    lasts = np.append(firsts[1:], len(idx)) - 1
+    b = batch[idx]
+    runs = {
+        "left": left[firsts], "right": right[lasts],
+        "batch": np.minimum.reduceat(b, firsts), "batch_hi": np.maximum.reduceat(b, firsts),
+        "prompt": np.add.reduceat(prompt[idx], firsts), "steps": (lasts - firsts + 1).astype(np.int32),
+    }
+    return runs, left[~new]
+
+
+def _bound_ticks(chunks, height):
+    """The step boundaries inside decode runs as one polyline broken by NaN: per boundary a
+    vertical tick across the box (x: t, t, t; y: top, bottom, NaN), so the browser strokes
+    them all in one path. `left` is x (every point of a tick has its time, so Canvas._slice
+    keeps or drops a tick whole)."""
+    if not chunks:
+        return _empty(_BOUND_COLS)
+    at = np.concatenate([c["at"] for c in chunks])
+    y = np.concatenate([c["y"] for c in chunks]).astype(float)
+    ys = np.empty(3 * len(at))
+    ys[0::3], ys[1::3], ys[2::3] = y - height / 2, y + height / 2, np.nan
+    return {"left": _narrow(np.repeat(at, 3)), "y": _narrow(ys)}
 
 
 def _preempt_marks(result, rows):
@@ -601,7 +651,9 @@ class Canvas(param.Parameterized):
         self._slow_starts = np.zeros(0)
         self._full = {}
         self._buffer = None
-        self.sources = {name: ColumnDataSource(_empty(_STEP_COLS)) for name in ("decode", "slow", "prefill")}
+        self.sources = {name: ColumnDataSource(_empty(_STEP_COLS)) for name in ("slow", "prefill")}
+        self.sources["decode"] = ColumnDataSource(_empty(_RUN_COLS), name="canvas-decode")
+        self.sources["bounds"] = ColumnDataSource(_empty(_BOUND_COLS), name="canvas-bounds")
         self.sources["strip"] = ColumnDataSource(_empty(_STRIP_COLS))
         self.sources["wire"] = ColumnDataSource(_empty(_XFER_COLS))
         self.sources["wait"] = ColumnDataSource(_empty(_XFER_COLS))
@@ -627,7 +679,7 @@ class Canvas(param.Parameterized):
         self.overview = self._make_overview()
         self._make_widgets()
         self.view = self._layout()
-        state.param.watch(self._on_run, "run_id")
+        state.param.watch(self._on_run, "sim_id")  # the simulation alone: not its metrics
         state.param.watch(self._on_window, "window_start")
         if state.result is not None:
             self._on_run()
@@ -681,6 +733,10 @@ class Canvas(param.Parameterized):
                "height": geo["step_height"]}
         r_decode = fig.hbar(source=self.sources["decode"], **bar,
                             fill_color=PALETTE["decode"], line_color="white", line_width=0.6)
+        # A run of decode steps is one box (decode_runs); its step boundaries, white as the
+        # boxes' edges, are one polyline broken by NaN: one stroke, not a box per step.
+        fig.line(source=self.sources["bounds"], x="left", y={"field": "y", "transform": self.step_dodge},
+                 line_color="white", line_width=0.6)
         r_slow = fig.hbar(source=self.sources["slow"], **bar,
                           fill_color=PALETTE["slow"], hatch_pattern="/", hatch_color="white", hatch_alpha=0.75,
                           hatch_scale=7, hatch_weight=1.2, line_color=PALETTE["slow_edge"], line_width=1.3)
@@ -717,11 +773,20 @@ class Canvas(param.Parameterized):
         over = target_phrase(self.state.scenario.slo)
         kinds = ((r_decode, "decode step"), (r_slow, f"decode step over {over}" if over else "decode step"),
                  (r_prefill, "prefill step"))
+        run_tips = """
+<div style="font: 12px %s; min-width: 170px">
+  <div style="font-weight:600; margin-bottom:2px">@y{custom} · {kind}</div>
+  <div><b>@steps</b> steps back to back; batch: <b>@batch–@batch_hi</b> sequences decoding</div>
+  <div>prompt tokens: <b>@prompt{0,0}</b></div>
+  <div>start: @left{custom} ms · duration: <b>@right{custom} ms</b></div>
+  <div style="color:#666">click a step for a request's story</div>
+</div>"""
         for renderer, kind in kinds:
             duration = CustomJSHover(args={"src": renderer.data_source}, code="""
                 const d = src.data, i = special_vars.index;
                 return ((d.right[i] - d.left[i]) * 1000).toFixed(1);""")
-            fig.add_tools(HoverTool(renderers=[renderer], tooltips=step_tips.replace("%s", FONT_STACK).replace("{kind}", kind),
+            tips = run_tips.replace("{kind}", "decode steps") if renderer is r_decode else step_tips.replace("{kind}", kind)
+            fig.add_tools(HoverTool(renderers=[renderer], tooltips=tips.replace("%s", FONT_STACK),
                                     formatters={"@y": gpu_of_row, "@left": in_ms, "@right": duration},
                                     point_policy="follow_mouse", attachment="above"))
         wire_tips = """
@@ -927,7 +992,7 @@ class Canvas(param.Parameterized):
                 if label.text:
                     label.text = ""
             self.next_button.styles = INERT_STYLE
-            self.meta.data = {"run": [state.run_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
+            self.meta.data = {"run": [state.sim_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
         data = timeline_data(result, state.scenario.slo.per_token_target_ms, self._frame_px)
         meta = data["meta"]
@@ -968,7 +1033,7 @@ class Canvas(param.Parameterized):
             self.slider.end = slider_end
         self._on_window()
         rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
-        self.meta.data = {"run": [state.run_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
+        self.meta.data = {"run": [state.sim_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
 
     def _set_geometry(self, half):
         if half == self._geometry:
@@ -1017,7 +1082,7 @@ class Canvas(param.Parameterized):
                 if len(source.data["left"]):  # an empty layer stays empty: nothing to send
                     source.data = _empty(tuple(cols))
                 continue
-            keep = (cols["right"] >= lo) & (cols["left"] <= hi)
+            keep = (cols.get("right", cols["left"]) >= lo) & (cols["left"] <= hi)  # bounds: points, no right
             source.data = {c: v[keep] for c, v in cols.items()}
 
     def _on_slider(self, event):

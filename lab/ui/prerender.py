@@ -77,11 +77,15 @@ def prerender_document(query, missions_dir=None):
             with edit_readonly(loc):
                 loc.param.update({k: v for k, v in _location(query).items() if k in loc.param})
         lab = app_module.lab_app(missions_dir)
-        # What the live page shows once its first run and the plots' patch are in (the page
-        # itself starts them from pn.state.onload and timers): run both now, cancel the timers.
+        # What the live page shows once its first run is in (its canvas, then its metrics and
+        # stars, then the plots: each its own patch, from pn.state.onload and timers): all of
+        # it now, and the timers cancelled.
         lab._run_now()
+        if getattr(lab, "_finish_pending", None) is not None:
+            lab._finish_now()
         lab._update_plots()
-        for timer in (lab._pending, lab._plots_pending):
+        for name in ("_pending", "_finish_pending", "_plots_pending"):
+            timer = getattr(lab, name, None)
             if timer is not None:
                 timer.stop()
         lab.status.object = _build_time_status(lab.status.object)

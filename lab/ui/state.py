@@ -6,8 +6,10 @@ shown to the student. It has no widgets and does no I/O, so it is tested without
 browser and runs unchanged in Pyodide's web worker.
 
 Flow: a view calls `change(name, value)` (validated at once through the mission's
-`apply`; the state turns `busy`), then the app calls `run()` (at once, or after a short
-debounce when changes come in a burst), which simulates and publishes the new result.
+`apply`; the state turns `busy`), then the app runs it (at once, or after a short
+debounce when changes come in a burst) in two halves: `simulate()` publishes the new
+result (`sim_id`: the canvas draws from it alone), `finish()` its metrics, blames and
+stars (`run_id`: every other view). `run()` is both in one go.
 URL query strings go through `from_query`/`query`, which never trust a value: anything
 bad falls back to the mission's start with a note; `query` adds the window start (`t`)
 once `share_window` is set.
@@ -293,8 +295,10 @@ class LabState(param.Parameterized):
     replay = param.Dict(default=None, allow_None=True, doc="{name, requests, span_s} of the uploaded trace the "
                         "sandbox replays, else None.")
     upload_error = param.String(default="", doc="Why the last uploaded trace was refused (plain text).")
-    run_id = param.Integer(default=0, doc="Increments after every finished run.")
-    run_ms = param.Number(default=0.0, doc="How long the last simulation took (wall clock).")
+    run_id = param.Integer(default=0, doc="Increments after every finished run (metrics, stars in).")
+    sim_id = param.Integer(default=0, doc="Increments when a run's simulation is in (`result`, the canvas's data), "
+                           "before its metrics; `run_id` catches up to it when the run finishes (or fails).")
+    run_ms = param.Number(default=0.0, doc="How long the last run's simulation and metrics took (wall clock, the two halves summed).")
     window_start = param.Number(default=0.0, bounds=(0, None), doc="Canvas window start (s).")
     share_window = param.Boolean(default=False, doc="Put the window start in the address (`t`): the link "
                                  "came with one, or the student scrubbed or paused.")
@@ -322,6 +326,7 @@ class LabState(param.Parameterized):
         self.saved_stars = [False] * len(mission.stars)
         self.stars_now = [False] * len(mission.stars)
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
+        self._pending_run = None  # (result, simulate ms) that `simulate` published and `finish` has not measured
 
     # ------------------------------------------------------------ building
 
@@ -506,25 +511,54 @@ class LabState(param.Parameterized):
 
         Returns the metrics, or None when the run failed: then `run_error` says why, the
         result and metrics are cleared (no stale numbers) and the state is idle again.
+        The same as `simulate()` then `finish()`, which the page calls in two turns.
         """
+        if not self.simulate():
+            return None
+        return self.finish()
+
+    def simulate(self):
+        """A run's first half: simulate and publish `result` (the canvas's data), `sim_id` += 1.
+
+        The page sends this to the browser at once and measures the rest (`finish`) in a
+        later turn, so the canvas does not wait on the metrics. True if the simulation ran;
+        False when it failed (then the run is over: `run_error`, idle, `run_id` too)."""
         began = time.perf_counter()
         try:
             scenario, requests = self.run_input()
             result = core.simulate(scenario, requests)
+        except Exception as exc:
+            self._failed(self._why(exc), began)
+            return False
+        end = max(result.end_time - WINDOW_S, 0.0)
+        self._pending_run = (result, (time.perf_counter() - began) * 1000.0)
+        with param.parameterized.batch_call_watchers(self):
+            self.result = result
+            if self.window_start > end:
+                self.window_start = end
+            self.sim_id += 1
+        return True
+
+    def finish(self):
+        """A run's second half: the metrics, blames and stars of the result `simulate` published
+        (every simulated run is judged: the page finishes one before it simulates the next);
+        the pinned fleet's run; then idle and `run_id` = `sim_id`. Returns the metrics, or None
+        (nothing to finish, or the measuring failed: `run_error`)."""
+        if self._pending_run is None:
+            return None
+        result, sim_ms = self._pending_run
+        self._pending_run = None
+        began = time.perf_counter()
+        try:
             rows = core.request_metrics(result)
             metrics = core.summarize(result, rows)
             blames = core.request_blame(result, rows)
             now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
-        except LabError as exc:
-            return self._failed(str(exc), began)
-        except Exception as exc:  # a bug must not leave the page on "Simulating…" forever
-            traceback.print_exc(file=sys.stderr)
-            return self._failed(f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})", began)
+        except Exception as exc:
+            return self._failed(self._why(exc), began, sim_ms)
         saved = [a or (b and self.touched) for a, b in zip(self.saved_stars, now)] if now else []
-        elapsed = (time.perf_counter() - began) * 1000.0
-        end = max(result.end_time - WINDOW_S, 0.0)
+        elapsed = sim_ms + (time.perf_counter() - began) * 1000.0
         with param.parameterized.batch_call_watchers(self):
-            self.result = result
             self.rows = rows
             self.metrics = metrics
             self.blames = blames
@@ -533,14 +567,27 @@ class LabState(param.Parameterized):
             self.saved_stars = saved
             self.run_ms = elapsed
             self.run_error = ""
-            if self.window_start > end:
-                self.window_start = end
             self.run_twin()  # the pinned fleet, when the workload changed (cached otherwise)
             self.busy = False
-            self.run_id += 1
+            self.run_id = self.sim_id
         return metrics
 
-    def _failed(self, message, began):
+    @property
+    def finishing(self):
+        """A simulated run waits for `finish` (its canvas is out, its metrics not yet)."""
+        return self._pending_run is not None
+
+    @staticmethod
+    def _why(exc):
+        """A failed run's message: a LabError's own; anything else is a bug, said as such
+        (a bug must not leave the page on "Simulating…" forever)."""
+        if isinstance(exc, LabError):
+            return str(exc)
+        traceback.print_exc(file=sys.stderr)
+        return f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})"
+
+    def _failed(self, message, began, sim_ms=0.0):
+        self._pending_run = None
         with param.parameterized.batch_call_watchers(self):
             self.result = None
             self.rows = []
@@ -548,10 +595,11 @@ class LabState(param.Parameterized):
             self.blames = []
             self.blame_summary = {}
             self.stars_now = [False] * len(self.mission.stars)
-            self.run_ms = (time.perf_counter() - began) * 1000.0
+            self.run_ms = sim_ms + (time.perf_counter() - began) * 1000.0
             self.run_error = message
             self.busy = False
-            self.run_id += 1
+            self.sim_id += 1
+            self.run_id = self.sim_id
         return None
 
     # ------------------------------------------------------------ twin runs (a pinned fleet)

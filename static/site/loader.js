@@ -253,7 +253,8 @@
   // the same place). The live document starts as the lab's shell ("Simulating…"); its first
   // run and then the plots follow as patches. The pre-rendered views go once both are in
   // (or a moment after the run if no plots patch comes): nothing on screen goes back.
-  var SWAP_AFTER_RUN_MS = 1000;   // the plots' patch follows the run's by PLOTS_LAG_MS (40 ms)
+  var SWAP_QUIET_MS = 300;        // the run's patches (canvas, metrics and stars, plots) come tens of ms apart
+  var SWAP_AFTER_RUN_MS = 2000;   // at most this long after the run's first patch
   var SWAP_LATEST_MS = 20000;     // a live page that never reports a run still takes over
   function renderLive(handler, event) {
     prerender.closed = true;
@@ -271,23 +272,27 @@
     });
   }
 
-  // After Panel applied a patch to the hidden live document: the run's patch, then the next one.
+  // After Panel applied a patch to the hidden live document: from the first that reports a
+  // run (the status line's data-run), the swap waits for the run's other patches to go quiet.
   function livePatched(msg) {
     if (!prerender.waiting) return;
     var events = (msg.patch && msg.patch.events) || [];
     var ran = events.some(function (e) { return typeof e["new"] === "string" && RUN_MARK.test(e["new"]); });
-    if (prerender.ran) return swapNow();
-    if (ran) {
+    if (!ran && !prerender.ran) return;
+    if (!prerender.ran) {
       prerender.ran = true;
-      prerender.latest && clearTimeout(prerender.latest);
+      clearTimeout(prerender.latest);
       prerender.latest = setTimeout(swapNow, SWAP_AFTER_RUN_MS);
     }
+    clearTimeout(prerender.quiet);
+    prerender.quiet = setTimeout(swapNow, SWAP_QUIET_MS);
   }
 
   function swapNow() {
     if (!prerender.waiting) return;
     prerender.waiting = false;
-    if (prerender.latest) clearTimeout(prerender.latest);
+    clearTimeout(prerender.latest);
+    clearTimeout(prerender.quiet);
     nextFrame().then(function () {
       if (prerender.live) prerender.live.style.top = "";
       dropPrerender();

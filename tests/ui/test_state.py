@@ -415,12 +415,14 @@ def test_timeline_data_accounts_for_every_step(ran):
     tpot = ran.scenario.slo.per_token_target_ms
     data = timeline_data(ran.result, tpot)
     steps = sum(len(g) for g in ran.result.gpus)
-    assert sum(len(data[k]["left"]) for k in ("decode", "slow", "prefill")) == steps
+    # Decode steps within the target come as runs of steps back to back (canvas.decode_runs).
+    assert int(data["decode"]["steps"].sum()) + sum(len(data[k]["left"]) for k in ("slow", "prefill")) == steps
     slow = data["slow"]
     # Times travel as float32 (µs precision over a run): durations agree to 0.02 ms.
     dur_ms = lambda layer: (layer["right"].astype(float) - layer["left"]) * 1000.0  # noqa: E731
     assert np.all(dur_ms(slow) > tpot - 0.02) and np.all(slow["batch"] > 0)
-    assert np.all(dur_ms(data["decode"]) <= tpot + 0.02)
+    assert np.all(dur_ms(data["decode"]) <= data["decode"]["steps"] * (tpot + 0.02))
+    assert len(data["bounds"]["left"]) == 3 * int((data["decode"]["steps"] - 1).sum())  # a tick inside a run per step
     assert np.all(data["prefill"]["batch"] == 0)
     mixed = sum(1 for g in ran.result.gpus for b, p in zip(g.decode_seqs, g.prefill_tokens) if b and p)
     assert len(data["strip"]["left"]) == mixed
