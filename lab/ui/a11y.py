@@ -184,7 +184,15 @@ export function render({ model }) {
   };
   say();
   model.on("announce_n", say);
-  model.on("remove", () => { observer.disconnect(); region.remove(); });
+  // Shared by every bridge on the page (the static site's pre-rendered first view has one too,
+  // removed when the live page takes over): the region goes with the last of them.
+  region.dataset.users = String(Number(region.dataset.users || 0) + 1);
+  model.on("remove", () => {
+    observer.disconnect();
+    const users = Number(region.dataset.users || 1) - 1;
+    region.dataset.users = String(users);
+    if (users <= 0) region.remove();
+  });
   const el = document.createElement("span");
   el.hidden = true;
   return el;
