@@ -32,7 +32,7 @@ Conventions (also in the README):
 
 import math
 from bisect import bisect_right
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import le, lt, ne, not_, sub
 
 from . import kv
@@ -192,7 +192,7 @@ def step_gaps_of(log):
     if not end:
         return []
     gaps = [0.0]
-    gaps.extend(map(sub, end[1:], end))
+    gaps.extend(map(sub, islice(end, 1, None), end))
     return gaps
 
 
