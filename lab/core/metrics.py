@@ -33,7 +33,7 @@ Conventions (also in the README):
 import math
 from array import array
 from bisect import bisect_right
-from itertools import accumulate, compress, islice, repeat
+from itertools import accumulate, compress, repeat
 from operator import le, lt, ne, not_, sub
 
 from . import kv
@@ -122,10 +122,13 @@ def weighted_percentile(values, counts, qs):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    at_rank = {}
-    for _, lo, hi in wanted:
-        if lo not in at_rank or hi not in at_rank:
-            at_rank.update(_select(values, counts, n, lo, hi))
+    if len(values) < SELECT_MIN:
+        at_rank = _by_sort(values, counts, [rank for _, lo, hi in wanted for rank in (lo, hi)])
+    else:
+        at_rank = {}
+        for _, lo, hi in wanted:
+            if lo not in at_rank or hi not in at_rank:
+                at_rank.update(_select(values, counts, n, lo, hi))
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
 
 
@@ -142,7 +145,7 @@ def _by_sort(values, counts, ranks):
 
 # Selection (`_select`): below this many values one sort is as quick; the sample it
 # brackets a rank with, and how many sample values either side of the estimate it keeps.
-SELECT_MIN = 16384
+SELECT_MIN = 32768
 SELECT_SAMPLE = 4096
 SELECT_MARGIN = 64
 
@@ -195,7 +198,7 @@ def step_gaps_of(log):
         return []
     # A compacted (big) run's gaps are doubles too: a quarter of a list of floats' memory.
     gaps = array("d", [0.0]) if isinstance(end, array) else [0.0]
-    gaps.extend(map(sub, islice(end, 1, None), end))
+    gaps.extend(map(sub, end[1:], end))
     return gaps
 
 
