@@ -11,6 +11,10 @@ with 512-token chunked prefill, linear cost:
     1m-128    1,000,000 requests on 128 GPUs (the issue's out-of-memory case)
     20k-32    20,000 requests on 32 GPUs (a quick look)
 
+A case name ending in "-rr" is the same run with `fleet.dispatch` round_robin (each prompt
+bound to its instance at arrival): a GPU's decode-only run-ahead then stops only at the
+arrivals bound to it, not at every arrival (README "Scale"), so compare its events.
+
 Peak memory is the process's maximum resident set (`resource.getrusage`), read after the
 simulation and again after the metrics; "steps" are logged GPU steps, "events" the
 engine's heap events. Figures, not assertions: speed is never a test.
@@ -35,12 +39,12 @@ _CHILD = r'''
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from lab import core
-n, gpus = int(sys.argv[2]), int(sys.argv[3])
+n, gpus, dispatch = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rate = 2.2 * gpus
 raw = {"seed": 1,
        "workload": {"rate": rate, "duration_s": n / rate,
                     "prompt_tokens": {"dist": "fixed", "value": 2000}, "output_tokens": {"dist": "fixed", "value": 220}},
-       "fleet": {"layout": "colocated", "gpus": gpus, "chunk_tokens": 512},
+       "fleet": {"layout": "colocated", "gpus": gpus, "chunk_tokens": 512, "dispatch": dispatch},
        "model": {"cost": "linear"}, "slo": {"ttft_s": 1.5, "tpot_ms": 25}}
 scenario = core.load_scenario(raw)
 requests = core.generate_requests(scenario.workload, scenario.seed)
@@ -61,8 +65,11 @@ print(json.dumps({"requests": len(requests), "gpus": gpus, "steps": sum(len(g) f
 
 
 def run_case(name):
+    dispatch = "queue"
+    if name.endswith("-rr"):
+        name, dispatch = name[:-3], "round_robin"
     n, gpus = CASES[name]
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), str(n), str(gpus)],
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), str(n), str(gpus), dispatch],
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}
@@ -71,17 +78,17 @@ def run_case(name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="100k-32,1m-128", help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--cases", default="100k-32,1m-128", help=f"comma-separated, of {', '.join(CASES)} (each also with -rr)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     figures = {}
-    print(f"{'case':<9} {'requests':>9} {'steps':>11} {'events':>10} {'simulate':>9} {'metrics':>9} {'peak MB':>8}")
+    print(f"{'case':<12} {'requests':>9} {'steps':>11} {'events':>10} {'simulate':>9} {'metrics':>9} {'peak MB':>8}")
     for name in args.cases.split(","):
         fig = figures[name] = run_case(name.strip())
         if "error" in fig:
-            print(f"{name:<9} failed: {fig['error']}")
+            print(f"{name:<12} failed: {fig['error']}")
             continue
-        print(f"{name:<9} {fig['requests']:>9,} {fig['steps']:>11,} {fig['events']:>10,} {fig['simulate_s']:>8.1f}s "
+        print(f"{name:<12} {fig['requests']:>9,} {fig['steps']:>11,} {fig['events']:>10,} {fig['simulate_s']:>8.1f}s "
               f"{fig['metrics_s']:>8.1f}s {fig['peak_mb_metrics']:>8,.0f}"
               + (f"  (cut: {fig['run_cut']})" if fig["run_cut"] else ""))
     if args.json:

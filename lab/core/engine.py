@@ -28,7 +28,7 @@ from . import kv
 from .cost import pool_costs
 from .events import ARRIVAL, BOUNDARY, INF, LANDED, LINK, PLAN
 from .link import FifoWire, stream_alone
-from .policies import DECODE_PICKS, Router, prefill_slice, queue_plan
+from .policies import DECODE_PICKS, Router, bound_queues, prefill_slice, queue_plan
 from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .role_changes import RoleChanges
@@ -108,7 +108,7 @@ class _Simulation(RoleChanges):
         "admit", "arrivals_end", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
         "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
         "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
-        "planner", "prefill_gpus", "prefill_next", "queue_rates", "queued_tokens", "queues",
+        "planner", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates", "queued_tokens", "queues",
         "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "takers",
         "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
@@ -204,6 +204,25 @@ class _Simulation(RoleChanges):
             self.takers_of[k].append(gpu)
         # With one queue there is nothing to route (dispatch queue): no call per arrival.
         self.route = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens).route if len(self.queues) > 1 else None
+        self.queue_next = self.queue_arrivals = None  # (_plan_arrivals)
+
+    def _plan_arrivals(self):
+        """Colocated, with a rule that binds each prompt at arrival from its order and length
+        alone (round_robin, length_split): each queue's arrival times, so that an instance's
+        decode-only run-ahead stops only at the arrivals that join its own queue (the rest
+        touch other instances only). `queue_next[k]`: the next arrival into queue k."""
+        if self.route is None or self.fleet.layout != "colocated":
+            return
+        arriving = [rec for rec in self.records if not rec.dropped]
+        queues = bound_queues(self.fleet.dispatch, len(self.takers), self.fleet.long_prompt_tokens,
+                              [rec.prompt_tokens for rec in arriving])
+        if queues is None:
+            return
+        times = [deque() for _ in self.queues]
+        for rec, k in zip(arriving, queues):
+            times[k].append(rec.arrival)
+        self.queue_arrivals = times
+        self.queue_next = [q[0] if q else INF for q in times]
 
     def _plan_admission(self, scenario):
         """Early rejection (admission.py): each queue's prefill rate and the transfer term,
@@ -230,6 +249,7 @@ class _Simulation(RoleChanges):
     def run(self):
         heap = self.heap
         self._drop_oversized()
+        self._plan_arrivals()
         self._push_next_arrival(0)
         self.handlers = handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
                                     "decode": self._decode_boundary}
@@ -337,7 +357,12 @@ class _Simulation(RoleChanges):
             return 0
         if self.fleet.dispatch == "cache_affinity":
             return self.route(rec.prompt_tokens, self._loads, lambda: self._cached_runs(rec.hash_ids))
-        return self.route(rec.prompt_tokens, self._loads)
+        k = self.route(rec.prompt_tokens, self._loads)
+        if self.queue_next is not None:
+            times = self.queue_arrivals[k]
+            times.popleft()  # this arrival, which _plan_arrivals bound to queue k
+            self.queue_next[k] = times[0] if times else INF
+        return k
 
     def _arrive_admitting(self, rid, t):
         """`_arrive` with early rejection: routed as ever, then admitted or turned away."""
@@ -512,9 +537,11 @@ class _Simulation(RoleChanges):
             return
         # Colocated GPUs share only their queues: while this one's is empty, nothing before
         # the next arrival can touch this GPU (least_loaded reads it only at arrivals), so
-        # its decode-only steps can run ahead.
-        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival:
-            end = self._run_decode_only(gpu, end, self.next_arrival)
+        # its decode-only steps can run ahead; with a rule that binds prompts from their
+        # order or length (_plan_arrivals), until the next arrival into its own queue.
+        limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < limit:
+            end = self._run_decode_only(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
@@ -1102,8 +1129,8 @@ class _Simulation(RoleChanges):
             return
         # As _colocated_boundary; on a queue other GPUs take from too, only until one of them
         # could preempt (its victim would join this queue).
-        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < self.next_arrival:
-            limit = self.next_arrival
+        limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < limit:
             if not self.sole_taker[gpu.queue_k]:
                 quiet = self._quiet_until(gpu, self.takers_of[gpu.queue_k])
                 if quiet < limit:

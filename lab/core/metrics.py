@@ -32,8 +32,8 @@ Conventions (also in the README):
 
 import math
 from bisect import bisect_right
-from itertools import accumulate, compress
-from operator import sub
+from itertools import accumulate, compress, repeat
+from operator import le, lt, ne, not_, sub
 
 from . import kv
 from .cost import energy_by_role, pool_costs, role_time
@@ -110,8 +110,8 @@ def percentile(values, q, presorted=False):
 def weighted_percentile(values, counts, qs):
     """Percentiles of the multiset where values[i] appears counts[i] times.
 
-    Equal to numpy.percentile on the expanded data; `qs` is a list of percentiles
-    (computed from one sort). Returns a list, with None for an empty multiset.
+    Equal to numpy.percentile on the expanded data; `qs` is a list of percentiles.
+    Returns a list, with None for an empty multiset.
     """
     n = sum(counts)
     if n == 0:
@@ -121,17 +121,69 @@ def weighted_percentile(values, counts, qs):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
+    at_rank = {}
+    for _, lo, hi in wanted:
+        if lo not in at_rank or hi not in at_rank:
+            at_rank.update(_select(values, counts, n, lo, hi))
+    return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
+
+
+def _by_sort(values, counts, ranks):
+    """{rank: value} for ranks of the multiset, from one sort (the exact, simple way)."""
     if 0 in counts:  # a value no copy stands for is never at a rank: leave it out of the sort
         values = list(compress(values, counts))
         counts = list(filter(None, counts))
     order = sorted(range(len(values)), key=values.__getitem__)
     # cumulative[k] = how many copies the k smallest values stand for, in total.
     cumulative = list(accumulate(map(counts.__getitem__, order)))
-    at_rank = {}
-    for _, lo, hi in wanted:
-        for rank in (lo, hi):
-            at_rank[rank] = values[order[bisect_right(cumulative, rank)]]
-    return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
+    return {rank: values[order[bisect_right(cumulative, rank)]] for rank in ranks}
+
+
+# Selection (`_select`): below this many values one sort is as quick; the sample it
+# brackets a rank with, and how many sample values either side of the estimate it keeps.
+SELECT_MIN = 16384
+SELECT_SAMPLE = 4096
+SELECT_MARGIN = 64
+
+
+def _select(values, counts, n, lo, hi):
+    """{rank: value} for ranks lo <= hi of the multiset (n copies in all), exact without
+    sorting it all: a strided sample of the values brackets the ranks in [a, b]; counting
+    the copies below a and sorting only the values in [a, b] gives the ranks exactly.
+    When the bracket misses (checked by those counts), its missed side widens to the end
+    of the data, so the worst case is the one sort `_by_sort` does."""
+    if len(values) < SELECT_MIN:
+        return _by_sort(values, counts, (lo, hi))
+    stride = len(values) // SELECT_SAMPLE
+    sample, weights = values[::stride], counts[::stride]
+    order = sorted(range(len(sample)), key=sample.__getitem__)
+    cumulative = list(accumulate(map(weights.__getitem__, order)))
+    scale = cumulative[-1] / n
+    first = bisect_right(cumulative, lo * scale) - SELECT_MARGIN
+    last = bisect_right(cumulative, hi * scale) + SELECT_MARGIN
+    a = sample[order[first]] if first >= 0 else None
+    b = sample[order[last]] if last < len(order) else None
+    while a is not None or b is not None:
+        # One pass per bound: below[i] = values[i] < a, upto[i] = values[i] <= b.
+        below = upto = None
+        copies_below, copies_upto = 0, n
+        if a is not None:
+            below = list(map(lt, values, repeat(a)))
+            copies_below = sum(compress(counts, below))
+        if b is not None:
+            upto = list(map(le, values, repeat(b)))
+            copies_upto = sum(compress(counts, upto))
+        if copies_below <= lo and hi < copies_upto:
+            inside = upto if below is None else map(not_, below) if upto is None else map(ne, below, upto)
+            inside = list(inside)
+            found = _by_sort(list(compress(values, inside)), list(compress(counts, inside)),
+                             (lo - copies_below, hi - copies_below))
+            return {lo: found[lo - copies_below], hi: found[hi - copies_below]}
+        if copies_below > lo:
+            a = None  # the bracket missed low: widen it to the smallest value
+        if copies_upto <= hi:
+            b = None
+    return _by_sort(values, counts, (lo, hi))
 
 
 def step_gaps_of(log):

@@ -41,7 +41,7 @@ function over the step logs to recover each prompt's pieces.
 
 __all__ = [
     "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
-    "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice", "most_cached",
+    "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice", "most_cached", "bound_queues",
 ]
 
 from typing import NamedTuple
@@ -97,6 +97,18 @@ class Router:
         if rule == "cache_affinity":
             return most_cached(cached(), loads())
         return least_loaded(loads())
+
+
+def bound_queues(dispatch, instances, long_prompt_tokens, prompts):
+    """The queue each of the arriving `prompts` (their prompt tokens, in arrival order) joins,
+    for the rules that bind it from the arrival order and the prompt alone: round_robin and
+    length_split, as `Router.route` does. None for the others: `queue` has one queue, and
+    least_loaded and cache_affinity read the fleet's state at the arrival."""
+    if dispatch == "round_robin":
+        return [n % instances for n in range(len(prompts))]
+    if dispatch == "length_split":
+        return [1 if p >= long_prompt_tokens else 0 for p in prompts]
+    return None
 
 
 def least_loaded(loads):
