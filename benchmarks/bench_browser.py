@@ -245,6 +245,41 @@ if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves
     LabState.run = _stf_timed(LabState.run, "simulate")
 """
 
+# Run in the lab's worker after the changes: the core's parts of one run of the page's current
+# scenario, each timed 5 times (median ms), so the lead sees what in lab.core costs most in
+# Pyodide for a mission-sized run; then the canvas's data (canvas.timeline_data).
+CORE_PY = """
+import json, statistics, time
+import lab.core as _core
+from lab.ui.canvas import timeline_data as _timeline_data
+_lab = [o for o in __import__("gc").get_objects() if type(o).__name__ == "LabState"][0]
+_sc, _req = _lab.run_input()
+_t = {}
+def _time(key, fn):
+    runs = []
+    for _ in range(5):
+        t = time.perf_counter(); out = fn(); runs.append((time.perf_counter() - t) * 1000.0)
+    _t[key] = round(statistics.median(runs), 1)
+    return out
+_res = _time("simulate", lambda: _core.simulate(_sc, _req))
+_rows = _time("request_metrics", lambda: _core.request_metrics(_res))
+_time("summarize", lambda: _core.summarize(_res, _rows))
+_time("request_blame", lambda: _core.request_blame(_res, _rows))
+_time("timeline_data", lambda: _timeline_data(_res, _sc.slo.per_token_target_ms, 200))
+_t["steps"] = sum(len(g) for g in _res.gpus)
+_t["requests"] = len(_rows)
+json.dumps(_t)
+"""
+
+
+def core_split(page):
+    """CORE_PY in the page's worker: {part: median ms} of one run in Pyodide."""
+    worker = next((w for w in page.workers if "lab.js" in w.url), None)
+    if worker is None:
+        return None
+    return json.loads(worker.evaluate("(code) => self.pyodide.runPython(code)", CORE_PY))
+
+
 def _worker_phases(page, install):
     """Install PHASES_PY in the page's Pyodide worker, or read what it recorded ([(phase, start, end)])."""
     workers = [w for w in page.workers if "lab.js" in w.url]
@@ -354,12 +389,14 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
                     _worker_phases(page, install=True)
                     measured = measure(page, changes, mission_id)
                     phases = _worker_phases(page, install=False)
+                    core = core_split(page)
                     if imports_to:
                         print(f"recorded {record_imports(page, imports_to)} imported modules in {imports_to}")
                 browser.close()
     load = dict(pairs[-1])
     load["pairs"] = pairs
     load["python_phases_ms"] = phases
+    load["core_ms"] = core
     return load, measured
 
 
@@ -477,6 +514,10 @@ def main(argv=None):
               "; then finish (metrics, blame, stars, views) " + med("finish") + ", plots " + med("plots"))
         print(f"  patches: {len(ser)} for {len(times)} changes, serializing one median {statistics.median(ser):.0f} ms "
               f"(max {max(ser):.0f})")
+    core = (load or {}).get("core_ms")
+    if core:
+        print(f"  one run of the last setting in Pyodide ({core.pop('steps'):,} steps, {core.pop('requests'):,} requests), "
+              "median of 5, ms: " + ", ".join(f"{k} {v:.0f}" for k, v in core.items()))
     for path in shots:
         print(f"  screenshot: {path}")
     if args.json:

@@ -79,9 +79,11 @@ def main(argv=None):
             peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             figures[key] = {"requests": len(requests), "steps": steps, "simulate_s": sim_s,
                             "simulate_and_summarize_s": total_s, "simulated_s": result.end_time, "peak_mb": peak_mb}
+            # The targets: simulate + metrics <= 0.15 s, metrics never more than simulate.
             print(f"Azure conversation trace: {len(requests):,} requests over {result.end_time:,.0f} s simulated, "
                   f"{steps:,} steps on {where}: simulate {sim_s:.2f} s, with metrics {total_s:.2f} s "
-                  f"(SLO met {metrics['slo_attainment']:.1%}); peak memory so far {peak_mb:,.0f} MB")
+                  f"(metrics {total_s - sim_s:.2f} s = {(total_s - sim_s) / sim_s:.2f} x simulate; "
+                  f"SLO met {metrics['slo_attainment']:.1%}); peak memory so far {peak_mb:,.0f} MB")
     else:
         print(f"\n(skipped the conversation trace: {trace_file} not found; pass --traces DIR)")
     if args.json:

@@ -9,7 +9,7 @@ from array import array
 import pytest
 
 from lab.core import load_scenario, simulate, summarize
-from lab.core import engine
+from lab.core import engine, metrics
 from lab.core.engine import MAX_STEPS
 from lab.core.metrics import (RangeMax, percentile, pooled_gaps, prefix_metrics, request_gaps, request_metrics,
                               step_gaps_of, weighted_percentile)
@@ -214,3 +214,63 @@ def test_dispatch_that_reads_the_fleet_still_stops_every_gpu_at_every_arrival(mo
     fast, plain = simulate(sc), _plain_run_ahead(monkeypatch, sc)
     _same_run(fast, plain)
     assert fast.events == plain.events
+
+
+# ------------------------------------------- percentiles by selection, compacted metrics
+
+def _percentiles_by_walk(values, counts, qs):
+    """numpy's linear percentile of the expanded multiset, by walking the sorted pairs."""
+    pairs = sorted(zip(values, counts))
+    n = sum(counts)
+
+    def at(rank):
+        seen = 0
+        for v, c in pairs:
+            seen += c
+            if seen > rank:
+                return v
+
+    out = []
+    for q in qs:
+        pos = q / 100 * (n - 1)
+        lo = int(pos)
+        out.append(metrics._lerp(at(lo), at(min(lo + 1, n - 1)), pos - lo))
+    return out
+
+
+def _big_multisets():
+    rng = random.Random(13)
+    k = 3 * metrics.SELECT_MIN
+    yield "random", [rng.random() for _ in range(k)], [rng.choice([0, 1, 2, 5, 60]) for _ in range(k)]
+    # Heavy copies where the strided sample never looks: the brackets miss and widen.
+    stride = k // metrics.SELECT_SAMPLE
+    values, counts = [rng.random() for _ in range(k)], [1] * k
+    for i in range(1, k, 3 * stride):
+        values[i], counts[i] = rng.random() / 100, 5_000
+    yield "hidden-weight", values, counts
+    yield "ties", [float(rng.randint(0, 40)) for _ in range(k)], [rng.randint(0, 3) for _ in range(k)]
+    ascending = sorted(rng.random() for _ in range(k))  # like a decode stretch's step gaps
+    yield "ascending", ascending, [0 if i % 7 == 0 else 3 for i in range(k)]
+
+
+@pytest.mark.parametrize("name, values, counts", list(_big_multisets()), ids=lambda x: x if isinstance(x, str) else "")
+def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, counts):
+    qs = (0, 1, 50, 90, 99, 99.9, 100)
+    want = _percentiles_by_walk(values, counts, qs)
+    widened = []
+    real = metrics._by_sort
+    monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: widened.append(len(v)) or real(v, c, r))
+    assert weighted_percentile(values, counts, qs) == want
+    assert weighted_percentile(array("d", values), array("i", counts), qs) == want  # a big run's columns
+    if name == "hidden-weight":
+        assert max(widened) > len(values) / 2  # the sample missed the copies: a bracket widened
+    else:
+        assert max(widened) < len(values) / 10  # only the values inside a bracket were sorted
+
+
+def test_a_compacted_run_has_the_same_metrics_in_doubles(run):
+    plain = simulate(run.scenario)
+    assert isinstance(step_gaps_of(run.gpus[0]), array) and isinstance(step_gaps_of(plain.gpus[0]), list)
+    values, counts = pooled_gaps(run, [step_gaps_of(g) for g in run.gpus])
+    assert isinstance(values, array) and values.typecode == "d"
+    assert summarize(run) == summarize(plain)

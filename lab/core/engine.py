@@ -539,9 +539,10 @@ class _Simulation(RoleChanges):
         # the next arrival can touch this GPU (least_loaded reads it only at arrivals), so
         # its decode-only steps can run ahead; with a rule that binds prompts from their
         # order or length (_plan_arrivals), until the next arrival into its own queue.
-        limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
-        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < limit:
-            end = self._run_decode_only(gpu, end, limit)
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue:
+            limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+            if end < limit:
+                end = self._run_decode_only(gpu, end, limit)
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
@@ -1129,9 +1130,9 @@ class _Simulation(RoleChanges):
             return
         # As _colocated_boundary; on a queue other GPUs take from too, only until one of them
         # could preempt (its victim would join this queue).
-        limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
-        if not prefill_tokens and not gpu.prefilling and not gpu.queue and end < limit:
-            if not self.sole_taker[gpu.queue_k]:
+        if not prefill_tokens and not gpu.prefilling and not gpu.queue:
+            limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+            if end < limit and not self.sole_taker[gpu.queue_k]:
                 quiet = self._quiet_until(gpu, self.takers_of[gpu.queue_k])
                 if quiet < limit:
                     limit = quiet

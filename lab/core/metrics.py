@@ -31,6 +31,7 @@ Conventions (also in the README):
 """
 
 import math
+from array import array
 from bisect import bisect_right
 from itertools import accumulate, compress, repeat
 from operator import le, lt, ne, not_, sub
@@ -121,10 +122,13 @@ def weighted_percentile(values, counts, qs):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    at_rank = {}
-    for _, lo, hi in wanted:
-        if lo not in at_rank or hi not in at_rank:
-            at_rank.update(_select(values, counts, n, lo, hi))
+    if len(values) < SELECT_MIN:
+        at_rank = _by_sort(values, counts, [rank for _, lo, hi in wanted for rank in (lo, hi)])
+    else:
+        at_rank = {}
+        for _, lo, hi in wanted:
+            if lo not in at_rank or hi not in at_rank:
+                at_rank.update(_select(values, counts, n, lo, hi))
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
 
 
@@ -141,7 +145,7 @@ def _by_sort(values, counts, ranks):
 
 # Selection (`_select`): below this many values one sort is as quick; the sample it
 # brackets a rank with, and how many sample values either side of the estimate it keeps.
-SELECT_MIN = 16384
+SELECT_MIN = 32768
 SELECT_SAMPLE = 4096
 SELECT_MARGIN = 64
 
@@ -164,18 +168,19 @@ def _select(values, counts, n, lo, hi):
     a = sample[order[first]] if first >= 0 else None
     b = sample[order[last]] if last < len(order) else None
     while a is not None or b is not None:
-        # One pass per bound: below[i] = values[i] < a, upto[i] = values[i] <= b.
+        # One pass per bound: below[i] = values[i] < a, upto[i] = values[i] <= b (bytes of
+        # 0/1: a byte per value, not a list's 8).
         below = upto = None
         copies_below, copies_upto = 0, n
         if a is not None:
-            below = list(map(lt, values, repeat(a)))
+            below = bytes(map(lt, values, repeat(a)))
             copies_below = sum(compress(counts, below))
         if b is not None:
-            upto = list(map(le, values, repeat(b)))
+            upto = bytes(map(le, values, repeat(b)))
             copies_upto = sum(compress(counts, upto))
         if copies_below <= lo and hi < copies_upto:
             inside = upto if below is None else map(not_, below) if upto is None else map(ne, below, upto)
-            inside = list(inside)
+            inside = bytes(inside)
             found = _by_sort(list(compress(values, inside)), list(compress(counts, inside)),
                              (lo - copies_below, hi - copies_below))
             return {lo: found[lo - copies_below], hi: found[hi - copies_below]}
@@ -191,7 +196,8 @@ def step_gaps_of(log):
     end = log.end
     if not end:
         return []
-    gaps = [0.0]
+    # A compacted (big) run's gaps are doubles too: a quarter of a list of floats' memory.
+    gaps = array("d", [0.0]) if isinstance(end, array) else [0.0]
     gaps.extend(map(sub, end[1:], end))
     return gaps
 
@@ -336,9 +342,11 @@ def pooled_gaps(result, step_gaps):
     of each decode stretch, which waited from the token before it (the request's first
     token, or the last of its stretch before), so it is counted on its own.
     """
-    values, counts = [], []
-    firsts = [dict() for _ in result.gpus]
     gpus = result.gpus
+    values, counts = [], []
+    if any(isinstance(log.end, array) for log in gpus):
+        values, counts = array("d"), array("i")  # a big run: no float object per step (README "Scale")
+    firsts = [dict() for _ in result.gpus]
     in_batch = None
     for rec in result.requests:
         a = rec.decode_first_step
