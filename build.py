@@ -19,8 +19,8 @@ static host, at any sub-path):
                             pure-Python packages Panel needs that Pyodide does not ship
     panel/                  Panel's JS/CSS and the Panel + Bokeh wheels (PANEL_CDN_ROOT=./panel/)
     bokeh/                  BokehJS
-    prerender/              each mission's first view (ID.json.gz, ID.embed.json.gz), rendered at
-                            build time in CPython; lab.html draws it while Pyodide boots
+    prerender/              each mission's first view (ID.html, ID.embed.html): static HTML + SVG of
+                            its first run, built in CPython; lab.html shows it while Pyodide boots
     build-info.json         versions, sources, and every file's size and sha256
 
 Only Pyodide (the runtime and its packages: numpy, pandas, ...) comes from elsewhere:
@@ -146,11 +146,11 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     write_missions(site, missions_dir, missions)
     prerender = None
     if not getattr(args, "no_prerender", False):
-        say(quiet, "pre-rendering each mission's first view ...")
+        say(quiet, "building each mission's first view (static HTML + SVG) ...")
         stamp = prerender_stamp(site, wheel_urls)
         prerender = {"stamp": stamp, "files": write_prerenders(site, missions_dir, missions, stamp)}
     write_lab_page(site, page, facts, bokeh_base, missions, args.pyodide_base, pyodide_version,
-                   prerender_stamp=prerender and prerender["stamp"], panel_cdn_root=panel_cdn_root)
+                   prerender_stamp=prerender and prerender["stamp"])
     write_worker(site, parts, pyodide_base=args.pyodide_base, pyodide_version=pyodide_version, load=load,
                  closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root, gzipped=gzipped)
     write_hub_and_assets(site, missions, pyodide_version)
@@ -193,7 +193,7 @@ def build_parser():
                         "for debugging the build)")
     p.add_argument("--no-prerender", action="store_true",
                    help="no pre-rendered first views (prerender/): the lab page shows only its loading screen "
-                        "until Pyodide has built the lab; a faster build")
+                        "until Pyodide has built the lab")
     p.add_argument("--panel-cdn-root", default=DEFAULT_PANEL_CDN_ROOT, metavar="URL_OR_DIR",
                    help="PANEL_CDN_ROOT: where Panel's JS/CSS and the Panel/Bokeh wheels come from "
                         f"(default: {DEFAULT_PANEL_CDN_ROOT}, copied into the site; a URL such as "

@@ -99,8 +99,7 @@ def defer_page_scripts(page):
     return head + page[head_end:], urls
 
 
-def write_lab_page(site, page, facts, bokeh_base, missions, pyodide_base, pyodide_version, prerender_stamp=None,
-                   panel_cdn_root=None):
+def write_lab_page(site, page, facts, bokeh_base, missions, pyodide_base, pyodide_version, prerender_stamp=None):
     """lab.html, with the page's config (mission titles, where Pyodide is, the stars' storage key,
     the stamp the pre-rendered first views must carry: site_build/prerender.py)."""
     project = _project()
@@ -111,10 +110,9 @@ def write_lab_page(site, page, facts, bokeh_base, missions, pyodide_base, pyodid
         "storageKey": STORAGE_KEY, "version": project["version"],
     }
     if prerender_stamp:
-        from lab.ui.prerender import PANEL_ROOT_MARK, PRERENDER_FORMAT
+        from lab.ui.prerender import PRERENDER_FORMAT
 
-        page_config["prerender"] = {"stamp": prerender_stamp, "format": PRERENDER_FORMAT,
-                                    "panelRootMark": PANEL_ROOT_MARK, "panelCdnRoot": panel_cdn_root}
+        page_config["prerender"] = {"stamp": prerender_stamp, "format": PRERENDER_FORMAT}
     html_text = patch_lab_html(page, bokeh_version=facts["bokeh_version"], bokeh_base=bokeh_base,
                                config=page_config, title="Split the Fleet · lab")
     if bokeh_base is not None:  # the page's scripts are the site's own: serve them gzipped

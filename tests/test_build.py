@@ -231,10 +231,6 @@ def test_every_link_is_relative_and_resolves_inside_the_site(dist, info):
     assert checked > 40
     # Nothing else of the site names another origin but the configured Pyodide base.
     allowed = {info["pyodide"]["base"], "http://localhost:8000/", "http://www.w3.org/2000/svg"}  # + XML namespace
-    # The pre-renders name Panel's folder by a placeholder on the reserved .invalid domain
-    # (it never resolves); lab.html's config carries it so loader.js can swap in the page's own.
-    from lab.ui.prerender import PANEL_ROOT_MARK
-    allowed.add(PANEL_ROOT_MARK)
     for rel, text in _site_text_files(dist):
         for url in re.findall(r"https?://[^\s\"'<>)`\\]+", text):
             assert any(url.startswith(a) for a in allowed), f"{rel} names {url}"
@@ -764,12 +760,6 @@ def test_what_the_site_serves_gzipped_unpacks_to_the_file_beside_it(dist):
     copies = sorted(dist.rglob("*.gz"))
     assert copies
     for gz in copies:
-        if gz.parent.name == "prerender":
-            # Only the .gz of a pre-render is kept: without DecompressionStream the page loads
-            # the normal way (README "The pre-rendered first view").
-            assert not gz.with_suffix("").exists(), gz.name
-            assert "docs_json" in json.loads(gzip.decompress(gz.read_bytes())), gz.name
-            continue
         assert gzip.decompress(gz.read_bytes()) == gz.with_suffix("").read_bytes(), gz.name
     wheels = _worker_config(dist)["wheels"]
     local = [w for w in wheels if w["url"].startswith("./")]

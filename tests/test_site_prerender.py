@@ -1,18 +1,21 @@
 """The lab page's pre-rendered first view (lab/ui/prerender.py, site_build/prerender.py, loader.js).
 
-Built into the site: one stamped .gz per mission and layout, listed in build-info.json, the same
-document on every build. In Chromium, offline (test_site_offline's site, with a local Pyodide):
-the pre-rendered page shows the numbers and stars the live page then shows; a click on it is
-refused, visibly, and changes nothing; the live page replaces it and re-simulates on a control
-change; a pre-render that is missing, corrupt or from another build means the normal load, no
-error; an address with other settings never uses one.
+Static HTML + SVG of each mission's first run, built into the site: one stamped file per
+mission and layout, listed in build-info.json, the same bytes on every build. In Chromium,
+offline (test_site_offline's site, with a local Pyodide): the first view shows the numbers,
+stars and slow steps the live page then shows; a click on it is refused, visibly, and changes
+nothing; the live page replaces it and re-simulates on a control change; a view that is
+missing, corrupt or from another build means the normal load, no error; an address with
+other settings never uses one.
 """
 
-import gzip
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from test_site_offline import LOADED, browser, mirror, site  # noqa: F401  (fixtures: the offline site)
@@ -22,45 +25,90 @@ RAN = '.stf-status[data-busy="false"][data-run]'
 MISSION = "mixing-hurts"
 
 
-def _read(path):
-    return json.loads(gzip.decompress(path.read_bytes()))
+def _slow_rows_in_svg(text):
+    """Per canvas row, the red (slow) steps the view's SVG draws."""
+    counts = {}
+    for row in re.findall(r'<rect class="slow" data-row="(\d+)"', text):
+        counts[int(row)] = counts.get(int(row), 0) + 1
+    return counts
+
+
+# ---------------------------------------------------------------- the view, in CPython
+
+def test_the_first_view_is_the_first_run_at_the_live_pages_window():
+    from lab.core.missions import list_missions  # noqa: F401  (the corpus is the repo's)
+    from lab.ui.canvas import timeline_data
+    from lab.ui.metrics_view import metrics_html
+    from lab.ui.prerender import PRERENDER_FORMAT, first_view_html, first_window, view_state
+    from lab.ui.state import WINDOW_S
+
+    text = first_view_html(f"mission={MISSION}", stamp="abc123")
+    root = re.match(r'<div class="stf-first" data-stamp="([^"]*)" data-format="(\d+)" data-query="([^"]*)">', text)
+    assert root and root.groups() == ("abc123", str(PRERENDER_FORMAT), f"mission={MISSION}")
+    state, _catalog = view_state(f"mission={MISSION}")
+    assert state.run_id == 1 and state.metrics and not state.busy
+    assert state.window_start == first_window(state.result) > 0  # not the run's start: where the live page opens
+    assert metrics_html(state.metrics, state.scenario) in text  # the headline metrics, as the live pane writes them
+    assert 'data-run="1"' in text and "simulated in advance" in text
+    # The slow steps drawn: those of the live canvas's data in the window, per GPU row.
+    data = timeline_data(state.result, state.scenario.slo.per_token_target_ms)
+    slow = data["slow"]
+    keep = (slow["right"] >= state.window_start) & (slow["left"] <= state.window_start + WINDOW_S)
+    rows, counts = np.unique(slow["y"][keep].astype(int), return_counts=True)
+    expected = dict(zip(rows.tolist(), counts.tolist()))
+    assert expected and _slow_rows_in_svg(text) == expected
+    svg_rows = json.loads(re.search(r"data-slow-rows='([^']*)'", text).group(1))
+    assert {int(k): v for k, v in svg_rows.items() if v} == expected
+    # The SVG says what it shows (a role and a text alternative naming the slow steps per GPU).
+    alt = re.search(r'<svg role="img" aria-labelledby="stf-fv-alt"[^>]*><title id="stf-fv-alt">([^<]+)</title>', text)
+    assert alt and f"GPU 0 · colocated: {expected.get(1, 0)}," in alt.group(1)
+
+
+def test_the_embed_is_its_own_layout_and_the_controls_show_their_start():
+    from lab.ui.prerender import first_view_html
+
+    full = first_view_html(f"mission={MISSION}")
+    embed = first_view_html(f"mission={MISSION}&embed=1")
+    assert 'class="stf-first stf-fv-embed"' in embed and "stf-fv-embed" not in full.split(">")[0]
+    assert "Mission 1 of" in full and "2.5 s window" in full and "2.5 s window" not in embed
+    # The layout choice shows its start (colocated), the split one as a button not chosen; the pool
+    # sizes of a split fleet greyed, with the line saying when they matter.
+    assert '<span class="stf-fv-btn on">Colocated</span>' in full
+    assert '<span class="stf-fv-btn">Split (prefill | decode)</span>' in full
+    assert 'class="stf-fv-control idle" data-control="prefill_gpus"' in full and "Greyed out:" in full
+
+
+def test_a_first_view_is_the_same_bytes_on_every_run():
+    code = ("import sys; from lab.ui.prerender import first_view_html; "
+            f"sys.stdout.write(first_view_html('mission={MISSION}&embed=1', stamp='s'))")
+    outs = []
+    for seed in ("0", "12345"):  # nothing may hang on hash order
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=300,
+                              env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and len(outs[0]) > 10_000
 
 
 # ---------------------------------------------------------------- the build
 
-def test_every_mission_has_a_stamped_prerender_for_both_layouts(site):
+def test_every_mission_has_a_stamped_first_view_for_both_layouts(site):
     from lab.core.missions import list_missions
 
     dist = Path(site.root)
     info = json.loads((dist / "build-info.json").read_text(encoding="utf-8"))
     ids = [m.id for m in list_missions(str(REPO / "missions"))] + ["sandbox"]
-    expected = sorted(f"prerender/{i}{e}.json.gz" for i in ids for e in ("", ".embed"))
+    expected = sorted(f"prerender/{i}{e}.html" for i in ids for e in ("", ".embed"))
     assert sorted(info["prerender"]["files"]) == expected
     assert all(name in info["files"] for name in expected)  # hashed like every other file
     config = json.loads(re.search(r'id="stf-config">(.*?)</script>', (dist / "lab.html").read_text(encoding="utf-8"),
                                   re.S).group(1))
-    assert config["prerender"]["stamp"] == info["prerender"]["stamp"]
-    full, embed = _read(dist / f"prerender/{MISSION}.json.gz"), _read(dist / f"prerender/{MISSION}.embed.json.gz")
-    for data, query in ((full, f"mission={MISSION}"), (embed, f"mission={MISSION}&embed=1")):
-        assert data["stamp"] == config["prerender"]["stamp"] and data["query"] == query
-        assert data["format"] == config["prerender"]["format"]
-        assert list(data["docs_json"]) == ["stf-prerender"] and len(data["render_items"]) == 1
-    # The first run is in it (not the "Simulating…" shell), and the embed is its own layout.
-    assert 'data-run=\\"1\\"' in json.dumps(full) or "data-run=&quot;1&quot;" in json.dumps(full)
-    assert full["docs_json"] != embed["docs_json"]
-
-
-def test_a_prerender_is_the_same_bytes_on_every_run(tmp_path):
-    import subprocess
-    import sys
-
-    outs = [tmp_path / "a.json", tmp_path / "b.json"]
-    env = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}
-    for out in outs:
-        proc = subprocess.run([sys.executable, "-m", "lab.ui.prerender", str(out), f"mission={MISSION}&embed=1"],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-    assert outs[0].read_bytes() == outs[1].read_bytes()
+    assert config["prerender"] == {"stamp": info["prerender"]["stamp"], "format": 2}
+    for name, query in ((f"{MISSION}.html", f"mission={MISSION}"), (f"{MISSION}.embed.html", f"mission={MISSION}&embed=1")):
+        head = (dist / "prerender" / name).read_text(encoding="utf-8")[:300]
+        assert (f'data-stamp="{config["prerender"]["stamp"]}" data-format="2" '
+                f'data-query="{query.replace("&", "&amp;")}"') in head
+    assert not list((dist / "prerender").glob("*.json*"))  # no BokehJS documents any more
 
 
 # ---------------------------------------------------------------- in the browser
@@ -69,11 +117,30 @@ def _text(page, root, css):
     return page.locator(f"{root} {css}").first.inner_text()
 
 
-# Inside the panes' shadow roots (a locator pierces them; the panes' own text is empty).
+# Inside shadow roots (a locator pierces them): the live panes', and the first view's own.
 SHOWN = {"metrics": ".stf-metrics", "stars": ".stf-stars", "header stars": ".stf-head-stars"}
 
+# The live canvas's slow steps in its window, per row: the data source of the red, hatched boxes.
+LIVE_SLOW_ROWS = """() => {
+  const doc = Bokeh.documents[Bokeh.documents.length - 1];
+  const t0 = Number(document.documentElement.dataset.canvasWindow);
+  for (const m of doc.all_models) {
+    const g = m.glyph, src = m.data_source;
+    if (!g || !src || g.hatch_pattern === undefined) continue;
+    const fill = JSON.stringify(g.fill_color).toUpperCase(), hatch = JSON.stringify(g.hatch_pattern);
+    if (!fill.includes("D7191C") || !hatch.includes("/") || !src.data.batch) continue;
+    const out = {};
+    const d = src.data;
+    for (let i = 0; i < d.left.length; i++) {
+      if (d.right[i] >= t0 && d.left[i] <= t0 + 2.5) out[d.y[i]] = (out[d.y[i]] || 0) + 1;
+    }
+    return {t0, rows: out};
+  }
+  return null;
+}"""
 
-def test_the_prerendered_view_shows_the_live_numbers_then_the_live_page_takes_over(browser, site):
+
+def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_takes_over(browser, site):
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -90,8 +157,13 @@ def test_the_prerendered_view_shows_the_live_numbers_then_the_live_page_takes_ov
         before = {k: _text(page, "#stf-prerender", css) for k, css in SHOWN.items()}
         assert re.search(r"TTFT p50 / p99\s+\d+\s*ms", before["metrics"]), before["metrics"]
         assert page.locator(f"#stf-prerender {RAN}").first.get_attribute("data-run") == "1"
-        # A click on a control of the pre-rendered page: refused, and the bar says so.
-        # (inert: out of the accessibility tree, so found by its text, and clicked where it is)
+        drawn = page.evaluate("""() => {
+          const out = {};
+          for (const r of document.getElementById('stf-prerender').shadowRoot.querySelectorAll('rect.slow'))
+            out[r.dataset.row] = (out[r.dataset.row] || 0) + 1;
+          return out; }""")
+        assert drawn
+        # A click on a control of the first view: refused, and the bar says so.
         box = page.locator("#stf-prerender").get_by_text("Split (prefill | decode)").first.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         expect(page.locator("#stf-loader-detail")).to_contain_text("Nothing was changed", timeout=5_000)
@@ -103,6 +175,9 @@ def test_the_prerendered_view_shows_the_live_numbers_then_the_live_page_takes_ov
         after = {k: _text(page, "#stf-live", css) for k, css in SHOWN.items()}
         assert after == before  # the same numbers and stars: the click changed nothing
         assert page.locator(f"#stf-live {RAN}").first.get_attribute("data-run") == "1"
+        live = page.evaluate(LIVE_SLOW_ROWS)
+        assert live is not None
+        assert {str(int(float(k))): v for k, v in live["rows"].items()} == drawn  # the same red steps, GPU by GPU
         stages = [e["stage"] for e in page.evaluate("() => STFLoader.state.timeline")]
         assert stages.index("prerendered") < stages.index("live") < stages.index("drawn"), stages
 
@@ -119,14 +194,14 @@ def _fake(kind, site):
     if kind == "missing":
         return {"status": 404, "body": b"not here"}
     if kind == "corrupt":
-        return {"status": 200, "body": b"\x1f\x8b\x08 this is not gzip", "content_type": "application/gzip"}
-    real = _read(Path(site.root) / f"prerender/{MISSION}.json.gz")
-    real["stamp"] = "0" * 16  # another build's file
-    return {"status": 200, "body": gzip.compress(json.dumps(real).encode()), "content_type": "application/gzip"}
+        return {"status": 200, "body": b"\x1f\x8b\x08 <div>this is not a first view", "content_type": "text/html"}
+    real = (Path(site.root) / f"prerender/{MISSION}.html").read_text(encoding="utf-8")
+    stale = re.sub(r'data-stamp="[^"]*"', 'data-stamp="0000000000000000"', real, count=1)  # another build's file
+    return {"status": 200, "body": stale.encode("utf-8"), "content_type": "text/html"}
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "stale"])
-def test_a_missing_corrupt_or_stale_prerender_means_the_normal_load(browser, site, kind):
+def test_a_missing_corrupt_or_stale_first_view_means_the_normal_load(browser, site, kind):
     context = browser.new_context(viewport={"width": 1000, "height": 800}, service_workers="block")
     fake = _fake(kind, site)
     asked = []
@@ -144,7 +219,7 @@ def test_a_missing_corrupt_or_stale_prerender_means_the_normal_load(browser, sit
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
         page.locator(RAN).first.wait_for(timeout=120_000)
-        assert asked and asked[0].endswith(f"/prerender/{MISSION}.json.gz")
+        assert asked and asked[0].endswith(f"/prerender/{MISSION}.html")
         stages = [e["stage"] for e in page.evaluate("() => STFLoader.state.timeline")]
         assert "prerendered" not in stages and "drawn" in stages, stages
         assert page.locator("#stf-prerender").count() == 0
@@ -154,15 +229,15 @@ def test_a_missing_corrupt_or_stale_prerender_means_the_normal_load(browser, sit
 
 
 @pytest.mark.parametrize("query, expected", [
-    (f"mission={MISSION}", f"./prerender/{MISSION}.json"),
-    (f"mission={MISSION}&embed=1", f"./prerender/{MISSION}.embed.json"),
+    (f"mission={MISSION}", f"./prerender/{MISSION}.html"),
+    (f"mission={MISSION}&embed=1", f"./prerender/{MISSION}.embed.html"),
     (f"mission={MISSION}&gpus=6", None),        # other controls: not the mission's start
     (f"mission={MISSION}&hide=brief", None),
     (f"mission={MISSION}&embed=0", None),
     ("mission=no-such-mission", None),
     ("", None),
 ])
-def test_only_a_mission_at_its_start_uses_a_prerender(browser, site, query, expected):
+def test_only_a_mission_at_its_start_uses_a_first_view(browser, site, query, expected):
     context = browser.new_context(service_workers="block")
     page = context.new_page()
     try:

@@ -23,7 +23,8 @@ from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
-__all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "locked_html", "replay_html", "sources_html"]
+__all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
+           "sources_html"]
 
 # How choice values read on buttons.
 _GPU_NAMES = {"h100": "H100", "a100": "A100", "h200": "H200"}
@@ -109,6 +110,23 @@ def idle_reason(name, scenario, short=False):
         return "colocated fleet" if short else "a colocated fleet"
     words = REQUIRES_WORDS.get(CONTROL_REQUIRES.get(name), ("", ""))
     return words[1] if short else words[0]
+
+
+def idle_hint_html(scenario, idle):
+    """The line under the controls saying when the greyed-out ones matter; `idle`: [(name, label)]
+    of the controls that do nothing in `scenario` ("" when none)."""
+    if not idle:
+        return ""
+    by_reason = {}
+    for n, label in idle:
+        by_reason.setdefault(idle_reason(n, scenario), []).append(label)
+    if len(idle) <= 2:
+        parts = [f"{' and '.join(html.escape(label) for label in labels)} "
+                 f"matter{'s' if len(labels) == 1 else ''} only with {html.escape(why)}"
+                 for why, labels in by_reason.items()]
+        return f'<span class="stf-lock">Greyed out: {"; ".join(parts)}.</span>'
+    parts = [f"with {html.escape(why)}" for why in by_reason]
+    return f'<span class="stf-lock">Greyed-out controls matter only {" or ".join(parts)}.</span>'
 
 
 def _quiet(state, name):
@@ -352,19 +370,7 @@ class Controls:
             self._syncing = False
         idle = [n for n in self.widgets if not state.applies(n)]
         self.idle = idle
-        if idle:
-            by_reason = {}
-            for n in idle:
-                by_reason.setdefault(idle_reason(n, state.scenario), []).append(n)
-            if len(idle) <= 2:
-                parts = [f"{' and '.join(html.escape(self.widgets[n].name) for n in names)} "
-                         f"matter{'s' if len(names) == 1 else ''} only with {html.escape(why)}"
-                         for why, names in by_reason.items()]
-                self.hint.object = f'<span class="stf-lock">Greyed out: {"; ".join(parts)}.</span>'
-            else:
-                parts = [f"with {html.escape(why)}" for why in by_reason]
-                self.hint.object = (f'<span class="stf-lock">Greyed-out controls matter only '
-                                    f'{" or ".join(parts)}.</span>')
+        self.hint.object = idle_hint_html(state.scenario, [(n, self.widgets[n].name) for n in idle])
         self.hint.visible = bool(idle)
         self.locked.object = locked_html(state, compact=self.embed)
         self.locked.visible = bool(self.locked.object)

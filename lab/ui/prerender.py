@@ -1,173 +1,429 @@
-"""The lab page's first view, rendered at build time in CPython (build.py --> prerender/ID.json).
+"""The lab page's first view as static HTML + inline SVG, built at build time in CPython.
 
-The static site's loader (static/site/loader.js) draws this document with BokehJS at once,
-while the Pyodide worker boots, so a student sees the mission's first simulation in seconds
-instead of after the whole runtime has loaded. It is the same document the worker sends
-later: `lab_page()` built for `lab.html?mission=ID`, serialized the way Panel's Pyodide
-bridge does it (panel.io.pyodide._doc_json: docs_json + render_items + root_ids). The lab is
-deterministic (same scenario and seed, identical results in CPython and Pyodide), so the
-numbers on the pre-rendered page are the numbers the live page computes.
+The static site's loader (static/site/loader.js) fetches prerender/ID[.embed].html at once
+and puts it on screen, inert, while the Pyodide worker boots: a student sees the mission's
+first simulation in well under a second, and the page's main thread stays free for the
+live page (no BokehJS drawing a whole Panel document). The live document replaces it once
+its first run is in.
+
+It is the live page's first view, not a picture of it: the same deterministic run (same
+scenario and seed: identical results in CPython and Pyodide), through the same functions
+the live views use: the canvas's `timeline_data` (the steps, their colours, the rows'
+geometry and labels), `legend_html`, `metrics_html` and `stars_html`; the window the live
+page opens at (`first_window`). The controls are shown at their starting values, not live.
 
 Only a mission at its starting controls gets one (the address `?mission=ID`, optionally with
 `embed=1`: the blog iframe's 700 x 760 layout is its own file). Any other address loads the
 normal way; so does a file that is missing, from another build or unreadable (loader.js).
 
-    prerender_document(query) -> {"docs_json", "render_items", "root_ids"} (JSON-ready)
-    python -m lab.ui.prerender [--missions DIR] OUT_FILE QUERY ...   (what build.py runs)
+    first_view_html(query, missions_dir=None, stamp="") -> str   (one page's file)
+    prerender_name(mission_id, embed=False) -> "prerender/ID[.embed].html"
 """
 
-import json
-import os
+import html
+import math
 import re
-import sys
 
-__all__ = ["PRERENDER_FORMAT", "PANEL_ROOT_MARK", "prerender_document", "prerender_name", "write_prerender", "main"]
+import numpy as np
+
+from lab.core.missions import CONTROL_SPECS
+
+from .canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
+                     STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
+                     split_label, timeline_data, _keys_html)
+from .controls import CHOICE_LABELS, EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .metrics_view import STARS_CSS, metrics_html, stars_html
+from .state import WINDOW_S, format_value, parse_search
+from .theme import HUB_CSS, PALETTE
+
+__all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "prerender_name", "view_state"]
 
 # Bumped when the file's shape changes; loader.js ignores a file with another format.
-PRERENDER_FORMAT = 1
-# PANEL_CDN_ROOT while pre-rendering: the site's Panel assets have no absolute address at build
-# time, so the document names this one and loader.js puts the page's own in its place (the
-# worker sets PANEL_CDN_ROOT to the absolute URL of the same folder: the same stylesheets).
-PANEL_ROOT_MARK = "https://stf-panel-cdn-root.invalid/"
+PRERENDER_FORMAT = 2
+FIRST_WINDOW_MAX_S = 10.0  # the live page opens its window here, or a quarter into the arrivals (app.LabApp._simulate)
 
 
 def prerender_name(mission_id, embed=False):
-    """The file a page's pre-render is written to (relative to the site): prerender/ID[.embed].json."""
-    return f"prerender/{mission_id}{'.embed' if embed else ''}.json"
+    """The file a page's first view is written to (relative to the site): prerender/ID[.embed].html."""
+    return f"prerender/{mission_id}{'.embed' if embed else ''}.html"
 
 
-def _location(query):
-    """What the browser sends as window.location for lab.html?QUERY (only what the lab reads)."""
-    search = "?" + query if query else ""
-    return {"pathname": "/lab.html", "search": search, "hash": "", "href": "http://localhost/lab.html" + search,
-            "protocol": "http:", "hostname": "localhost", "port": "", "host": "localhost"}
+def first_window(result):
+    """Where the live page's first window starts (LabApp._simulate, clamped like Canvas.set_window)."""
+    end = max(result.end_time, WINDOW_S)
+    t0 = min(FIRST_WINDOW_MAX_S, result.arrivals_end * 0.25)
+    return round(float(min(max(t0, 0.0), max(end - WINDOW_S, 0.0))), 3)
 
 
-def _build_time_status(text):
-    """The status line without the run's wall-clock time (the one thing not the same on every
-    build, nor the same as the browser's): the live page shows its own."""
-    text = re.sub(r' data-run-ms="[^"]*"', "", text)
-    return re.sub(r"simulated in [\d,.]+ ms", "simulated in advance", text)
+def view_state(query, missions_dir=None):
+    """(The LabState of lab.html?QUERY after its first run, simulated and judged as the live page has it, the catalog)."""
+    from .app import get_catalog
+    from .state import LabState
+
+    catalog = get_catalog(missions_dir)
+    state = LabState.from_query(catalog, "?" + query)
+    if state.simulate():
+        if "t" not in parse_search("?" + query):
+            state.window_start = first_window(state.result)
+        state.finish()
+    return state, catalog
 
 
-def prerender_document(query, missions_dir=None):
-    """lab_page() for lab.html?QUERY, serialized like the worker's first `render` message.
+# ---------------------------------------------------------------- the canvas as SVG
 
-    One page per process: Panel keeps per-document state (pn.state) that a second page in the
-    same interpreter would share, and the worker builds exactly one page too.
-    """
-    from bokeh.document import Document
-    from bokeh.embed.util import standalone_docs_json_and_render_items
-    from bokeh.settings import settings as bk_settings
-    from panel.io.document import MockSessionContext
-    from panel.io.state import set_curdoc, state
-    from panel.util import edit_readonly
-
-    from . import app as app_module
-    from .page_bridge import guard_location
-
-    bk_settings.simple_ids.set_value(True)  # readable, deterministic ids (the live page has its own)
-    doc = Document()
-    doc._session_context = lambda: MockSessionContext(document=doc)
-    with set_curdoc(doc):
-        state.curdoc = doc
-        guard_location()
-        loc = state.location
-        if loc is not None:
-            with edit_readonly(loc):
-                loc.param.update({k: v for k, v in _location(query).items() if k in loc.param})
-        lab = app_module.lab_app(missions_dir)
-        # What the live page shows once its first run is in (its canvas, then its metrics and
-        # stars, then the plots: each its own patch, from pn.state.onload and timers): all of
-        # it now, and the timers cancelled.
-        lab._run_now()
-        if getattr(lab, "_finish_pending", None) is not None:
-            lab._finish_now()
-        lab._update_plots()
-        for name in ("_pending", "_finish_pending", "_plots_pending"):
-            timer = getattr(lab, name, None)
-            if timer is not None:
-                timer.stop()
-        lab.status.object = _build_time_status(lab.status.object)
-        lab.view.servable(title="Split the Fleet")
-        if doc in state._templates and doc not in state._templates[doc]._documents:
-            template = state._templates[doc]
-            template.server_doc(title=template.title, location=True, doc=doc)
-        docs_json, render_items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
-    return {
-        "format": PRERENDER_FORMAT,
-        "docs_json": docs_json,
-        "render_items": [item.to_json() for item in render_items],
-        "root_ids": [m.id for m in doc.roots],
-    }
+def _n(x):
+    """A coordinate in the SVG, short: 0.001 % of the window or 0.01 px is finer than any pixel."""
+    return f"{x:.3f}".rstrip("0").rstrip(".") if math.isfinite(x) else "0"
 
 
-def _canonical(data, query):
-    """Fixed ids where Bokeh draws random ones (document id, target elements), so a build is
-    byte-reproducible; loader.js maps the roots onto its own elements anyway."""
-    (docid, doc), = data["docs_json"].items()
-    item, = data["render_items"]
-    fixed = "stf-prerender"
-    item["docid"] = fixed
-    item["roots"] = {root: f"stf-pre-{i + 1}" for i, root in enumerate(data["root_ids"])}
-    data["docs_json"] = {fixed: doc}
-    data["query"] = query
-    return data
+class _Frame:
+    """The plot area's coordinates: x in % of the window (the SVG stretches with the card, as the
+    live figure does), y in px (its height is fixed per mission), so strokes and the red steps'
+    hatching are drawn in real pixels."""
+
+    def __init__(self, lo, rows, frame):
+        self.lo, self.rows, self.frame = lo, rows, frame
+
+    def x(self, t):
+        return (t - self.lo) / WINDOW_S * 100.0
+
+    def y(self, row):
+        return (row + 0.5) * self.frame / self.rows
 
 
-def write_prerender(out_file, query, missions_dir=None):
-    """One page's pre-render, as compact JSON. Keys keep Bokeh's order: a model is defined where
-    it first appears and referenced after, so sorting the keys would break the document."""
-    data = _canonical(prerender_document(query, missions_dir), query)
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    os.makedirs(os.path.dirname(os.path.abspath(out_file)), exist_ok=True)
-    with open(out_file, "w", encoding="utf-8") as f:
-        f.write(text)
+def _in_window(cols, lo, hi):
+    left = np.asarray(cols["left"], dtype=float)
+    right = np.asarray(cols.get("right", cols["left"]), dtype=float)
+    return (right >= lo) & (left <= hi)
 
 
-def main(argv=None):
-    """python -m lab.ui.prerender [--missions DIR] OUT_FILE QUERY [OUT_FILE QUERY ...]
-
-    Panel and the lab are imported once; each page is built in a forked child (where the
-    platform forks) so no page sees another's Panel state.
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    missions_dir = None
-    if argv[:1] == ["--missions"] and len(argv) > 1:
-        missions_dir, argv = argv[1], argv[2:]
-    if not argv or len(argv) % 2:
-        print("usage: python -m lab.ui.prerender [--missions DIR] OUT_FILE QUERY [OUT_FILE QUERY ...]", file=sys.stderr)
-        return 2
-    pairs = list(zip(argv[0::2], argv[1::2]))
-    if not hasattr(os, "fork") or len(pairs) == 1:
-        if len(pairs) > 1:
-            print("lab.ui.prerender: one page per process on this platform", file=sys.stderr)
-            return 2
-        write_prerender(*pairs[0], missions_dir)
-        return 0
-    import panel  # noqa: F401  (imported once, before the forks)
-
-    from . import app  # noqa: F401
-    for out_file, query in pairs:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                write_prerender(out_file, query, missions_dir)
-                code = 0
-            except BaseException:  # the child must never return into the parent's loop
-                import traceback
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            print(f"lab.ui.prerender: {query!r} failed", file=sys.stderr)
-            return 1
-    return 0
+def _clip(f, left, right):
+    """A box's x and width in %, cut to just beyond the window (what is off it costs bytes, shows nothing)."""
+    a, b = f.x(max(left, f.lo - 0.01)), f.x(min(right, f.lo + WINDOW_S + 0.01))
+    return a, max(b - a, 0.0)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _rects(cols, f, top, height, cls, row_attr=False):
+    """<rect>s for a layer's boxes in the window; `top(y)` gives a box's top (row units)."""
+    keep = _in_window(cols, f.lo, f.lo + WINDOW_S)
+    out = []
+    h = height * f.frame / f.rows
+    for left, right, y in zip(np.asarray(cols["left"], float)[keep], np.asarray(cols["right"], float)[keep],
+                              np.asarray(cols["y"], float)[keep]):
+        x, w = _clip(f, left, right)
+        row = f' data-row="{int(y)}"' if row_attr else ""
+        out.append(f'<rect class="{cls}"{row} x="{_n(x)}%" y="{_n(f.y(top(y)))}" width="{_n(w)}%" height="{_n(h)}"/>')
+    return out
+
+
+def _quads(cols, f, cls):
+    """A layer of areas (queue rows, KV bands, role tints) in the window, as <rect>s."""
+    keep = _in_window(cols, f.lo, f.lo + WINDOW_S)
+    out = []
+    for left, right, top, bottom in zip(*(np.asarray(cols[c], float)[keep] for c in ("left", "right", "top", "bottom"))):
+        x, w = _clip(f, left, right)
+        y0, y1 = f.y(min(top, bottom)), f.y(max(top, bottom))
+        out.append(f'<rect class="{cls}" x="{_n(x)}%" y="{_n(y0)}" width="{_n(w)}%" height="{_n(y1 - y0)}"/>')
+    return out
+
+
+def _bounds_path(cols, f, offset):
+    """The white ticks at step boundaries inside decode runs (canvas._bound_ticks: x, top, bottom, NaN)."""
+    xs = np.asarray(cols["left"], float)
+    ys = np.asarray(cols["y"], float)
+    out = []
+    for i in range(0, len(xs) - 1, 3):
+        if f.lo <= xs[i] <= f.lo + WINDOW_S:
+            x = _n(f.x(xs[i]))
+            out.append(f'<line x1="{x}%" x2="{x}%" y1="{_n(f.y(ys[i] + offset))}" y2="{_n(f.y(ys[i + 1] + offset))}"/>')
+    return f'<g class="bounds">{"".join(out)}</g>' if out else ""
+
+
+def _ticks(t0):
+    """The time axis's ticks in the window: every 0.5 s, labelled with one decimal (as Bokeh's
+    ticker and formatter do for a 2.5 s range)."""
+    first = math.ceil(t0 / 0.5 - 1e-9) * 0.5
+    ticks = []
+    t = first
+    while t <= t0 + WINDOW_S + 1e-9:
+        ticks.append(round(t, 3))
+        t += 0.5
+    return ticks
+
+
+SVG_CSS = """
+.stf-fv-plot { position: relative; background: #fbfcfe; }
+.stf-fv-plot svg { position: absolute; inset: 0; width: 100%%; height: 100%%; display: block; }
+rect.decode { fill: %(decode)s; stroke: #fff; stroke-width: .6; }
+rect.prefill { fill: %(prefill)s; stroke: #fff; stroke-width: .6; }
+rect.slow { fill: url(#stf-fv-hatch); stroke: %(slow_edge)s; stroke-width: 1.3; }
+rect.strip { fill: %(prefill)s; }
+rect.wire { fill: %(link)s; fill-opacity: .85; stroke: #fff; stroke-width: .6; }
+rect.wait, .queue, .link_q { fill: %(link_wait)s; }
+.room_q, .kv { fill: %(kv)s; }
+.kv_track { fill: %(kv_track)s; stroke: %(kv_edge)s; stroke-width: .8; }
+.bounds line { stroke: #fff; stroke-width: .6; }
+.role_prefill { fill: %(prefill)s; fill-opacity: .16; } .role_decode { fill: %(decode)s; fill-opacity: .12; }
+.role_switching { fill: %(link_wait)s; fill-opacity: .35; stroke: %(muted)s; stroke-width: .8; }
+line.grid { stroke: %(grid)s; stroke-width: 1; }
+.stf-fv-axis { position: relative; height: %(axis)dpx; font-size: 12px; color: %(ink)s; }
+.stf-fv-axis span { position: absolute; top: 4px; transform: translateX(-50%%); }
+.stf-fv-axis .name { left: 50%%; top: 24px; color: %(muted)s; }
+""" % {**PALETTE, "axis": AXIS_PX}
+
+
+def canvas_html(state, embed):
+    """The timeline as the live canvas shows it at its first window: the row labels' gutter and
+    the plot area (an SVG in row and second units, stretched to the card's width)."""
+    rows_max, longest = max_rows(state.mission)
+    frame = frame_px(rows_max, EMBED_ROW_PX, EMBED_FRAME_MAX_PX) if embed else frame_px(rows_max)
+    gutter = int(len(split_label(longest)[0]) * LABEL_PX_PER_CHAR) + 14
+    result = state.result
+    if result is None:
+        return ""
+    data = timeline_data(result, state.scenario.slo.per_token_target_ms, frame)
+    meta = data["meta"]
+    n = meta["rows"]
+    half, font = row_geometry(n, frame)
+    geo = box_geometry(half)
+    lo = state.window_start
+    hi = lo + WINDOW_S
+    f = _Frame(lo, n, frame)
+    step_top = lambda y: y + geo["step_offset"] - geo["step_height"] / 2  # noqa: E731
+    strip_h = geo["step_height"] * STRIP
+    strip_top = lambda y: y + geo["step_offset"] + geo["step_height"] * (1 - STRIP) / 2 - strip_h / 2  # noqa: E731
+    shapes = []
+    for name in ("role_prefill", "role_decode", "role_switching", "kv_track", "kv", "queue", "link_q", "room_q"):
+        shapes += _quads(data[name], f, name)
+    for t in _ticks(lo):
+        shapes.append(f'<line class="grid" x1="{_n(f.x(t))}%" x2="{_n(f.x(t))}%" y1="0" y2="{frame}"/>')
+    shapes += _rects(data["decode"], f, step_top, geo["step_height"], "decode", row_attr=True)
+    shapes.append(_bounds_path(data["bounds"], f, geo["step_offset"]))
+    shapes += _rects(data["slow"], f, step_top, geo["step_height"], "slow", row_attr=True)
+    shapes += _rects(data["prefill"], f, step_top, geo["step_height"], "prefill", row_attr=True)
+    shapes += _rects(data["strip"], f, strip_top, strip_h, "strip")
+    shapes += _rects(data["wait"], f, lambda y: y - half * WAIT, 2 * half * WAIT, "wait")
+    shapes += _rects(data["wire"], f, lambda y: y - half, 2 * half, "wire")
+    slow_rows = {}
+    keep = _in_window(data["slow"], lo, hi)
+    for y in np.asarray(data["slow"]["y"], float)[keep]:
+        slow_rows[int(y)] = slow_rows.get(int(y), 0) + 1
+    labels = [meta["labels"][i] for i in range(n)]
+    gpu_rows = [r for r in range(n) if r not in (0, meta["link_row"], meta["link_queue_row"])]
+    slow_text = ", ".join(f"{split_label(labels[r])[0]}: {slow_rows.get(r, 0)}" for r in gpu_rows)
+    alt = (f"GPU timelines from {lo:.1f} s to {hi:.1f} s of simulated time, one row per GPU: "
+           f"blue decode steps, amber prefill work, red hatched steps over the per-token target "
+           f"(slow steps in this window: {slow_text}).")
+    # Bokeh's "/" hatch at scale 7: white lines, 45 degrees, 7 px apart.
+    hatch = (f'<defs><pattern id="stf-fv-hatch" patternUnits="userSpaceOnUse" width="7" height="7" '
+             f'patternTransform="rotate(45)"><rect width="7" height="7" fill="{PALETTE["slow"]}"/>'
+             f'<line x1="0" y1="0" x2="0" y2="7" stroke="#fff" stroke-opacity=".75" stroke-width="2.4"/></pattern></defs>')
+    svg = (f'<svg role="img" aria-labelledby="stf-fv-alt" data-slow-rows=\'{_slow_json(slow_rows, gpu_rows)}\'>'
+           f'<title id="stf-fv-alt">{html.escape(alt)}</title>{hatch}{"".join(s for s in shapes if s)}</svg>')
+    ticks = "".join(f'<span style="left:{(t - lo) / WINDOW_S * 100:.3f}%">{t:.1f}</span>' for t in _ticks(lo))
+    return (f'<div class="stf-fv-canvas" style="display:flex;align-items:flex-start">'
+            f'<div class="stf-fv-gutter" style="width:{gutter}px;height:{frame + AXIS_PX}px;flex:none;position:relative">'
+            f'{rows_html(labels, frame, font)}</div>'
+            f'<div style="flex:1 1 auto;min-width:150px;padding:{FRAME_TOP_PX}px 16px 0 {FRAME_LEFT_PX}px;background:#fff">'
+            f'<div class="stf-fv-plot" style="height:{frame}px">{svg}</div>'
+            f'<div class="stf-fv-axis" aria-hidden="true">{ticks}<span class="name">simulated time (s)</span></div>'
+            f'</div></div>' + _overview_html(data["overview"], result, lo, gutter))
+
+
+def _slow_json(slow_rows, gpu_rows):
+    return "{" + ",".join(f'"{r}":{slow_rows.get(r, 0)}' for r in gpu_rows) + "}"
+
+
+def _overview_html(overview, result, lo, gutter):
+    """The whole-run overview under the timeline: busy (light) and slow (red) share per bin, the window boxed."""
+    end = max(result.end_time, WINDOW_S)
+    xs = np.asarray(overview["x"], float)
+    width = (xs[1] - xs[0]) if len(xs) > 1 else end
+    lefts = xs - width * 0.46
+    bars = []
+    for values, colour in ((np.asarray(overview["busy"], float), "#c7d6e6"), (np.asarray(overview["slow"], float), PALETTE["slow"])):
+        # One path per layer (a bar is "M x bottom v -h h w v h z"): 240 bins as rects would be most of the file.
+        d = "".join(f"M{_n(x)} 1.02v{_n(-v)}h{_n(width * 0.92)}v{_n(v)}z" for x, v in zip(lefts, values) if v > 0)
+        if d:
+            bars.append(f'<path d="{d}" fill="{colour}"/>')
+    box = (f'<rect x="{_n(lo)}" y="0" width="{WINDOW_S}" height="1.02" fill="{PALETTE["ink"]}" fill-opacity=".12" '
+           f'stroke="{PALETTE["ink"]}" stroke-opacity=".8" stroke-width="1.5" vector-effect="non-scaling-stroke"/>')
+    return (f'<div style="padding:2px 16px 18px {gutter + FRAME_LEFT_PX}px;height:44px;background:#fff" aria-hidden="true">'
+            f'<div class="stf-fv-plot" style="height:44px;outline:1px solid #dde2ea">'
+            f'<svg viewBox="0 0 {_n(end)} 1.02" preserveAspectRatio="none">{"".join(bars)}{box}</svg></div></div>')
+
+
+# ---------------------------------------------------------------- the rest of the page
+
+def _control_value(name, value):
+    if name in CHOICE_LABELS:
+        return CHOICE_LABELS[name].get(value, format_value(value))
+    return format_value(value)
+
+
+def controls_html(state, embed=False):
+    """The mission's controls at their starting values, as the sidebar shows them: a choice as its
+    buttons (the chosen one filled), a slider as its value and bar, a control that does nothing
+    in this layout greyed with the line saying when it matters, the reset button, the locked
+    settings. Shown, not live."""
+    items = []
+    idle = []
+    for name, control in state.mission.controls.items():
+        label = control.label or CONTROL_SPECS[name][1]
+        value = state.settings.get(name)
+        grey = "" if state.applies(name) else " idle"
+        if grey:
+            idle.append((name, label))
+        if control.kind == "choice":
+            caption = "" if name == "layout" else f'<div class="stf-fv-label">{html.escape(label)}:</div>'
+            buttons = "".join(
+                f'<span class="stf-fv-btn{" on" if c == value else ""}">{html.escape(_control_value(name, c))}</span>'
+                for c in control.choices)
+            items.append(f'<div class="stf-fv-control{grey}" data-control="{name}">{caption}'
+                         f'<div class="stf-fv-group">{buttons}</div></div>')
+        else:
+            lo, hi = float(control.min), float(control.max)
+            share = 0.0 if hi <= lo or value is None else (float(value) - lo) / (hi - lo)
+            items.append(f'<div class="stf-fv-control{grey}" data-control="{name}"><div class="stf-fv-label">'
+                         f'{html.escape(label)}: <b>{html.escape(_control_value(name, value))}</b></div>'
+                         f'<div class="stf-fv-slider"><span style="width:{max(0.0, min(1.0, share)) * 100:.1f}%">'
+                         f'</span></div></div>')
+    hint = idle_hint_html(state.scenario, idle)
+    hint = f'<div style="margin:0 10px 2px 10px">{hint}</div>' if hint else ""
+    reset = '<span class="stf-fv-btn stf-fv-reset">↺ Back to the start</span>'
+    locked = locked_html(state, compact=embed)
+    locked = f'<div style="margin:6px 10px 0 10px">{locked}</div>' if locked else ""
+    wrap = ' style="display:flex;flex-wrap:wrap"' if embed else ""
+    return f'<div class="stf-fv-controls"{wrap}>{"".join(items)}</div>{hint}{reset}{locked}'
+
+
+def _status_html(state):
+    """The canvas card's status line, without the run's wall-clock time (the live page shows its own)."""
+    m = state.metrics or {}
+    if state.result is None or not m:
+        return '<span class="stf-status" data-busy="false"></span>'
+    return (f'<span class="stf-status" data-busy="false" data-run="{state.run_id}">{m.get("requests", 0):,} requests over '
+            f'{state.result.end_time:,.0f} s, simulated in advance</span>')
+
+
+def _progress_tools(embed):
+    """The progress-code buttons under the stars (stars_bridge.ProgressTools), in their place."""
+    width = 150 if embed else 170
+    return (f'<div class="stf-fv-bar" style="margin:0;gap:8px"><span class="stf-fv-btn plain" style="width:{width - 18}px">'
+            f'Copy my progress</span><span class="stf-fv-input" style="width:{(180 if embed else 220) - 18}px">Paste a progress '
+            f'code</span><span class="stf-fv-btn plain" style="width:{width - 38}px">Paste progress</span></div>')
+
+
+def _head_stars(state):
+    total = len(state.mission.stars)
+    if not total:
+        return ""
+    glyphs = "".join("<span>☆</span>" for _ in range(total))
+    return (f'<div class="stf-head-stars" data-earned="0"><span class="stars" aria-label="0 of {total} stars earned">'
+            f'{glyphs}</span><small>0/{total}</small></div>')
+
+
+PAGE_CSS = """
+.stf-first { font-family: Helvetica, Arial, sans-serif; font-size: 12px; color: %(ink)s; background: %(page)s;
+             min-height: 100vh; }  /* Panel's font, which the live panes end up in */
+.stf-first h1, .stf-stars-pane { line-height: 1.43; }  /* ... and its line height where the panes keep it */
+.stf-fv-card { background: #fff; border: 1px solid #dde2ea; border-radius: 10px; }
+.stf-fv-body { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; margin: 6px 8px 16px 8px; }
+.stf-fv-side { flex: 0 1 340px; min-width: min(280px, 100%%); }
+.stf-fv-main { flex: 1 1 560px; min-width: min(300px, 100%%); }
+.stf-fv-control { margin: 4px 10px 0 10px; font-size: 12px; }
+.stf-fv-control.idle { opacity: .5; }
+.stf-fv-embed .stf-fv-control { flex: %(flex)s; }
+.stf-fv-reset { display: inline-block; opacity: .5; margin: 8px 10px 4px 10px; width: 150px; border-color: #ccc;
+                color: %(ink)s; border-radius: 4px; }
+.stf-fv-label { margin: 4px 0; }
+.stf-fv-group { display: flex; flex-wrap: wrap; }
+.stf-fv-btn { flex: 1 1 auto; text-align: center; padding: 6px 8px; border: 1px solid #0072B2; color: #0072B2;
+              margin-right: -1px; font-size: 13px; }
+.stf-fv-btn:first-child { border-radius: 4px 0 0 4px; } .stf-fv-btn:last-child { border-radius: 0 4px 4px 0; }
+.stf-fv-btn.on { background: #0072B2; color: #fff; }
+.stf-fv-slider { height: 6px; background: #e6e9ef; border-radius: 3px; margin: 8px 0 12px; }
+.stf-fv-slider span { display: block; height: 100%%; background: %(decode)s; border-radius: 3px; }
+.stf-fv-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin: 4px 12px; min-height: 40px;
+              font-size: 13px; }
+.stf-fv-bar .stf-fv-btn { flex: none; border-radius: 4px; }
+.stf-fv-btn.plain { border-color: transparent; color: %(ink)s; }
+.stf-fv-input { flex: none; border: 1px solid #ccc; border-radius: 4px; padding: 6px 8px; color: #757575; }
+.stf-fv-embed .stf-fv-body { gap: 8px; margin: 0; }
+.stf-fv-embed .stf-fv-side { flex: 1 1 200px; min-width: min(190px, 100%%); max-width: 100%%; }
+.stf-fv-embed .stf-fv-main { flex: 3 1 340px; min-width: min(300px, 100%%); }
+""" % {**PALETTE, "flex": EMBED_CONTROL_FLEX}
+
+
+def _scoped(css):
+    """The panes' shadow-root CSS for one shadow root: `:host` is the view's root, and the
+    compact variants (`:host(.X)`) are classes on wrappers."""
+    return re.sub(r":host\((\.[\w-]+)\)", r"\1", css).replace(":host", ".stf-first")
+
+
+def first_view_html(query, missions_dir=None, stamp=""):
+    """lab.html?QUERY's first view: one HTML fragment (with its own styles) that loader.js puts
+    in a shadow root. The root carries the stamp and format loader.js checks, and the query."""
+    from .app import SANDBOX_ID
+    from .mission_text import brief_html, plain
+
+    embed = parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
+    state, catalog = view_state(query, missions_dir)
+    m = state.mission
+    s = state.scenario
+    pos = state.position
+    kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {len(catalog.missions)}"
+    title = plain(m.title)
+    may_preempt = s.fleet.kv_policy == "on_demand" or "kv_policy" in m.controls
+    roles = "planner" in m.controls or s.fleet.planner_on
+    legend = legend_html(s.slo, embed, rejection=state.can_reject, preemptions=may_preempt, roles=roles)
+    section = lambda text, style="": f'<div class="stf-section" style="margin:10px 10px 0 10px;{style}">{text}</div>'  # noqa: E731
+    timelines = "GPU timelines" + ("" if embed else " · 2.5 s window")
+    play_bar = ('<div class="stf-fv-bar"><span class="stf-fv-btn on">▶ Play</span>'
+                + "".join(f'<span class="stf-fv-btn{" on" if k == "1×" else ""}">{k}</span>' for k in ("¼×", "1×", "4×", "10×"))
+                + f'<div style="flex:1 1 160px;min-width:140px;margin:0 10px"><div>Window start (s): '
+                f'<b>{state.window_start:.2f}</b></div><div class="stf-fv-slider"><span style="width:0"></span></div></div>'
+                + '<span class="stf-fv-btn">Next slow step »</span></div>')
+    keys = f'<div class="{"stf-keys-compact" if embed else ""}" style="margin:2px 10px 6px 10px">{_keys_html("")}</div>'
+    canvas_card = (f'<div class="stf-fv-card stf-canvas-card" style="margin:0 0 10px 0">'
+                   f'<div style="display:flex;align-items:center;margin:4px"><div class="stf-section" style="margin:0">'
+                   f'{timelines}</div><div style="margin:0 4px">{_status_html(state)}</div></div>'
+                   f'<div style="margin:0 4px">{legend}</div>{canvas_html(state, embed)}{play_bar}{keys}</div>')
+    metrics = (f'<div class="stf-metrics-pane{" stf-metrics-compact" if embed else ""}">'
+               f'{metrics_html(state.metrics, s) if state.metrics else ""}</div>')
+    stars = (f'<div class="stf-stars-pane{" stf-stars-compact" if embed else ""}">'
+             f'{stars_html(m, state.metrics, state.stars_now, state.saved_stars, counting=state.touched)}</div>'
+             + _progress_tools(embed))
+    brief = f'<div class="stf-brief" style="margin:0 10px">{brief_html(m.brief)}</div>'
+    if embed:
+        head = (f'<div style="display:flex;align-items:center;margin:4px 10px 0 10px"><div class="stf-header">'
+                f'<span class="stf-kicker">{html.escape(kicker)}</span><h1 class="stf-title" style="font-size:17px">'
+                f'{title}</h1></div><span class="stf-spacer"></span>{_head_stars(state)}</div>')
+        side = (f'<div class="stf-fv-side"><div class="stf-fv-card" style="margin:0 0 4px 0;padding:6px 10px">'
+                f'<h2 class="stf-card-title" style="margin:0;font-size:14px">Brief</h2></div>'
+                f'{controls_html(state, embed)}{section("Stars")}<div style="margin:2px 6px">{stars}</div></div>')
+        body = f'<div class="stf-fv-body"><div class="stf-fv-side-wrap" style="display:contents">{side}</div>' \
+               f'<div class="stf-fv-main">{canvas_card}{metrics}</div></div>'
+        inner = f'<div style="margin:0 6px">{head}{body}</div>'
+    else:
+        nav_next = catalog.next_after(m)
+        nav = f'<span>Next: {plain(nav_next.title)} →</span>' if nav_next else ""
+        header = (f'<div style="background:#fff;border-bottom:1px solid #dde2ea"><div class="stf-header" '
+                  f'style="margin:8px 16px 0 16px;padding-bottom:8px"><span class="stf-brand"><span class="logo" '
+                  f'aria-hidden="true"></span>Split the Fleet</span><span>← All missions</span>'
+                  f'<span class="stf-spacer"></span>{nav}</div></div>')
+        title_row = (f'<div style="display:flex"><div style="margin:10px 10px 0 16px;flex:1 1 auto;min-width:0">'
+                     f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1></div>'
+                     f'<div style="margin:14px 16px 0 10px">{_head_stars(state)}</div></div>')
+        side = (f'<div class="stf-fv-side stf-fv-card">{section("Brief")}{brief}{section("Controls")}'
+                f'{controls_html(state)}{section("Stars")}<div style="margin:4px 10px">{stars}</div></div>')
+        story = ('<div class="stf-fv-card stf-fv-bar" style="margin:0 0 10px 0">'
+                 '<span class="stf-fv-btn" style="opacity:.5;width:250px">Show the next missed request »</span>'
+                 '<span class="stf-lock" style="flex:1 1 240px;margin:8px 6px">Click a request in the worst-gap plot, '
+                 'or a step on the timelines, to see where its time went.</span></div>')
+        body = f'<div class="stf-fv-body">{side}<div class="stf-fv-main">{canvas_card}{story}{metrics}</div></div>'
+        inner = header + title_row + body
+    styles = _scoped(HUB_CSS + STARS_CSS) + SVG_CSS + PAGE_CSS  # HUB_CSS: the panes' CSS and the header stars'
+    return (f'<div class="stf-first{" stf-fv-embed" if embed else ""}" data-stamp="{html.escape(stamp)}" '
+            f'data-format="{PRERENDER_FORMAT}" data-query="{html.escape(query)}">'
+            f'<style>{styles}</style>{inner}</div>\n')

@@ -30,13 +30,14 @@
   var scriptsReady = loadScripts(config.scripts || []);
   scriptsReady.then(function () { mark("scripts"); }, function () {});
 
-  // The pre-rendered first view (site_build/prerender.py): the same document the worker
-  // sends later, built at build time for this mission at its starting controls. Drawn as
-  // soon as BokehJS is here, while Python boots; inert (nothing a student does on it is
-  // taken, and the bar says so) until the live document replaces it. Only for the address
-  // it was built for (?mission=ID, optionally &embed=1); anything missing, from another
-  // build or unreadable: the normal loading screen, no error.
-  var prerender = { file: prerenderFile(), views: null, container: null, live: null, shown: false };
+  // The pre-rendered first view (site_build/prerender.py): static HTML + SVG of this
+  // mission's first run at its starting controls, built at build time from the same
+  // deterministic run the worker makes later. Fetched at once and shown as soon as the page
+  // is parsed: no BokehJS, so the main thread stays free for the live page. Inert (nothing
+  // a student does on it is taken, and the bar says so) until the live document replaces
+  // it. Only for the address it was built for (?mission=ID, optionally &embed=1); anything
+  // missing, from another build or unreadable: the normal loading screen, no error.
+  var prerender = { file: prerenderFile(), container: null, live: null, shown: false };
   var prerenderReady = prerender.file ? fetchPrerender(prerender.file) : Promise.resolve(null);
 
   function scriptSource(url) {
@@ -77,34 +78,27 @@
       && query.getAll("mission").length === 1 && query.getAll("embed").length <= 1;
     if (!ok || !Object.prototype.hasOwnProperty.call(config.missions || {}, id)) return null;
     if (query.has("embed") && !embed) return null;  // ?embed=0: a layout no file was built for
-    return "./prerender/" + encodeURIComponent(id) + (embed ? ".embed" : "") + ".json";
+    return "./prerender/" + encodeURIComponent(id) + (embed ? ".embed" : "") + ".html";
   }
 
-  // Only the .gz is on the site (~50 KB): without DecompressionStream, the normal load.
   function fetchPrerender(url) {
-    if (typeof DecompressionStream !== "function" || typeof fetch !== "function") return Promise.resolve(null);
-    return fetch(url + ".gz").then(function (response) {
-      if (!response.ok || !response.body) return null;
-      return new Response(response.body.pipeThrough(new DecompressionStream("gzip"))).text();
-    }).then(function (text) {
-      // The document names Panel's assets by a placeholder (lab/ui/prerender.py PANEL_ROOT_MARK):
-      // this page's own, as an absolute URL like the worker's PANEL_CDN_ROOT.
-      var want = config.prerender || {};
-      if (text && want.panelRootMark && want.panelCdnRoot) {
-        text = text.split(want.panelRootMark).join(new URL(want.panelCdnRoot, window.location.href).href);
-      }
-      return text ? JSON.parse(text) : null;
+    if (typeof fetch !== "function" || typeof document.createElement("div").attachShadow !== "function") return Promise.resolve(null);
+    return fetch(url).then(function (response) {
+      return response.ok ? response.text() : null;
     }).then(checkPrerender).catch(function () { return null; });
   }
 
-  // A file this page can draw, or null: this build's stamp and format, one document, one
-  // render item, a root for each of the page's root elements.
-  function checkPrerender(data) {
+  // A view this page can show, or null: one root element of this build's stamp and format,
+  // built for this address.
+  function checkPrerender(text) {
     var want = config.prerender || {};
-    if (!data || data.stamp !== want.stamp || data.format !== want.format) return null;
-    if (!data.docs_json || typeof data.docs_json !== "object" || Object.keys(data.docs_json).length !== 1) return null;
-    if (!Array.isArray(data.render_items) || data.render_items.length !== 1 || !Array.isArray(data.root_ids)) return null;
-    return data;
+    if (!text) return null;
+    var t = document.createElement("template");
+    t.innerHTML = text;
+    var root = t.content.firstElementChild;
+    if (!root || !root.classList.contains("stf-first") || t.content.children.length !== 1) return null;
+    if (root.getAttribute("data-stamp") !== want.stamp || root.getAttribute("data-format") !== String(want.format)) return null;
+    return root;
   }
 
   if (embed) document.documentElement.classList.add("stf-embed");
@@ -186,13 +180,12 @@
     return new Promise(function (resolve) { requestAnimationFrame(function () { requestAnimationFrame(resolve); }); });
   }
 
-  // Draw the file's document into its own elements, before the page's root elements (which
-  // stay empty for the live document): the same layout, so the swap does not move anything.
-  function showPrerender(data) {
-    if (!data || state.done || state.failed || prerender.closed) return null;
+  // Put the view in its own element, in a shadow root (its styles are the panes' own, and stay
+  // its own), before the page's root elements (which stay empty for the live document).
+  function showPrerender(root) {
+    if (!root || state.done || state.failed || prerender.closed) return null;
     var roots = document.querySelectorAll("[data-root-id]");
-    if (roots.length !== data.root_ids.length || !window.Bokeh || !Bokeh.embed || !Bokeh.index ||
-        typeof Bokeh.index["delete"] !== "function") return null;
+    if (!roots.length) return null;
     var box = document.createElement("div");
     box.id = "stf-prerender";
     box.className = "stf-prerender";
@@ -204,41 +197,22 @@
     roots[0].parentNode.insertBefore(box, roots[0]);
     box.parentNode.insertBefore(live, roots[0]);
     for (var r = 0; r < roots.length; r++) live.appendChild(roots[r]);
-    var targets = {};
-    data.root_ids.forEach(function (id, i) {
-      var el = document.createElement("div");
-      el.id = "stf-pre-" + (i + 1);
-      el.style.display = "contents";
-      box.appendChild(el);
-      targets[id] = el.id;
-    });
-    data.render_items[0].roots = targets;
-    data.render_items[0].root_ids = data.root_ids;
+    box.attachShadow({ mode: "open" }).appendChild(root);
     prerender.container = box;
     prerender.live = live;
     mark("prerender-start");
-    return Bokeh.embed.embed_items(data.docs_json, data.render_items).then(function (managers) {
-      prerender.views = managers[0].roots.slice();
-      return nextFrame();
-    }).then(function () {
-      if (state.done || state.failed) return;
-      prerender.shown = true;
-      document.body.classList.remove("pn-loading");
-      document.documentElement.classList.add("stf-prerendered");
-      var loader = $("stf-loader");
-      if (loader) loader.setAttribute("data-mode", "prerendered");
-      setPrerenderTitle();
-      state.timeline.push({ stage: "prerendered", done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
-    }).catch(function (e) {
-      // A file this BokehJS cannot draw: the normal loading screen, as if there were none.
-      if (window.console) console.info("Split the Fleet: pre-rendered view not used:", e);
-      dropPrerender();
+    prerender.shown = true;
+    document.body.classList.remove("pn-loading");
+    document.documentElement.classList.add("stf-prerendered");
+    var loader = $("stf-loader");
+    if (loader) loader.setAttribute("data-mode", "prerendered");
+    setPrerenderTitle();
+    return nextFrame().then(function () {
+      if (prerender.shown) mark("prerendered");
     });
   }
 
   function dropPrerender() {
-    (prerender.views || []).forEach(function (v) { try { Bokeh.index["delete"](v); v.remove(); } catch (e) { /* gone */ } });
-    prerender.views = null;
     if (prerender.container) prerender.container.remove();
     prerender.container = null;
     prerender.shown = false;
@@ -247,9 +221,8 @@
     if (loader) loader.removeAttribute("data-mode");
   }
 
-  // The worker's document arrives: Panel's handler clears every BokehJS root and draws it
-  // into the page's root elements. The pre-rendered views are taken out of BokehJS's index
-  // first, so they stay on screen while the live document is built underneath (hidden, in
+  // The worker's document arrives: Panel's handler draws it into the page's root elements.
+  // The first view stays on screen while the live document is built underneath (hidden, in
   // the same place). The live document starts as the lab's shell ("Simulating…"); its first
   // run and then the plots follow as patches. The pre-rendered views go once both are in
   // (or a moment after the run if no plots patch comes): nothing on screen goes back.
@@ -259,8 +232,7 @@
   function renderLive(handler, event) {
     prerender.closed = true;
     return Promise.resolve(prerender.drawing).then(function () {
-      if (!prerender.views) { dropPrerender(); return handler(event); }
-      prerender.views.forEach(function (v) { Bokeh.index["delete"](v); });
+      if (!prerender.shown) { dropPrerender(); return handler(event); }
       if (prerender.live && prerender.container) prerender.live.style.top = prerender.container.offsetTop + "px";
       document.documentElement.classList.add("stf-swapping");
       prerender.swapped = new Promise(function (resolve) { prerender.swap = resolve; });
@@ -395,9 +367,7 @@
       if (state.failed) return;
       var roots = 0;
       try {
-        roots = window.Bokeh && Bokeh.index && Bokeh.index.roots ? Array.from(Bokeh.index.roots).filter(function (v) {
-          return (prerender.views || []).indexOf(v) < 0;
-        }).length : 0;
+        roots = window.Bokeh && Bokeh.index && Bokeh.index.roots ? Array.from(Bokeh.index.roots).length : 0;
       } catch (e) { roots = 0; }
       if (roots > 0 && prerender.swapped) return prerender.swapped.then(function () { requestAnimationFrame(finish); });
       if (roots > 0) return requestAnimationFrame(finish);
@@ -537,8 +507,8 @@
 
   if (prerender.file) {
     prerender.drawing = new Promise(function (resolve) { whenReady(resolve); })
-      .then(function () { return Promise.all([scriptsReady, prerenderReady]); })
-      .then(function (got) { return showPrerender(got[1]); })
+      .then(function () { return prerenderReady; })
+      .then(showPrerender)
       .catch(function () { dropPrerender(); });
   }
 
