@@ -8,7 +8,7 @@
     panel_assets.py    Panel's and Bokeh's browser files, for a self-hosted PANEL_CDN_ROOT
     pyodide_dir.py     where Pyodide comes from, and the copy of a Pyodide folder (--pyodide-dir)
     missions.py        the missions published: the hub's index, the source files, missions/ in the site
-    prerender.py       prerender/: each mission's first view, built in CPython (lab/ui/prerender.py), stamped
+    prerender.py       prerender/: each mission's first view as static HTML + SVG, built in CPython (lab/ui/prerender.py), stamped
     templates.py       static/site/ templates and their {{TOKENS}}
     pages.py           lab.html (Panel's page, patched), index.html (the hub), theme CSS, assets/
     worker.py          lab.js: the site's web worker around Panel's converted program

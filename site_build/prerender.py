@@ -2,9 +2,10 @@
 
 For every mission (and the sandbox) at its starting controls, `lab.html?mission=ID` and the
 blog iframe's `lab.html?mission=ID&embed=1`, the lab's first run is simulated in CPython and
-its first view written to prerender/ID.html and prerender/ID.embed.html (~55 KB each, a
-fifth of that gzipped by the host). assets/loader.js shows it at once, inert, and swaps in
-the live document once Pyodide has built it.
+its first view written to prerender/ID.html and prerender/ID.embed.html (~80 KB each), each
+with a .gz beside it (~16 KB: what loader.js fetches, as for the page's scripts, since many
+hosts send files as they are). assets/loader.js shows it at once, inert, and swaps in the
+live document once Pyodide has built it.
 
 Each file carries a stamp (the lab wheel's sha256, also in lab.html's config): a file from
 another build is ignored and the page loads the normal way. All pages are built in this
@@ -14,6 +15,7 @@ process, one after another (~0.3 s a page: a simulation and its metrics, no Pane
 import hashlib
 
 from site_build.common import BuildError, _project, _write
+from site_build.transfer import _write_gz
 from site_build.urls import _inside
 
 __all__ = ["prerender_stamp", "write_prerenders"]
@@ -41,7 +43,7 @@ def _pages(missions):
 
 
 def write_prerenders(site, missions_dir, missions, stamp):
-    """Write prerender/*.html, stamped; returns the files written (relative to the site)."""
+    """Write prerender/*.html and their .gz, stamped; returns the pages' files (relative to the site)."""
     from lab.ui.prerender import first_view_html
 
     written = []
@@ -51,5 +53,6 @@ def write_prerenders(site, missions_dir, missions, stamp):
         except Exception as exc:  # a mission the lab cannot start: the build says which
             raise BuildError(f"{rel}: the first view of lab.html?{query} could not be built: {exc}") from exc
         _write(site, rel, text.encode("utf-8"))
+        _write_gz(site / rel, text.encode("utf-8"))
         written.append(rel)
     return written

@@ -9,6 +9,7 @@ missing, corrupt or from another build means the normal load, no error; an addre
 other settings never uses one.
 """
 
+import gzip
 import json
 import re
 import subprocess
@@ -108,6 +109,8 @@ def test_every_mission_has_a_stamped_first_view_for_both_layouts(site):
         head = (dist / "prerender" / name).read_text(encoding="utf-8")[:300]
         assert (f'data-stamp="{config["prerender"]["stamp"]}" data-format="2" '
                 f'data-query="{query.replace("&", "&amp;")}"') in head
+        # What loader.js fetches: the .gz beside each file (test_build checks it unpacks to it).
+        assert (dist / "prerender" / (name + ".gz")).is_file()
     assert not list((dist / "prerender").glob("*.json*"))  # no BokehJS documents any more
 
 
@@ -197,7 +200,7 @@ def _fake(kind, site):
         return {"status": 200, "body": b"\x1f\x8b\x08 <div>this is not a first view", "content_type": "text/html"}
     real = (Path(site.root) / f"prerender/{MISSION}.html").read_text(encoding="utf-8")
     stale = re.sub(r'data-stamp="[^"]*"', 'data-stamp="0000000000000000"', real, count=1)  # another build's file
-    return {"status": 200, "body": stale.encode("utf-8"), "content_type": "text/html"}
+    return {"status": 200, "body": gzip.compress(stale.encode("utf-8")), "content_type": "application/gzip"}
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "stale"])
@@ -219,7 +222,7 @@ def test_a_missing_corrupt_or_stale_first_view_means_the_normal_load(browser, si
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
         page.locator(RAN).first.wait_for(timeout=120_000)
-        assert asked and asked[0].endswith(f"/prerender/{MISSION}.html")
+        assert asked and asked[0].endswith(f"/prerender/{MISSION}.html.gz")
         stages = [e["stage"] for e in page.evaluate("() => STFLoader.state.timeline")]
         assert "prerendered" not in stages and "drawn" in stages, stages
         assert page.locator("#stf-prerender").count() == 0
