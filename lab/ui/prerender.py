@@ -338,7 +338,7 @@ PAGE_CSS = """
                 color: %(ink)s; border-radius: 4px; }
 .stf-fv-label { margin: 4px 0; }
 .stf-fv-group { display: flex; flex-wrap: wrap; }
-.stf-fv-btn { flex: 1 1 auto; text-align: center; padding: 6px 8px; border: 1px solid #0072B2; color: #0072B2;
+.stf-fv-btn { flex: 1 1 auto; text-align: center; padding: 8px 8px;  /* 31 px tall, as Bokeh's buttons */ border: 1px solid #0072B2; color: #0072B2;
               margin-right: -1px; font-size: 13px; }
 .stf-fv-btn:first-child { border-radius: 4px 0 0 4px; } .stf-fv-btn:last-child { border-radius: 0 4px 4px 0; }
 .stf-fv-btn.on { background: #0072B2; color: #fff; }
@@ -377,7 +377,8 @@ def first_view_html(query, missions_dir=None, stamp=""):
     may_preempt = s.fleet.kv_policy == "on_demand" or "kv_policy" in m.controls
     roles = "planner" in m.controls or s.fleet.planner_on
     legend = legend_html(s.slo, embed, rejection=state.can_reject, preemptions=may_preempt, roles=roles)
-    section = lambda text, style="": f'<div class="stf-section" style="margin:10px 10px 0 10px;{style}">{text}</div>'  # noqa: E731
+    # Panel's margin (10 px) and the pane's own 4 px above a section's title
+    section = lambda text: f'<div class="stf-section" style="margin:14px 10px 0 10px">{text}</div>'  # noqa: E731
     timelines = "GPU timelines" + ("" if embed else " · 2.5 s window")
     play_bar = ('<div class="stf-fv-bar"><span class="stf-fv-btn on">▶ Play</span>'
                 + "".join(f'<span class="stf-fv-btn{" on" if k == "1×" else ""}">{k}</span>' for k in ("¼×", "1×", "4×", "10×"))
