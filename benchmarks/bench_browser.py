@@ -2,7 +2,7 @@
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
                                        [--screenshots DIR] [--json OUT.json]
-                                       [--site DIST [--loads N] [--record-imports FILE]]
+                                       [--site DIST [--loads N] [--trace] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
 opens the mission's lab at 1366x800 and moves its GPU-count slider from the keyboard,
@@ -18,7 +18,8 @@ With --site DIST it measures the static site in Pyodide instead: --loads N pairs
 and a warm load, each pair in a fresh browser: the time to the first simulated canvas (the
 pre-rendered view, when the site has one for the mission), to interactive (the live page
 drawn with its first run), when each loading step began, the bytes sent and the largest
-files; then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+files (--trace: and the page's main-thread work by each of those moments, from a Chrome
+trace); then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
 patches. --record-imports FILE writes the modules the lab imported by then
 (site_build/start_imports.txt, which build.py pre-compiles).
 
@@ -182,6 +183,34 @@ def _load_lab(ctx, url):
     first_ms = steps.get("prerendered", first_ms)
     live_ms = steps.get("drawn", page.evaluate("performance.now()"))
     return page, first_ms / 1000, live_ms / 1000, timeline
+
+
+def _main_thread_ms(trace, timeline):
+    """Main-thread work of the page (the renderer's top-level tasks, from a Chrome trace) up to
+    the first simulated canvas and up to interactive: {"first": ms, "interactive": ms}.
+
+    Load on a shared machine stretches wall-clock times; the work done on the main thread by a
+    moment moves much less. The page's clock (performance.now(), the loader's timeline) is
+    mapped onto the trace's by its navigationStart mark."""
+    events = json.loads(trace)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    mains = {(e["pid"], e["tid"]) for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    starts = [e for e in events if e.get("name") == "navigationStart" and (e.get("pid"), e.get("tid")) in mains
+              and "lab.html" in json.dumps(e.get("args", {}))]
+    if not starts:
+        return None
+    nav = starts[-1]
+    pid, tid, t0 = nav["pid"], nav["tid"], nav["ts"]
+    tasks = [(e["ts"], e.get("dur", 0)) for e in events
+             if e.get("ph") == "X" and e.get("name") == "RunTask" and e.get("pid") == pid and e.get("tid") == tid]
+    steps = _steps(timeline)
+    out = {}
+    for key, stage in (("first", "prerendered"), ("interactive", "drawn")):
+        if stage in steps:
+            end = t0 + steps[stage] * 1000
+            out[key] = round(sum(max(0, min(ts + dur, end) - max(ts, t0)) for ts, dur in tasks) / 1000)
+    return out
 
 
 def _settled_bytes(log, quiet_s=2.0, limit_s=60.0):
@@ -355,11 +384,12 @@ def _sent_by_file(log, top=8):
     return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
 
 
-def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
+def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=False):
     """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
 
     `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
-    a shared machine); the control changes are measured on the last warm page."""
+    a shared machine); the control changes are measured on the last warm page. `trace`: each
+    load also records a Chrome trace and reports the page's main-thread work (_main_thread_ms)."""
     sys.path.insert(0, str(REPO / "tests"))
     from site_run import serve
 
@@ -374,17 +404,27 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None):
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 ctx = browser.new_context(viewport={"width": 1366, "height": 800})
                 url = f"{base}lab.html?mission={mission_id}"
-                page, cold_s, cold_live_s, cold_tl = _load_lab(ctx, url)
+                work = {}
+
+                def load(which):
+                    if trace:
+                        browser.start_tracing(categories=["devtools.timeline", "blink.user_timing", "loading"])
+                    got = _load_lab(ctx, url)
+                    if trace:
+                        work[which] = _main_thread_ms(browser.stop_tracing(), got[3])
+                    return got
+
+                page, cold_s, cold_live_s, cold_tl = load("cold")
                 cold_bytes = _settled_bytes(log)
                 largest = _sent_by_file(log)
                 page.close()
-                page, warm_s, warm_live_s, warm_tl = _load_lab(ctx, url)
+                page, warm_s, warm_live_s, warm_tl = load("warm")
                 warm_bytes = _settled_bytes(log) - cold_bytes
                 pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
                               "cold_interactive_s": round(cold_live_s, 2), "warm_interactive_s": round(warm_live_s, 2),
                               "prerendered": "prerendered" in _steps(cold_tl), "cold_bytes": cold_bytes,
                               "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
-                              "warm_steps_ms": _steps(warm_tl), "cold_largest": largest})
+                              "warm_steps_ms": _steps(warm_tl), "cold_largest": largest, "main_thread_ms": work})
                 if i == loads - 1:
                     _worker_phases(page, install=True)
                     measured = measure(page, changes, mission_id)
@@ -430,6 +470,8 @@ def main(argv=None):
                              "also cold and warm load and bytes sent")
     parser.add_argument("--port", type=int, default=5191, help="port for serving --site")
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--trace", action="store_true",
+                        help="with --site: also count the page's main-thread work (a Chrome trace of each load)")
     parser.add_argument("--loads", type=int, default=1,
                         help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
     parser.add_argument("--record-imports", metavar="FILE", default=None,
@@ -450,7 +492,7 @@ def main(argv=None):
     load, shots = None, []
     if args.site:
         load, (name, times, sims, arrivals, keys) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
-                                                         args.record_imports)
+                                                         args.record_imports, trace=args.trace)
     else:
         (name, times, sims, arrivals, keys), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
@@ -482,6 +524,10 @@ def main(argv=None):
             for which in ("cold", "warm"):
                 steps = pair[f"{which}_steps_ms"]
                 print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
+                work = (pair.get("main_thread_ms") or {}).get(which)
+                if work:
+                    print(f"  {which}, main-thread work (Chrome trace): " + ", ".join(
+                        f"{v / 1000:.2f} s by the {k} {'simulated canvas' if k == 'first' else 'page'}" for k, v in work.items()))
         if len(load["pairs"]) > 1:
             for key, what in (("_s", "first simulated canvas"), ("_interactive_s", "interactive")):
                 colds = [q["cold" + key] for q in load["pairs"]]

@@ -248,3 +248,19 @@ def test_only_a_mission_at_its_start_uses_a_first_view(browser, site, query, exp
         assert page.evaluate("() => STFLoader.prerender.file") == expected
     finally:
         context.close()
+
+
+def test_mission_text_reaches_the_first_view_as_text(tmp_path):
+    """The hostile missions' titles, briefs, star and control labels: shown, never markup (the
+    view goes into the page with innerHTML, where an <img onerror> would run)."""
+    from mission_text_payloads import write_hostile_missions
+
+    from lab.ui.prerender import first_view_html
+
+    folder = write_hostile_missions(tmp_path / "missions")
+    for mission_id in ("xss-brief", "xss-comment", "xss-close"):
+        text = first_view_html(f"mission={mission_id}", str(folder))
+        assert not re.search(r"<(script|img|iframe|math|details|a (?!href=\"#stf-safe\"))|<!--|<svg\s+onload", text, re.I), mission_id
+        if mission_id == "xss-brief":
+            assert "&lt;img src=x onerror=window.__pwned=1&gt;GPUs" in text  # the control's label: there, as text
+        assert text.count("<style>") == 1, mission_id  # only the view's own
