@@ -185,6 +185,10 @@ def _load_lab(ctx, url):
     return page, first_ms / 1000, live_ms / 1000, timeline
 
 
+TRACE_CATEGORIES = ["toplevel", "devtools.timeline", "blink.user_timing", "loading"]
+TOP_TASKS = ("ThreadControllerImpl::RunTask", "RunTask")  # a top-level task of a thread (they do not nest)
+
+
 def _main_thread_ms(trace, timeline):
     """Main-thread work of the page (the renderer's top-level tasks, from a Chrome trace) up to
     the first simulated canvas and up to interactive: {"first": ms, "interactive": ms}.
@@ -203,7 +207,7 @@ def _main_thread_ms(trace, timeline):
     nav = starts[-1]
     pid, tid, t0 = nav["pid"], nav["tid"], nav["ts"]
     tasks = [(e["ts"], e.get("dur", 0)) for e in events
-             if e.get("ph") == "X" and e.get("name") == "RunTask" and e.get("pid") == pid and e.get("tid") == tid]
+             if e.get("ph") == "X" and e.get("name") in TOP_TASKS and e.get("pid") == pid and e.get("tid") == tid]
     steps = _steps(timeline)
     out = {}
     for key, stage in (("first", "prerendered"), ("interactive", "drawn")):
@@ -408,7 +412,7 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
 
                 def load(which):
                     if trace:
-                        browser.start_tracing(categories=["devtools.timeline", "blink.user_timing", "loading"])
+                        browser.start_tracing(categories=TRACE_CATEGORIES)
                     got = _load_lab(ctx, url)
                     if trace:
                         work[which] = _main_thread_ms(browser.stop_tracing(), got[3])

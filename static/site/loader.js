@@ -27,7 +27,12 @@
   // browser's DecompressionStream and run in order from blob URLs; the plain file where a
   // .gz cannot be had. The worker starts meanwhile: only drawing needs them. (The service
   // worker keeps the .gz like everything the page fetched: keepFetched reads resource timing.)
-  var scriptsReady = loadScripts(config.scripts || []);
+  // With a first view to show, they are fetched at once but run once it is on screen (BokehJS
+  // is a megabyte of JavaScript to compile and run on the main thread), or after FIRST_VIEW_WAIT_MS.
+  var FIRST_VIEW_WAIT_MS = 1500;
+  var firstViewDone = null;
+  var firstViewShown = new Promise(function (resolve) { firstViewDone = resolve; setTimeout(resolve, FIRST_VIEW_WAIT_MS); });
+  var scriptsReady = loadScripts(config.scripts || [], firstViewShown);
   scriptsReady.then(function () { mark("scripts"); }, function () {});
 
   // The pre-rendered first view (site_build/prerender.py): static HTML + SVG of this
@@ -62,11 +67,11 @@
     });
   }
 
-  function loadScripts(urls) {
+  function loadScripts(urls, after) {
     var sources = urls.map(scriptSource);
     return sources.reduce(function (previous, source, i) {
       return previous.then(function () { return source; }).then(function (src) { return runScript(src, urls[i]); });
-    }, Promise.resolve());
+    }, Promise.resolve(after));
   }
 
   function prerenderFile() {
@@ -515,6 +520,9 @@
       .then(function () { return prerenderReady; })
       .then(showPrerender)
       .catch(function () { dropPrerender(); });
+    prerender.drawing.then(firstViewDone);
+  } else {
+    firstViewDone();
   }
 
   // Offline second visits: a service worker scoped to this folder (never "/").
