@@ -10,6 +10,8 @@ with 512-token chunked prefill, linear cost:
     100k-32   100,000 requests on 32 GPUs (the issue's 4.8 GB case)
     1m-128    1,000,000 requests on 128 GPUs (the issue's out-of-memory case)
     20k-32    20,000 requests on 32 GPUs (a quick look)
+    100k-128, 200k-128   a tenth and a fifth of 1m-128 on its 128 GPUs (proxies that
+              scale like it: the same GPUs, so the same arrivals per step)
 
 A case name ending in "-rr" is the same run with `fleet.dispatch` round_robin (each prompt
 bound to its instance at arrival): a GPU's decode-only run-ahead then stops only at the
@@ -32,6 +34,8 @@ CASES = {
     "20k-32": (20_000, 32),
     "100k-32": (100_000, 32),
     "1m-128": (1_000_000, 128),
+    "100k-128": (100_000, 128),
+    "200k-128": (200_000, 128),
 }
 
 # Runs in a fresh interpreter: argv = repo, requests, gpus; prints one JSON line.

@@ -513,6 +513,15 @@ class _Simulation(RoleChanges):
     # ------------------------------------------------------------- colocated
 
     def _colocated_boundary(self, gpu, t):
+        if gpu.busy and not gpu.completing and not gpu.queue and not gpu.prefilling:
+            # A decode-only boundary with nothing to take (most boundaries of a busy fleet):
+            # the run-ahead loop applies it, logs the next step and runs on to the limit,
+            # as the general path below would, without its calls.
+            limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+            end = self._run_decode_only(gpu, t, limit)
+            if end is not None:
+                heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+            return
         records = self.records
         if gpu.busy:
             self._finish_decode_step(gpu, t)
