@@ -45,6 +45,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 from lab.ui.app import DEBOUNCE_MS, FIRST_MS  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
+TRACED_CHANGES = 8  # --site: changes measured again under a Chrome trace (main-thread and worker work)
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 
@@ -96,6 +97,8 @@ def measure(page, changes, mission_id):
     page.evaluate("""() => {
         window.__stfKey = 0;
         window.__stfKeys = [];  // on the epoch clock the worker's phases use (bench_site)
+        if (window.__stfKeyListening) return;  // measured twice (traced_changes): one listener
+        window.__stfKeyListening = true;
         document.addEventListener('keydown', () => {
             window.__stfKey = performance.now();
             window.__stfKeys.push(performance.timeOrigin + window.__stfKey);
@@ -270,7 +273,8 @@ def _stf_timed(fn, key):
 
 from lab.ui.controls import Controls
 for _owner, _name, _key in ((Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
-                            (LabState, "finish", "finish"), (LabApp, "_update_plots", "plots"),
+                            (LabState, "finish", "finish"), (LabApp, "_finish_part", "finish"),
+                            (LabApp, "_update_plots", "plots"),
                             (_p, "_process_document_events", "serialize")):
     if hasattr(_owner, _name):
         setattr(_owner, _name, _stf_timed(getattr(_owner, _name), _key))
@@ -303,6 +307,40 @@ _t["steps"] = sum(len(g) for g in _res.gpus)
 _t["requests"] = len(_rows)
 json.dumps(_t)
 """
+
+
+def traced_changes(browser, page, changes, mission_id, path):
+    """`changes` more control changes under a Chrome trace: per change, the main thread's and the
+    worker's busy time (their top-level tasks, ms) from the keydown to the canvas painted. A
+    count of work, which a loaded machine disturbs far less than the wall-clock figures."""
+    browser.start_tracing(page=page, path=str(path), categories=["toplevel", "devtools.timeline"])
+    try:
+        _name, times, _sims, _arrivals, _keys = measure(page, changes, mission_id)
+    finally:
+        browser.stop_tracing()
+    return busy_in_changes(json.loads(Path(path).read_text(encoding="utf-8")), times)
+
+
+def busy_in_changes(trace, times):
+    """{"main": [ms per change], "worker": [...]} from a Chrome trace: the top-level tasks of the
+    page's main thread and of its web worker, clipped to each change's window (its keydown,
+    found in the trace, to `times[i]` ms later)."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    threads = {"main": {k for k, v in names.items() if v == "CrRendererMain"},
+               "worker": {k for k, v in names.items() if v.startswith("DedicatedWorker")}}
+    keys = sorted(e["ts"] for e in events if e.get("name") == "EventDispatch"
+                  and (e.get("args", {}).get("data") or {}).get("type") == "keydown"
+                  and (e["pid"], e["tid"]) in threads["main"])
+    windows = [(k, k + t * 1000.0) for k, t in zip(keys, times)]
+    out = {}
+    for which, ids in threads.items():
+        tasks = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and "dur" in e
+                 and e.get("name") == "ThreadControllerImpl::RunTask" and (e["pid"], e["tid"]) in ids]
+        out[which] = [sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in tasks) / 1000.0 for lo, hi in windows]
+    out["windows_ms"] = [(hi - lo) / 1000.0 for lo, hi in windows]
+    return out
 
 
 def core_split(page):
@@ -433,6 +471,8 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                     _worker_phases(page, install=True)
                     measured = measure(page, changes, mission_id)
                     phases = _worker_phases(page, install=False)
+                    busy = traced_changes(browser, page, TRACED_CHANGES, mission_id, tmp / "changes-trace.json") \
+                        if TRACED_CHANGES else None
                     core = core_split(page)
                     if imports_to:
                         print(f"recorded {record_imports(page, imports_to)} imported modules in {imports_to}")
@@ -440,6 +480,7 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
     load = dict(pairs[-1])
     load["pairs"] = pairs
     load["python_phases_ms"] = phases
+    load["busy_ms"] = busy
     load["core_ms"] = core
     return load, measured
 
@@ -564,6 +605,12 @@ def main(argv=None):
               "; then finish (metrics, blame, stars, views) " + med("finish") + ", plots " + med("plots"))
         print(f"  patches: {len(ser)} for {len(times)} changes, serializing one median {statistics.median(ser):.0f} ms "
               f"(max {max(ser):.0f})")
+    busy = (load or {}).get("busy_ms")
+    if busy and busy["main"]:
+        report["busy_ms"] = busy
+        print(f"  traced ({len(busy['main'])} more changes, Chrome trace), keydown -> painted: "
+              f"median {statistics.median(busy['windows_ms']):.0f} ms, of which the main thread busy "
+              f"{statistics.median(busy['main']):.0f} ms and the worker busy {statistics.median(busy['worker']):.0f} ms (medians)")
     core = (load or {}).get("core_ms")
     if core:
         print(f"  one run of the last setting in Pyodide ({core.pop('steps'):,} steps, {core.pop('requests'):,} requests), "

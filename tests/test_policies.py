@@ -3,7 +3,7 @@
 import pytest
 
 from lab.core import load_scenario, simulate
-from lab.core.policies import DecodeView, Router, least_loaded, pick_decode, prefill_slice, queue_plan
+from lab.core.policies import DecodeView, Router, bound_queues, least_loaded, pick_decode, prefill_slice, queue_plan
 
 # ---------------------------------------------------------------- the functions
 
@@ -49,6 +49,16 @@ def test_length_split_threshold_is_inclusive():
 def test_queue_rule_is_one_queue():
     router = Router("queue", 5)
     assert {router.route(p) for p in (1, 5000, 30000)} == {0}
+
+
+def test_bound_queues_binds_what_the_router_binds_at_arrival_and_nothing_else():
+    prompts = [100, 5000, 4096, 20, 9000, 4095, 300]
+    assert bound_queues("round_robin", 3, None, prompts) == [0, 1, 2, 0, 1, 2, 0]
+    assert bound_queues("length_split", 4, 4096, prompts) == [0, 1, 1, 0, 1, 0, 0]
+    assert bound_queues("round_robin", 2, None, []) == []
+    # the rest read the fleet at the arrival (or have one queue): nothing bound in advance
+    for rule in ("queue", "least_loaded", "cache_affinity"):
+        assert bound_queues(rule, 3, 4096, prompts) is None
 
 
 def test_pick_decode_most_free_kv_and_fewest_seqs():

@@ -274,3 +274,34 @@ def test_a_compacted_run_has_the_same_metrics_in_doubles(run):
     values, counts = pooled_gaps(run, [step_gaps_of(g) for g in run.gpus])
     assert isinstance(values, array) and values.typecode == "d"
     assert summarize(run) == summarize(plain)
+
+
+def test_a_run_compacted_midway_equals_the_plain_run(monkeypatch):
+    """Crossing COMPACT_STEPS at an arrival mid-run turns the logs into arrays there and the
+    rest of the run appends to them: every step, record and metric as with lists throughout."""
+    raw = SCENARIOS["colocated-chunked"]
+    plain = simulate(load_scenario(raw))
+    total = sum(len(g) for g in plain.gpus)
+    at = []  # steps logged (all GPUs) when each compaction ran
+    compact = GpuLog.compact
+
+    def spy(log):
+        at.append(len(log))
+        return compact(log)
+
+    monkeypatch.setattr(GpuLog, "compact", spy)
+    monkeypatch.setattr(engine, "COMPACT_STEPS", total // 2)
+    mid = simulate(load_scenario(raw))
+    assert at and sum(at[:len(mid.gpus)]) < total  # compacted before the run ended
+    for log, theirs in zip(mid.gpus, plain.gpus):
+        assert isinstance(log.start, array) and isinstance(theirs.start, list)
+        for name, code in GpuLog.COLUMN_TYPES:
+            kind = "d" if code == "d" else "q"
+            assert _bits(getattr(log, name), kind) == _bits(getattr(theirs, name), kind), name
+    assert [(r.first_token, r.finish, r.decode_last_step) for r in mid.requests] == [
+        (r.first_token, r.finish, r.decode_last_step) for r in plain.requests]
+    assert summarize(mid) == summarize(plain)
+
+
+def test_summarize_without_rows_equals_summarize_from_request_metrics(run):
+    assert summarize(run) == summarize(run, request_metrics(run))

@@ -36,16 +36,18 @@ from .workload import generate_requests
 
 __all__ = ["simulate", "MAX_STEPS"]
 
-# A hard bound on logged steps so no input can eat unbounded memory: while a run goes a
-# step costs about 115 bytes in CPython, all told (list slots, its end time and context as
-# objects; benchmarks/bench_scale.py: 4.2 GB peak for 35.2M steps, a million requests on
-# 128 GPUs), and 32 once the run's logs are compacted (result.py), so a simulation stays
-# under about 4.2 GB; its metrics add up to as much again (7.5 GB peak in that run).
+# A hard bound on logged steps so no input can eat unbounded memory: a step costs about
+# 100 bytes in CPython while its logs are lists (list slots, its end time and context as
+# objects) and 32 once they are typed arrays (result.py), which a run's logs become after
+# COMPACT_STEPS steps, so the bound's steps take about 1.2 GB (README "Scale").
 MAX_STEPS = 36_000_000
-# A run that logged at least this many steps (all GPUs) ends with its logs compacted to
-# typed arrays (GpuLog.compact): a third of the memory for as long as the result is kept.
-# Converting costs about 5% of a run's time (an element at a time), so smaller runs, where
-# the memory does not matter, keep their lists (mission-sized runs log 20k-50k steps).
+# A run's logs become typed arrays (GpuLog.compact) at the first arrival after it has
+# logged this many steps (all GPUs), and at its end if it got there later, so the rest of
+# a big run appends to arrays: a third of the memory, and at millions of steps an
+# array append is quicker than a list's (no float object to allocate and keep; 208 vs
+# 590 ns a float at 2M appends), while below a few thousand a list's is (129 vs 221 ns),
+# so smaller runs, where the memory does not matter, keep their lists (mission-sized
+# runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
 
 
@@ -263,6 +265,7 @@ class _Simulation(RoleChanges):
         cap = self.time_cap
         events = 0
         arrive = self._arrive if self.fleet.admission is None else self._arrive_admitting
+        compact_at = COMPACT_STEPS  # a big run's logs become typed arrays as it goes (COMPACT_STEPS)
         # `while True` and a break, not `while heap`: CPython 3.11 warms a function up for
         # specialization only on plain backward jumps, and run() is called once per run, so
         # under `while heap` the event loop ran unspecialized for a session's first eight
@@ -282,6 +285,10 @@ class _Simulation(RoleChanges):
                 boundary[key](gpus[key], t)
             elif kind == ARRIVAL:
                 arrive(key, t)
+                if self.steps >= compact_at:  # checked per arrival, not per event: cheaper
+                    compact_at = INF
+                    for gpu in gpus:
+                        gpu.log.compact()
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
@@ -513,6 +520,15 @@ class _Simulation(RoleChanges):
     # ------------------------------------------------------------- colocated
 
     def _colocated_boundary(self, gpu, t):
+        if gpu.busy and not gpu.completing and not gpu.queue and not gpu.prefilling:
+            # A decode-only boundary with nothing to take (most boundaries of a busy fleet):
+            # the run-ahead loop applies it, logs the next step and runs on to the limit,
+            # as the general path below would, without its calls.
+            limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+            end = self._run_decode_only(gpu, t, limit)
+            if end is not None:
+                heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+            return
         records = self.records
         if gpu.busy:
             self._finish_decode_step(gpu, t)

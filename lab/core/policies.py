@@ -42,6 +42,7 @@ function over the step logs to recover each prompt's pieces.
 __all__ = [
     "DISPATCH", "DECODE_PICK", "DECODE_PICKS", "DecodeView", "queue_plan", "Router", "least_loaded",
     "most_free_kv", "fewest_seqs", "pick_decode", "prefill_slice", "most_cached", "bound_queues",
+    "BOUND_AT_ARRIVAL",
 ]
 
 from typing import NamedTuple
@@ -99,16 +100,19 @@ class Router:
         return least_loaded(loads())
 
 
+# The rules whose queue follows from the arrival order and the prompt alone (no fleet state).
+BOUND_AT_ARRIVAL = ("round_robin", "length_split")
+
+
 def bound_queues(dispatch, instances, long_prompt_tokens, prompts):
     """The queue each of the arriving `prompts` (their prompt tokens, in arrival order) joins,
-    for the rules that bind it from the arrival order and the prompt alone: round_robin and
-    length_split, as `Router.route` does. None for the others: `queue` has one queue, and
+    for the rules in BOUND_AT_ARRIVAL: a fresh `Router` routes them in order, so each rule
+    is written once (in `Router.route`). None for the others: `queue` has one queue, and
     least_loaded and cache_affinity read the fleet's state at the arrival."""
-    if dispatch == "round_robin":
-        return [n % instances for n in range(len(prompts))]
-    if dispatch == "length_split":
-        return [1 if p >= long_prompt_tokens else 0 for p in prompts]
-    return None
+    if dispatch not in BOUND_AT_ARRIVAL:
+        return None
+    route = Router(dispatch, instances, long_prompt_tokens).route
+    return [route(p) for p in prompts]
 
 
 def least_loaded(loads):

@@ -13,11 +13,13 @@ shows it at once) and the run happens in a one-shot callback a moment later: at 
 for a lone change, after DEBOUNCE_MS for one that follows another closely (a held
 arrow key), so a burst coalesces. A run reaches the browser in three document patches
 (`pn.io.hold` each), canvas first: the simulation and the canvas's data (LabState.simulate),
-then FINISH_LAG_MS later, in a callback of its own, the metrics, stars, blame, story and
-tables (LabState.finish), then PLOTS_LAG_MS after that the two plots. So the browser paints
-the canvas while Python still measures the run. Every simulated run is finished (its stars
-judged) before the next one simulates. The rate sweep runs one point per callback so its
-progress bar moves.
+then FINISH_LAG_MS later, in callbacks of their own (a part per turn: LabState.finish_steps),
+the metrics, stars, blame, story and tables, then PLOTS_LAG_MS after that the two plots. So
+the browser paints the canvas while Python still measures the run. A change that lands
+before a run's second half is done makes that run stale: the rest of its half and its plots
+are dropped, and the state judges its stars with the next run's finish (every simulated run
+counts, only the newest is shown), so the new canvas never waits on an old run's metrics.
+The rate sweep runs one point per callback so its progress bar moves.
 
 What a change costs in the browser matters as much as the simulation: anything that
 changes a component's size, or a button's `disabled` flag or label, makes Bokeh
@@ -187,6 +189,7 @@ class LabApp:
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
         self._finish_pending = None
+        self._finish_iter = None  # LabState.finish_steps of the run being finished, a part per turn
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
         self.paint_speed = PaintSpeed()
@@ -259,15 +262,17 @@ class LabApp:
             self._plots_pending.stop()
             self._plots_pending = None
         state = self.state
-        if state.finishing:  # the run before is judged first: no run goes unjudged (its stars)
-            self._finish_now()
+        # A run whose finish has not come is stale now: it is not shown, and the state judges
+        # its stars with this run's finish (every run counts), so this canvas does not wait.
+        self._stop_finish()
         first = state.sim_id == 0
         _debug("run start")
         # The canvas goes first, alone: its patch carries the simulation only, and the
         # browser paints it while this worker measures the run (metrics, blame, stars).
         simulated = self._guarded(lambda: self._simulate(first))
         if simulated:
-            self._finish_pending = later(self._finish_now, FINISH_LAG_MS)
+            self._finish_iter = state.finish_steps()
+            self._finish_pending = later(self._finish_step, FINISH_LAG_MS)
         else:  # failed: the run is over (its reason is out), the plots show that
             self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
@@ -279,14 +284,47 @@ class LabApp:
                 self.canvas.set_window(min(10.0, self.state.result.arrivals_end * 0.25))
         return simulated
 
-    def _finish_now(self):
+    def _stop_finish(self):
         if self._finish_pending is not None:
             self._finish_pending.stop()
             self._finish_pending = None
-        with_finish = self._guarded(self._finish)
-        _debug("run end", with_finish)
+        self._finish_iter = None
+
+    def _finish_step(self):
+        """One part of the run's second half per turn (LabState.finish_steps), so a change the
+        student makes meanwhile is taken between parts; once a change waits to run, the rest
+        is dropped (that run is stale) and the plots stay for the newer run."""
+        self._finish_pending = None
+        steps = self._finish_iter
+        if steps is None:
+            return
+        if self._pending is not None:  # a newer run is scheduled: it judges this one's stars
+            self._finish_iter = None
+            return
+        done = self._guarded(lambda: self._finish_part(steps))
+        if done is None:
+            self._finish_pending = later(self._finish_step, FINISH_LAG_MS)
+            return
+        self._finish_iter = None
+        _debug("run end", done)
         # The metrics, stars and tables are out; the plots follow in their own patch once
         # the browser has had time to paint those (their data and drawing would delay it).
+        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+
+    def _finish_part(self, steps):
+        """The next part of `steps`: None while more follow, True once the run is finished."""
+        with pn.io.hold():  # a part's changes (the last: metrics, stars, blame, story, tables) in one patch
+            try:
+                next(steps)
+            except StopIteration:
+                return True
+        return None
+
+    def _finish_now(self):
+        """The run's whole second half at once (the pre-render, tests)."""
+        self._stop_finish()
+        with_finish = self._guarded(self._finish)
+        _debug("run end", with_finish)
         self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
     def _finish(self):

@@ -1,4 +1,4 @@
-"""`PaintSpeed`: a bridge that spares BokehJS a style lookup per visual property per paint.
+"""`PaintSpeed`: a bridge that spares BokehJS work it repeats on every paint or data patch.
 
 BokehJS 3.9 lets a page restyle a plot with CSS variables (`--bk-fill-color`,
 `--bk-major-label-text-color`, ...): every time it paints a glyph, an axis, a tick label,
@@ -15,6 +15,21 @@ Bokeh sets a `--bk-*` visual variable (tests/ui/test_paint_speed.py holds that),
 lookup always answers "" and the model's value is used. `PaintSpeed` makes the lookup answer
 "" without asking, once per page, and only for the BokehJS it was written against (a
 different major version, or one without that method, is left alone).
+
+Two more of the same kind, found with a CPU profile of 8 changes of `mixing-hurts` in
+Pyodide (benchmarks/bench_browser.py's page, 1366 px):
+- **The plot's font size.** Every axis, at every paint, measures its tick labels against
+  `PlotView.base_font_size`, which is `getComputedStyle(plot).fontSize`: after a patch that
+  changed the page, a style recalculation (185 ms of the profile's main thread, about 23 ms a
+  change). The lab never changes a plot's font size (the CSS of Panel and Bokeh sets it once
+  on the plot's host), so the first px answer of a connected plot is kept for that plot.
+- **Hatch tiles.** Each time a hatched glyph gets data (the red slow steps, at every run),
+  BokehJS draws its hatch tile afresh on a new canvas, for each of a renderer's five glyph
+  views (glyph, selection, nonselection, muted, decimated): 250 ms of the profile, ~30 ms a
+  change, most of it `getContext`. The tile depends only on its pattern, colour, alpha,
+  scale, weight and the device pixel ratio, and BokehJS only reads it (as a pattern's
+  source), so one tile per such key is drawn once and shared. A vectorised hatch (values
+  per row) or a custom texture is left to BokehJS.
 """
 
 from .bridge import Bridge
@@ -36,12 +51,65 @@ export function render() {
   // The lab sets no --bk-* visual variable: the answer is always "" (use the model's value).
   proto._get_css_value = function () { return ""; };
   proto._stfNoCssLookup = true;
+  keepFontSize(bokeh);
+  shareHatchTiles(bokeh);
   document.documentElement.dataset.stfPaintSpeed = "on";
+}
+
+function keepFontSize(bokeh) {
+  let plot;
+  try { plot = bokeh.require("models/plots/plot_canvas"); } catch (e) { return; }
+  const proto = plot && plot.PlotView && plot.PlotView.prototype;
+  const getter = proto && Object.getOwnPropertyDescriptor(proto, "base_font_size");
+  if (!getter || typeof getter.get !== "function" || proto._stfKeptFontSize) return;
+  const kept = new WeakMap();  // plot view -> its font size in px
+  Object.defineProperty(proto, "base_font_size", {
+    configurable: true,
+    get() {
+      const known = kept.get(this);
+      if (known !== undefined) return known;
+      const size = getter.get.call(this);
+      if (size != null && this.el && this.el.isConnected) kept.set(this, size);  // a detached plot has no styles yet
+      return size;
+    },
+  });
+  proto._stfKeptFontSize = true;
+}
+
+function shareHatchTiles(bokeh) {
+  let hatch;
+  try { hatch = bokeh.require("core/visuals/hatch"); } catch (e) { return; }
+  const proto = hatch && hatch.HatchVector && hatch.HatchVector.prototype;
+  if (!proto || typeof proto.update !== "function" || proto._stfSharedTiles) return;
+  const update = proto.update;
+  const tiles = new Map();  // pattern|colour|alpha|scale|weight|pixel ratio -> {Uniform, image}
+  const NAMES = ["hatch_pattern", "hatch_color", "hatch_alpha", "hatch_scale", "hatch_weight"];
+  proto.update = function () {
+    const props = NAMES.map((name) => this[name]);
+    const scalar = props.every((prop) => prop && typeof prop.is_Scalar === "function" && prop.is_Scalar());
+    const extra = this.hatch_extra && this.hatch_extra.value;
+    if (!scalar || (extra && Object.keys(extra).length)) return update.call(this);
+    const key = props.map((prop) => String(prop.value)).concat(String(self.devicePixelRatio || 1)).join("|");
+    const tile = tiles.get(key);
+    if (tile === undefined) {
+      update.call(this);
+      const image = this._hatch_image;
+      if (image && typeof image.is_Scalar === "function" && image.is_Scalar()) {
+        tiles.set(key, { Uniform: image.constructor, image: image.value });
+      }
+      return;
+    }
+    // What update() does for scalar values, with the tile drawn before.
+    this._update_iteration++;
+    this._static_doit = this._compute_static_doit();
+    this._hatch_image = new tile.Uniform(this._static_doit ? tile.image : null, this.hatch_color.length);
+  };
+  proto._stfSharedTiles = true;
 }
 """ % {"major": repr(BOKEH_MAJOR)}
 
 
 class PaintSpeed(Bridge):
-    """Zero-size: on render, BokehJS's per-paint CSS-variable lookups answer "none" (see the module)."""
+    """Zero-size: on render, BokehJS skips repeated per-paint style lookups and hatch tiles (see the module)."""
 
     _esm = _ESM

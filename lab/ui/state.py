@@ -9,7 +9,9 @@ Flow: a view calls `change(name, value)` (validated at once through the mission'
 `apply`; the state turns `busy`), then the app runs it (at once, or after a short
 debounce when changes come in a burst) in two halves: `simulate()` publishes the new
 result (`sim_id`: the canvas draws from it alone), `finish()` its metrics, blames and
-stars (`run_id`: every other view). `run()` is both in one go.
+stars (`run_id`: every other view), in parts the page runs a turn each (`finish_steps`).
+`run()` is both in one go. A run that a newer `simulate` replaces before its finish is not
+shown; its stars are judged (and saved) with the next finish, or the next failure.
 URL query strings go through `from_query`/`query`, which never trust a value: anything
 bad falls back to the mission's start with a note; `query` adds the window start (`t`)
 once `share_window` is set.
@@ -84,6 +86,7 @@ MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (non
 MAX_REPLAY_S = min(7_200.0, core_spec.MAX_DURATION_S)
 MAX_REPLAY_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
+MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
 _INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
 _FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
@@ -327,6 +330,9 @@ class LabState(param.Parameterized):
         self.stars_now = [False] * len(mission.stars)
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
         self._pending_run = None  # (result, simulate ms) that `simulate` published and `finish` has not measured
+        # Runs a newer one replaced before their finish: only their stars are judged, at the next
+        # finish (or failure), so the new run's canvas never waits on an old run's metrics.
+        self._unjudged = []
 
     # ------------------------------------------------------------ building
 
@@ -524,6 +530,11 @@ class LabState(param.Parameterized):
         later turn, so the canvas does not wait on the metrics. True if the simulation ran;
         False when it failed (then the run is over: `run_error`, idle, `run_id` too)."""
         began = time.perf_counter()
+        if self._pending_run is not None:  # never finished: this run replaces it (its stars are judged later)
+            self._unjudged.append(self._pending_run[0])
+            self._pending_run = None
+            if len(self._unjudged) > MAX_UNJUDGED:  # a long burst with no finish between: judge them now
+                self._judge_unjudged()
         try:
             scenario, requests = self.run_input()
             result = core.simulate(scenario, requests)
@@ -540,23 +551,46 @@ class LabState(param.Parameterized):
         return True
 
     def finish(self):
-        """A run's second half: the metrics, blames and stars of the result `simulate` published
-        (every simulated run is judged: the page finishes one before it simulates the next);
-        the pinned fleet's run; then idle and `run_id` = `sim_id`. Returns the metrics, or None
-        (nothing to finish, or the measuring failed: `run_error`)."""
+        """A run's second half: the metrics, blames and stars of the result `simulate` published,
+        then the pinned fleet's run; then idle and `run_id` = `sim_id`. Returns the metrics, or
+        None (nothing to finish, or the measuring failed: `run_error`). The same as running
+        `finish_steps()` to its end."""
+        metrics = None
+        for metrics in self.finish_steps():
+            pass
+        return metrics
+
+    def finish_steps(self):
+        """`finish` in parts, for the page to run one per turn (a student's next change can land
+        between them): yields None after the stars of runs replaced unfinished are judged, after
+        the metrics and stars, after the blames; the last value is `finish`'s. A page that stops
+        early leaves the run pending: a newer `simulate` then replaces it, and it is judged, stars
+        only, with the next finish. Every simulated run is judged; only the newest is shown."""
         if self._pending_run is None:
-            return None
-        result, sim_ms = self._pending_run
-        self._pending_run = None
+            yield None
+            return
         began = time.perf_counter()
+        if self._unjudged:
+            self._judge_unjudged()
+            yield None
+        result, sim_ms = self._pending_run
         try:
             rows = core.request_metrics(result)
             metrics = core.summarize(result, rows)
-            blames = core.request_blame(result, rows)
             now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
         except Exception as exc:
-            return self._failed(self._why(exc), began, sim_ms)
-        saved = [a or (b and self.touched) for a, b in zip(self.saved_stars, now)] if now else []
+            yield self._failed(self._why(exc), began, sim_ms)
+            return
+        yield None
+        if self._pending_run is None or self._pending_run[0] is not result:  # the run was replaced meanwhile
+            return
+        try:
+            blames = core.request_blame(result, rows)
+        except Exception as exc:
+            yield self._failed(self._why(exc), began, sim_ms)
+            return
+        self._pending_run = None
+        saved = self._saved_with(now)
         elapsed = sim_ms + (time.perf_counter() - began) * 1000.0
         with param.parameterized.batch_call_watchers(self):
             self.rows = rows
@@ -570,7 +604,30 @@ class LabState(param.Parameterized):
             self.run_twin()  # the pinned fleet, when the workload changed (cached otherwise)
             self.busy = False
             self.run_id = self.sim_id
-        return metrics
+        yield metrics
+
+    def _saved_with(self, now):
+        """The saved stars with those `now` meets added (once the student changed a control)."""
+        return [a or (b and self.touched) for a, b in zip(self.saved_stars, now)] if now else []
+
+    def _judge_unjudged(self):
+        """The stars of the runs a newer one replaced before their finish: judged and saved,
+        their metrics not shown. A run whose measuring fails earns nothing (the newest run's
+        own failure is what the page says)."""
+        runs, self._unjudged = self._unjudged, []
+        if not self.mission.stars:
+            return
+        saved = list(self.saved_stars)
+        for result in runs:
+            try:
+                metrics = core.summarize(result, core.request_metrics(result))
+                now = list(self.mission.evaluate(metrics))
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
+                continue
+            saved = [a or (b and self.touched) for a, b in zip(saved, now)]
+        if saved != self.saved_stars:
+            self.saved_stars = saved
 
     @property
     def finishing(self):
@@ -588,6 +645,8 @@ class LabState(param.Parameterized):
 
     def _failed(self, message, began, sim_ms=0.0):
         self._pending_run = None
+        if self._unjudged:  # the runs before it still count
+            self._judge_unjudged()
         with param.parameterized.batch_call_watchers(self):
             self.result = None
             self.rows = []

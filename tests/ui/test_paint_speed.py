@@ -59,3 +59,79 @@ def test_the_lab_page_turns_the_lookup_off_and_still_draws_a_change(page, server
     before = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
     page.get_by_role("button", name="Split (prefill | decode)").first.click()
     page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {before}", timeout=60_000)
+
+
+# Every glyph renderer view of the canvas that hatches (its glyph's hatch has something to draw) and
+# has data: the canvas gets new data with every run, so after a change its visuals were made
+# with PaintSpeed on (a view whose visuals were made before it keeps its own tile).
+HATCHED_VIEWS_JS = """() => {
+    const found = [], seen = new Set();
+    const walk = (view) => {
+        if (view == null || seen.has(view)) return;
+        seen.add(view);
+        if (view.glyph && view.muted_glyph && view.glyph.visuals && view.glyph.visuals.hatch
+            && view.glyph.visuals.hatch.doit && view.glyph.data_size > 0
+            && view.plot_view && view.plot_view.model.name === "timeline") found.push(view);
+        const kids = typeof view.children_views === "function" ? view.children_views() : [];
+        for (const kid of kids) walk(kid);
+    };
+    for (const root of Bokeh.index.roots) walk(root);
+    return found;
+}"""
+
+
+@pytest.mark.browser
+def test_hatch_tiles_are_drawn_once_and_plot_font_sizes_are_not_looked_up_again(page, server):
+    """The canvas's red, hatched slow steps: the glyph views that hatch
+    alike (pattern, colour, alpha, scale, weight) read one shared tile, also after a new run's
+    data; and a plot's font size is looked up once (its first answer is kept, not asked again
+    at every paint)."""
+    pytest.importorskip("playwright.sync_api")
+    page.goto(f"{server}/lab?mission=mixing-hurts")
+    page.wait_for_function("document.documentElement.dataset.stfPaintSpeed === 'on'", timeout=30_000)
+    page.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) > 0", timeout=60_000)
+    # {hatch key: [tile per glyph view hatching that way]}, the tiles kept in window.__stfTiles.
+    tiles_js = "() => { const by = {}; for (const v of (" + HATCHED_VIEWS_JS + """)()) {
+        for (const g of [v.glyph, v.selection_glyph, v.nonselection_glyph, v.muted_glyph, v.decimated_glyph]) {
+            const h = g.visuals.hatch;
+            const key = ["hatch_pattern", "hatch_color", "hatch_alpha", "hatch_scale", "hatch_weight"]
+                .map((n) => String(h[n].value)).join("|");
+            (by[key] = by[key] || []).push(h._hatch_image.value);
+        } }
+        window.__stfTiles = window.__stfTiles || by; return by; }"""
+    tiles = "(" + tiles_js + ")()"
+    # A plot's font size: looked up once (getComputedStyle), then kept.
+    lookups = page.evaluate("""() => {
+        const stack = [...Bokeh.index.roots], plots = [];
+        while (stack.length) {
+            const v = stack.pop();
+            if (v && v.model && (v.model.type === "Plot" || v.model.type === "Figure")) plots.push(v);
+            if (v && typeof v.children_views === "function") stack.push(...v.children_views());
+        }
+        let count = 0;
+        const original = window.getComputedStyle;
+        window.getComputedStyle = function (el, ...rest) { count += 1; return original.call(this, el, ...rest); };
+        try {
+            const sizes = plots.map((v) => v.base_font_size);  // (the first ask of any not painted yet)
+            const before = count;
+            const again = plots.map((v) => [v.base_font_size, v.base_font_size]);
+            return {plots: plots.length, asked: count - before, same: again.every(([a, b], i) => a === sizes[i] && b === a && a > 0)};
+        } finally { window.getComputedStyle = original; }
+    }""")
+    assert lookups["plots"] >= 2 and lookups["asked"] == 0 and lookups["same"], lookups
+    before = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
+    handle = page.locator(".stf-control-gpus .noUi-handle").first
+    handle.focus()
+    page.keyboard.press("ArrowRight")  # one more GPU: still slow steps to hatch
+    page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {before}", timeout=60_000)
+    shared = page.evaluate(f"() => Object.values({tiles}).map((imgs) => [imgs.length,"
+                           " imgs.every((img) => img === imgs[0] && img instanceof HTMLCanvasElement)])")
+    assert len(shared) >= 3 and all(ok for _n, ok in shared), shared  # the slow steps' five views: 3 keys
+    assert any(n >= 3 for n, _ok in shared)  # glyph, selection and decimated views hatch alike
+    before = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {before}", timeout=60_000)
+    first = page.evaluate("() => window.__stfTiles")  # (kept from before this change)
+    again = page.evaluate(f"() => {{ const old = window.__stfTiles; window.__stfTiles = null; const now = {tiles};"
+                          " return Object.entries(now).map(([k, imgs]) => !old[k] || imgs.every((img) => img === old[k][0])); }")
+    assert first and again and all(again), again  # the new run's data reused the tiles drawn before

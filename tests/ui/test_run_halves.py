@@ -30,6 +30,16 @@ def _pane_models(pane):
     return {id(model) for model, _parent in pane._models.values()}
 
 
+def _finish_turns(lab, app_timers, limit=10):
+    """Fire the run's second half a part per turn, as the page's timers would; the turns it took."""
+    turns = 0
+    while any(t.callback == lab._finish_step and not t.stopped for t in app_timers.timers):
+        app_timers.fire(lab._finish_step)
+        turns += 1
+        assert turns <= limit, "the second half never ends"
+    return turns
+
+
 def test_the_canvas_patch_goes_out_before_the_metrics_and_the_stars(catalog, app_timers):
     import lab.ui.app as app
 
@@ -50,7 +60,7 @@ def test_the_canvas_patch_goes_out_before_the_metrics_and_the_stars(catalog, app
     assert lab.state.finishing
 
     seen.clear()
-    app_timers.fire(lab._finish_now)  # the second half, in a turn of its own
+    assert _finish_turns(lab, app_timers) >= 2  # the second half, in turns of its own
     second = {id(m) for m in seen}
     assert later_models & second and not canvas_models & second
     assert lab.state.run_id == 1 and not lab.state.busy and not lab.state.finishing
@@ -60,9 +70,10 @@ def test_the_canvas_patch_goes_out_before_the_metrics_and_the_stars(catalog, app
     assert any(t.callback == lab._update_plots and not t.stopped for t in app_timers.timers)
 
 
-def test_a_run_simulated_before_the_last_one_finished_is_judged_first(catalog, app_timers, monkeypatch):
-    """A change that lands between a run's halves: the old run's stars are judged (and saved)
-    before the new one simulates, so no run goes unjudged."""
+def test_a_run_replaced_before_its_finish_is_judged_with_the_next_one(catalog, app_timers, monkeypatch):
+    """A change that lands between a run's halves: the new run simulates at once (its canvas
+    does not wait on the old run's metrics); the old run is not shown, but its stars are
+    judged and saved with the new run's finish, so no run goes unjudged."""
     import lab.ui.app as app
 
     lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
@@ -77,12 +88,70 @@ def test_a_run_simulated_before_the_last_one_finished_is_judged_first(catalog, a
     first_result = lab.state.result
     assert judged == [] and lab.state.finishing
     lab.on_change("decode_gpus", 3)
-    lab._run_now()  # the timer of the first run's second half has not fired yet
-    assert len(judged) == 1 and lab.state.run_id == 1 and lab.state.sim_id == 2
+    lab._run_now()  # the first run's second half has not run yet
+    assert judged == [] and lab.state.run_id == 0 and lab.state.sim_id == 2
     assert lab.state.result is not first_result and lab.state.finishing
-    assert earned and any(earned[-1])  # the first run's stars were saved
-    app_timers.fire(lab._finish_now)
+    assert not any(t.callback == lab._finish_step and not t.stopped for t in app_timers.timers[:-1])
+    _finish_turns(lab, app_timers)
     assert len(judged) == 2 and lab.state.run_id == 2 and not lab.state.finishing
+    assert earned and any(earned[-1])  # the first run's stars were saved
+    # What is shown is the newest run's.
+    assert lab.state.metrics == core.summarize(lab.state.result, core.request_metrics(lab.state.result))
+
+
+def test_a_change_between_the_parts_of_a_finish_drops_the_rest(catalog, app_timers, monkeypatch):
+    """The student changes a control while a run's second half is under way: its remaining
+    parts are dropped (no metrics patch of a stale run), the newer run's metrics and stars
+    arrive, and the stale run's stars still count."""
+    import lab.ui.app as app
+
+    lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
+    judged = []
+    evaluate = lab.state.mission.evaluate
+    monkeypatch.setattr(type(lab.state.mission), "evaluate",
+                        lambda self, metrics: judged.append(metrics["requests"]) or evaluate(metrics))
+    earned = []
+    monkeypatch.setattr(lab.bridge, "earn", lambda mission, stars: earned.append(list(stars)))
+    lab.on_change("decode_gpus", 2)
+    app_timers.fire(lab._run_now)
+    app_timers.fire(lab._finish_step)  # the metrics and stars measured, not yet shown
+    assert len(judged) == 1 and lab.state.run_id == 0 and lab.state.metrics == {}
+    lab.on_change("decode_gpus", 3)  # a run is now scheduled
+    app_timers.fire(lab._finish_step)
+    assert lab.state.run_id == 0 and lab.state.metrics == {}, "a stale run's metrics went out"
+    assert not any(t.callback == lab._finish_step and not t.stopped for t in app_timers.timers)
+    app_timers.fire(lab._run_now)
+    _finish_turns(lab, app_timers)
+    assert lab.state.run_id == lab.state.sim_id == 2 and not lab.state.busy
+    assert len(judged) == 3  # the stale run judged again (its measuring was not kept), then the newest
+    assert earned and any(earned[-1])
+    assert lab.state.metrics == core.summarize(lab.state.result, core.request_metrics(lab.state.result))
+
+
+def test_stale_runs_are_judged_even_when_the_next_simulation_fails(catalog, monkeypatch):
+    state = LabState.from_query(catalog, f"?mission={M1}&layout=disaggregated")
+    state.change("decode_gpus", 2)
+    assert state.simulate()
+    judged = []
+    evaluate = state.mission.evaluate
+    monkeypatch.setattr(type(state.mission), "evaluate", lambda self, m: judged.append(1) or evaluate(m))
+    monkeypatch.setattr(core, "simulate", lambda *a, **k: 1 / 0)
+    state.change("decode_gpus", 3)
+    assert state.simulate() is False
+    assert judged == [1] and any(state.saved_stars) and "ZeroDivisionError" in state.run_error
+
+
+def test_a_long_burst_without_a_finish_keeps_few_runs(catalog):
+    """Runs replaced unfinished are kept (for their stars) up to MAX_UNJUDGED, then judged at once."""
+    from lab.ui.state import MAX_UNJUDGED
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    start = state.settings["gpus"]
+    for i in range(MAX_UNJUDGED + 3):
+        state.change("gpus", start + 1 if i % 2 == 0 else start)
+        assert state.simulate()
+        assert len(state._unjudged) <= MAX_UNJUDGED
+    assert state.finish() is not None and state._unjudged == [] and not state.finishing
 
 
 def test_simulate_publishes_the_result_and_finish_measures_that_result(catalog):
