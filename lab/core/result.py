@@ -1,11 +1,13 @@
 """What a simulation run produces: per-request records, per-GPU step logs, link transfers.
 
 Step logs are columnar because the canvas draws them as columns and because appending
-to a few columns is the cheapest bookkeeping per step. While a run goes the engine
-appends to plain lists (a list append is about half the cost of an array append, and it
-runs five times a step); when a big run (engine.COMPACT_STEPS) ends, `GpuLog.compact`
-turns them into typed arrays (`array.array`, README "Scale"): a step then costs 32 bytes (two 8-byte floats, two
-4-byte ints, an 8-byte context) instead of about 100 as lists of boxed numbers. An
+to a few columns is the cheapest bookkeeping per step. A run starts appending
+to plain lists (for a few thousand steps a list append is about half the cost of an
+array append, and it runs five times a step); once a run has logged engine.COMPACT_STEPS
+steps, `GpuLog.compact` turns them into typed arrays (`array.array`, README "Scale") at
+its next arrival and it appends to those from then on: a step then costs 32 bytes (two
+8-byte floats, two 4-byte ints, an 8-byte context) instead of about 100 as lists of boxed
+numbers. An
 `array('d')` holds the very doubles the engine computed, so values read back bit for bit
 (in CPython and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
 Anything that reads a column as a sequence (indexing, slicing, iterating, `len`,
