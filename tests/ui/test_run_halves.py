@@ -70,12 +70,8 @@ def test_the_canvas_patch_goes_out_before_the_metrics_and_the_stars(catalog, app
     assert any(t.callback == lab._update_plots and not t.stopped for t in app_timers.timers)
 
 
-def test_a_run_replaced_before_its_finish_is_judged_with_the_next_one(catalog, app_timers, monkeypatch):
-    """A change that lands between a run's halves: the new run simulates at once (its canvas
-    does not wait on the old run's metrics); the old run is not shown, but its stars are
-    judged and saved with the new run's finish, so no run goes unjudged."""
-    import lab.ui.app as app
-
+def _watched_lab(app, catalog, monkeypatch):
+    """Mission 1's lab, with the requests of every run judged and the stars saved recorded."""
     lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
     judged = []
     evaluate = lab.state.mission.evaluate
@@ -83,6 +79,16 @@ def test_a_run_replaced_before_its_finish_is_judged_with_the_next_one(catalog, a
                         lambda self, metrics: judged.append(metrics["requests"]) or evaluate(metrics))
     earned = []
     monkeypatch.setattr(lab.bridge, "earn", lambda mission, stars: earned.append(list(stars)))
+    return lab, judged, earned
+
+
+def test_a_run_replaced_before_its_finish_is_judged_with_the_next_one(catalog, app_timers, monkeypatch):
+    """A change that lands between a run's halves: the new run simulates at once (its canvas
+    does not wait on the old run's metrics); the old run is not shown, but its stars are
+    judged and saved with the new run's finish, so no run goes unjudged."""
+    import lab.ui.app as app
+
+    lab, judged, earned = _watched_lab(app, catalog, monkeypatch)
     lab.on_change("decode_gpus", 2)
     lab._run_now()
     first_result = lab.state.result
@@ -105,13 +111,7 @@ def test_a_change_between_the_parts_of_a_finish_drops_the_rest(catalog, app_time
     arrive, and the stale run's stars still count."""
     import lab.ui.app as app
 
-    lab = app.LabApp(catalog, f"?mission={M1}&layout=disaggregated")
-    judged = []
-    evaluate = lab.state.mission.evaluate
-    monkeypatch.setattr(type(lab.state.mission), "evaluate",
-                        lambda self, metrics: judged.append(metrics["requests"]) or evaluate(metrics))
-    earned = []
-    monkeypatch.setattr(lab.bridge, "earn", lambda mission, stars: earned.append(list(stars)))
+    lab, judged, earned = _watched_lab(app, catalog, monkeypatch)
     lab.on_change("decode_gpus", 2)
     app_timers.fire(lab._run_now)
     app_timers.fire(lab._finish_step)  # the metrics and stars measured, not yet shown
