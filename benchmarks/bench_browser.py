@@ -1,7 +1,7 @@
 """Browser benchmark (not a test): control change -> redrawn canvas, in Debian's Chromium.
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
-                                       [--screenshots DIR] [--json OUT.json]
+                                       [--fresh] [--screenshots DIR] [--json OUT.json]
                                        [--site DIST [--loads N] [--trace] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
@@ -22,6 +22,11 @@ files (--trace: and the page's main-thread work by each of those moments, from a
 trace); then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
 patches. --record-imports FILE writes the modules the lab imported by then
 (site_build/start_imports.txt, which build.py pre-compiles).
+
+The default back-and-forth revisits two settings, and the lab keeps its last runs
+(`LabState`), so after the first two changes it measures a kept run's redraw. --fresh makes
+every change reach a setting not run before (`measure_fresh`: a slider to its end, the
+layout switched, then a snake over two sliders; mission 1 gives 16 such changes).
 
 With --screenshots DIR it also saves hub.png (the hub), mission-playing.png (the lab
 mid-play), mission-split.png (the mission's fleet split into pools, when it can be) and
@@ -92,8 +97,7 @@ def pick_slider(page, mission_id):
     raise SystemExit(f"no enabled integer slider in {mission_id}")
 
 
-def measure(page, changes, mission_id):
-    name, handle = pick_slider(page, mission_id)
+def _listen_keys(page):
     page.evaluate("""() => {
         window.__stfKey = 0;
         window.__stfKeys = [];  // on the epoch clock the worker's phases use (bench_site)
@@ -104,6 +108,11 @@ def measure(page, changes, mission_id):
             window.__stfKeys.push(performance.timeOrigin + window.__stfKey);
         }, true);
     }""")
+
+
+def measure(page, changes, mission_id):
+    name, handle = pick_slider(page, mission_id)
+    _listen_keys(page)
     start = float(handle.get_attribute("aria-valuenow"))
     hi = float(handle.get_attribute("aria-valuemax"))
     up = start < hi
@@ -124,6 +133,78 @@ def measure(page, changes, mission_id):
         sims.append(float(status.get_attribute("data-run-ms")))
     keys = page.evaluate("window.__stfKeys")
     return name, times, sims, arrivals, keys
+
+
+def measure_fresh(page, changes, mission_id):
+    """Like `measure`, but every change reaches a setting the page has not run before, so no
+    change can reuse a kept run (LabState keeps the last few): the first integer slider
+    walks up to its end, then the layout switches (when the mission offers another), then
+    the two integer sliders that are live snake across their grid (the second one end to
+    end, the first one a step towards its farther end, the second one back), as many changes as that gives, up to
+    `changes`."""
+    _listen_keys(page)
+    times, sims, arrivals = [], [], []
+    last = page.evaluate("(window.__stfPainted || {run: 0}).run")
+
+    def press(target, key):
+        nonlocal last
+        target.focus()
+        page.keyboard.press(key)
+        done = wait_run(page, last)
+        last = done["run"]
+        pressed, arrived = page.evaluate("[window.__stfKey, window.__stfArrived]")
+        times.append(done["at"] - pressed)
+        if arrived and arrived["run"] == last:
+            arrivals.append((arrived["at"] - pressed, done["at"] - arrived["at"]))
+        status = page.locator(f'.stf-status[data-run="{last}"]')
+        status.wait_for(state="attached")
+        sims.append(float(status.get_attribute("data-run-ms")))
+        return len(times) >= changes
+
+    def value(handle, attr="aria-valuenow"):
+        return float(handle.get_attribute(attr))
+
+    sliders = live_sliders(page, mission_id)
+    name = sliders[0][0] if sliders else "layout"
+    if sliders:
+        handle = sliders[0][1]
+        while value(handle) < value(handle, "aria-valuemax"):
+            if press(handle, "ArrowRight"):
+                return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+    other = page.locator(".stf-control-layout button:not(.bk-active)")
+    if other.count():
+        if press(other.first, "Enter"):
+            return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+        page.wait_for_timeout(300)  # the pool sliders come alive with the layout's patch
+        sliders = live_sliders(page, mission_id)
+    if len(sliders) >= 2:
+        (_, outer), (_, inner) = sliders[:2]
+        room_up = value(outer, "aria-valuemax") - value(outer)
+        outer_key = "ArrowRight" if room_up >= value(outer) - value(outer, "aria-valuemin") else "ArrowLeft"
+        while True:
+            inner_key = "ArrowRight" if value(inner) < value(inner, "aria-valuemax") else "ArrowLeft"
+            end = "aria-valuemax" if inner_key == "ArrowRight" else "aria-valuemin"
+            while value(inner) != value(inner, end):
+                if press(inner, inner_key):
+                    return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+            edge = "aria-valuemax" if outer_key == "ArrowRight" else "aria-valuemin"
+            if value(outer) == value(outer, edge) or press(outer, outer_key):
+                break
+    return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+
+
+def live_sliders(page, mission_id):
+    """[(name, handle)] of the mission's integer sliders that are enabled now, in order."""
+    from lab.core.missions import list_missions
+
+    mission = next((m for m in list_missions() if m.id == mission_id), None)
+    names = [n for n, c in mission.controls.items() if c.kind == "int"] if mission else ["gpus"]
+    out = []
+    for name in names:
+        handle = page.locator(f".stf-control-{name} .noUi-handle")
+        if handle.count() and not page.locator(f".stf-control-{name} [disabled]").count():
+            out.append((name, handle))
+    return out
 
 
 def screenshots(browser, base, mission_id, out):
@@ -426,7 +507,7 @@ def _sent_by_file(log, top=8):
     return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
 
 
-def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=False):
+def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=False, fresh=False):
     """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
 
     `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
@@ -469,7 +550,7 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                               "warm_steps_ms": _steps(warm_tl), "cold_largest": largest, "main_thread_ms": work})
                 if i == loads - 1:
                     _worker_phases(page, install=True)
-                    measured = measure(page, changes, mission_id)
+                    measured = (measure_fresh if fresh else measure)(page, changes, mission_id)
                     phases = _worker_phases(page, install=False)
                     busy = traced_changes(browser, page, TRACED_CHANGES, mission_id, tmp / "changes-trace.json") \
                         if TRACED_CHANGES else None
@@ -497,7 +578,7 @@ def bench_serve(args, mission_id):
             page = ctx.new_page()
             page.goto(f"{base}/lab?mission={mission_id}")
             wait_run(page, 0)
-            measured = measure(page, args.changes, mission_id)
+            measured = (measure_fresh if args.fresh else measure)(page, args.changes, mission_id)
             ctx.close()
             shots = screenshots(browser, base, mission_id, Path(args.screenshots)) if args.screenshots else []
             browser.close()
@@ -515,6 +596,9 @@ def main(argv=None):
                              "also cold and warm load and bytes sent")
     parser.add_argument("--port", type=int, default=5191, help="port for serving --site")
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--fresh", action="store_true",
+                        help="every change reaches a setting not run before (no kept run reused): "
+                             "a slider to its end, the layout, then a snake over two sliders (measure_fresh)")
     parser.add_argument("--trace", action="store_true",
                         help="with --site: also count the page's main-thread work (a Chrome trace of each load)")
     parser.add_argument("--loads", type=int, default=1,
@@ -537,7 +621,7 @@ def main(argv=None):
     load, shots = None, []
     if args.site:
         load, (name, times, sims, arrivals, keys) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
-                                                         args.record_imports, trace=args.trace)
+                                                         args.record_imports, trace=args.trace, fresh=args.fresh)
     else:
         (name, times, sims, arrivals, keys), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
@@ -545,6 +629,7 @@ def main(argv=None):
         "mission": mission_id,
         "control": name,
         "changes": len(times),
+        "fresh": args.fresh,
         "median_ms": statistics.median(times),
         "p90_ms": times_sorted[int(0.9 * (len(times) - 1))],
         "min_ms": times_sorted[0],
@@ -581,7 +666,8 @@ def main(argv=None):
                       f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})")
         print("  largest files sent, cold: " + ", ".join(f"{p.rsplit('/', 1)[-1]} {b / 1e6:.2f} MB"
                                                         for b, p in load["cold_largest"]))
-    print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes of '{name}' (keyboard):")
+    print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes "
+          + (f"each to a setting not run before, from '{name}' on (--fresh)" if args.fresh else f"of '{name}'") + " (keyboard):")
     print(f"  median {report['median_ms']:.0f} ms   p90 {report['p90_ms']:.0f} ms   "
           f"min {report['min_ms']:.0f} ms   max {report['max_ms']:.0f} ms")
     print(f"  of which simulate + metrics in Python: median {report['simulate_median_ms']:.0f} ms "
