@@ -30,6 +30,12 @@ Pyodide (benchmarks/bench_browser.py's page, 1366 px):
   scale, weight and the device pixel ratio, and BokehJS only reads it (as a pattern's
   source), so one tile per such key is drawn once and shared. A vectorised hatch (values
   per row) or a custom texture is left to BokehJS.
+- **One data update per renderer per patch.** A renderer's view redoes its five glyph views'
+  data and visuals (`set_data`) on every change of its data source, of its glyph (a row
+  height) and of a transform (a Dodge): a GPU-count change, whose patch changes all three,
+  did it two or three times per renderer. A whole update asked for while one is pending joins
+  it, and the one update runs once the patch has been applied (a microtask), with the newest
+  values; a patch of some rows (`indices`) runs at once as before.
 """
 
 from .bridge import Bridge
@@ -53,6 +59,7 @@ export function render() {
   proto._stfNoCssLookup = true;
   keepFontSize(bokeh);
   shareHatchTiles(bokeh);
+  oneDataUpdatePerPatch(bokeh);
   document.documentElement.dataset.stfPaintSpeed = "on";
 }
 
@@ -105,6 +112,25 @@ function shareHatchTiles(bokeh) {
     this._hatch_image = new tile.Uniform(this._static_doit ? tile.image : null, this.hatch_color.length);
   };
   proto._stfSharedTiles = true;
+}
+
+function oneDataUpdatePerPatch(bokeh) {
+  let mod;
+  try { mod = bokeh.require("models/renderers/glyph_renderer"); } catch (e) { return; }
+  const proto = mod && mod.GlyphRendererView && mod.GlyphRendererView.prototype;
+  if (!proto || typeof proto.update_data !== "function" || proto._stfOneUpdate) return;
+  const update = proto.update_data;
+  // A whole update asked for while one is pending joins it (see the module docstring).
+  proto.update_data = function (indices) {
+    if (indices !== undefined) return update.call(this, indices);  // some rows patched: as before
+    if (this._stfUpdate) return this._stfUpdate;
+    const pending = this._stfUpdate = Promise.resolve().then(() => {
+      this._stfUpdate = null;
+      return update.call(this);
+    });
+    return pending;
+  };
+  proto._stfOneUpdate = true;
 }
 """ % {"major": repr(BOKEH_MAJOR)}
 
