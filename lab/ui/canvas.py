@@ -105,6 +105,7 @@ LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row labe
 TWO_LINE_PX = 26  # rows at least this far apart write a GPU type on a line of its own (rows_html)
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
+KEPT_DATA = 6  # runs whose canvas data is kept (LabState keeps as many runs: MAX_KEPT_RUNS)
 
 _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
 _RUN_COLS = ("left", "right", "y", "batch", "batch_hi", "prompt", "steps")  # a run of decode steps (decode_runs)
@@ -651,6 +652,7 @@ class Canvas(param.Parameterized):
         self._slow_starts = np.zeros(0)
         self._full = {}
         self._buffer = None
+        self._built = []  # [(result, target ms, timeline_data)], newest last (_data_for)
         self.sources = {name: ColumnDataSource(_empty(_STEP_COLS)) for name in ("slow", "prefill")}
         self.sources["decode"] = ColumnDataSource(_empty(_RUN_COLS), name="canvas-decode")
         self.sources["bounds"] = ColumnDataSource(_empty(_BOUND_COLS), name="canvas-bounds")
@@ -994,7 +996,7 @@ class Canvas(param.Parameterized):
             self.next_button.styles = INERT_STYLE
             self.meta.data = {"run": [state.sim_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
-        data = timeline_data(result, state.scenario.slo.per_token_target_ms, self._frame_px)
+        data = self._data_for(result, state.scenario.slo.per_token_target_ms)
         meta = data["meta"]
         self._full = {name: data[name] for name in LAYERS if name not in WHOLE_RUN_LAYERS}
         for name in WHOLE_RUN_LAYERS:  # a few boxes spanning the run: sent once per run, not per slice
@@ -1034,6 +1036,17 @@ class Canvas(param.Parameterized):
         self._on_window()
         rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
         self.meta.data = {"run": [state.sim_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
+
+    def _data_for(self, result, target_ms):
+        """timeline_data of `result`, built once while the state keeps the run (a setting the
+        student comes back to reuses its run: LabState._kept)."""
+        for i, (kept, target, data) in enumerate(self._built):
+            if kept is result and target == target_ms:
+                self._built.append(self._built.pop(i))
+                return data
+        data = timeline_data(result, target_ms, self._frame_px)
+        self._built = self._built[-(KEPT_DATA - 1):] + [(result, target_ms, data)]
+        return data
 
     def _set_geometry(self, half):
         if half == self._geometry:

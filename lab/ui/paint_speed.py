@@ -30,6 +30,20 @@ Pyodide (benchmarks/bench_browser.py's page, 1366 px):
   scale, weight and the device pixel ratio, and BokehJS only reads it (as a pattern's
   source), so one tile per such key is drawn once and shared. A vectorised hatch (values
   per row) or a custom texture is left to BokehJS.
+- **One data update per renderer per patch.** A renderer's view redoes its five glyph views'
+  data and visuals (`set_data`) on every change of its data source, of its glyph (a row
+  height) and of a transform (a Dodge): a GPU-count change, whose patch changes all three,
+  did it two or three times per renderer. A whole update asked for while one is pending joins
+  it, and the one update runs once the patch has been applied (a microtask), with the newest
+  values; a patch of some rows (`indices`) runs at once as before.
+- **Glyph views that are never painted.** Of a renderer's five glyph views, BokehJS paints
+  the selection and nonselection views only while something is selected, the muted one only
+  while the renderer is muted, the decimated one only mid-interaction on a plot with more
+  points than its level-of-detail threshold; yet it updates all five at every data change.
+  The lab has no selection tool, no mutable legend and no pan or zoom, so after a renderer's
+  first data only its glyph (and any hover glyph) follows the data; the first time any of
+  those cases arises, that renderer's five views are brought up to date (one frame without
+  it) and all of them follow from then on, as in BokehJS.
 """
 
 from .bridge import Bridge
@@ -53,6 +67,8 @@ export function render() {
   proto._stfNoCssLookup = true;
   keepFontSize(bokeh);
   shareHatchTiles(bokeh);
+  oneDataUpdatePerPatch(bokeh);
+  lazySecondaryGlyphs(bokeh);
   document.documentElement.dataset.stfPaintSpeed = "on";
 }
 
@@ -105,6 +121,89 @@ function shareHatchTiles(bokeh) {
     this._hatch_image = new tile.Uniform(this._static_doit ? tile.image : null, this.hatch_color.length);
   };
   proto._stfSharedTiles = true;
+}
+
+function oneDataUpdatePerPatch(bokeh) {
+  let mod;
+  try { mod = bokeh.require("models/renderers/glyph_renderer"); } catch (e) { return; }
+  const proto = mod && mod.GlyphRendererView && mod.GlyphRendererView.prototype;
+  if (!proto || typeof proto.update_data !== "function" || proto._stfOneUpdate) return;
+  const update = proto.update_data;
+  // A whole update asked for while one is pending joins it (see the module docstring).
+  proto.update_data = function (indices) {
+    if (indices !== undefined) return update.call(this, indices);  // some rows patched: as before
+    if (this._stfUpdate) return this._stfUpdate;
+    const pending = this._stfUpdate = Promise.resolve().then(() => {
+      this._stfUpdate = null;
+      return update.call(this);
+    });
+    return pending;
+  };
+  proto._stfOneUpdate = true;
+}
+
+// The glyph views a renderer paints only when something is selected, it is muted, or a plot
+// is mid-interaction with many points (level of detail): see the module docstring.
+const SECONDARY = ["decimated_glyph", "selection_glyph", "nonselection_glyph", "muted_glyph"];
+const GATED = ["set_data", "set_visuals", "after_visuals", "after_lazy_visuals", "map_data"];
+
+function needsSecondaries(view) {
+  const model = view.model, doc = model.document, lod = view.plot_model.lod_threshold;
+  if (model.muted || !model.data_source.selected.is_empty()) return true;
+  return doc != null && doc.interactive_duration() > 0 && lod != null && view.all_indices.count > lod;
+}
+
+function gateSecondaries(renderer) {
+  if (renderer._stfGated) return;
+  renderer._stfGated = true;
+  for (const name of SECONDARY) {
+    const view = renderer[name];
+    if (view == null) continue;
+    for (const method of GATED) {
+      const original = view[method];
+      if (typeof original !== "function") continue;
+      view[method] = function (...args) {
+        if (renderer._stfAllGlyphs) return original.apply(this, args);
+        renderer._stfStale = true;  // skipped: brought up to date if it is ever painted
+        return method === "set_data" || method === "after_lazy_visuals" ? Promise.resolve() : undefined;
+      };
+    }
+  }
+}
+
+function lazySecondaryGlyphs(bokeh) {
+  let mod;
+  try { mod = bokeh.require("models/renderers/glyph_renderer"); } catch (e) { return; }
+  const proto = mod && mod.GlyphRendererView && mod.GlyphRendererView.prototype;
+  if (!proto || typeof proto.lazy_initialize !== "function" || typeof proto._paint !== "function"
+      || proto._stfLazyGlyphs) return;
+  const init = proto.lazy_initialize, paint = proto._paint;
+  proto.lazy_initialize = async function () {
+    await init.call(this);  // (its first set_data fills all five views)
+    gateSecondaries(this);
+  };
+  // The views built before this bridge rendered (the canvas comes first in the page).
+  const seen = new Set();
+  const walk = (view) => {
+    if (view == null || seen.has(view)) return;
+    seen.add(view);
+    if (view instanceof mod.GlyphRendererView) gateSecondaries(view);
+    const kids = typeof view.children_views === "function" ? view.children_views() : [];
+    for (const kid of kids) walk(kid);
+  };
+  const roots = bokeh.index && bokeh.index.roots;
+  if (roots) for (const root of roots) walk(root);
+  proto._paint = function (ctx) {
+    if (!this._stfAllGlyphs && needsSecondaries(this)) {
+      this._stfAllGlyphs = true;  // from now on every view follows, as in BokehJS
+      if (this._stfStale) {
+        this.update_data();  // all five views brought up to date, then painted
+        return;  // (this one frame without this renderer, rather than with stale views)
+      }
+    }
+    return paint.call(this, ctx);
+  };
+  proto._stfLazyGlyphs = true;
 }
 """ % {"major": repr(BOKEH_MAJOR)}
 

@@ -21,6 +21,11 @@ a bug) ends up in `run_error` with the state idle, and the next change runs agai
 The sandbox can replay an uploaded trace CSV (`load_trace_text`): its requests replace
 the generated workload until `clear_replay`.
 
+Runs are kept (`_kept`, the last MAX_KEPT_RUNS): a setting the student comes back to (a slider
+moved back and forth, a layout switched and switched back) reuses its run, since the same
+scenario and requests give the same result (the core is deterministic), and its metrics,
+blames and stars once measured, so the canvas does not wait on a simulation it has seen.
+
 Each run also blames its misses once (`blames`, `blame_summary`: lab.core.blame). Twin
 runs: `pin_fleet` pins a fleet (the fleet controls' values, `pin`); while pinned, a run
 also runs the pinned fleet on the same requests (the current workload, seed and any
@@ -87,6 +92,7 @@ MAX_REPLAY_S = min(7_200.0, core_spec.MAX_DURATION_S)
 MAX_REPLAY_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
+MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabState._kept)
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
 _INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
 _FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
@@ -333,6 +339,9 @@ class LabState(param.Parameterized):
         # Runs a newer one replaced before their finish: only their stars are judged, at the next
         # finish (or failure), so the new run's canvas never waits on an old run's metrics.
         self._unjudged = []
+        # run key -> {"result", "requests", and once measured "rows", "metrics", "now", "blames"}:
+        # the last MAX_KEPT_RUNS runs, newest last (see the module docstring).
+        self._kept = {}
 
     # ------------------------------------------------------------ building
 
@@ -537,7 +546,10 @@ class LabState(param.Parameterized):
                 self._judge_unjudged()
         try:
             scenario, requests = self.run_input()
-            result = core.simulate(scenario, requests)
+            kept = self._kept_run(scenario, requests)
+            if kept is None:
+                kept = self._keep(scenario, requests, core.simulate(scenario, requests))
+            result = kept["result"]
         except Exception as exc:
             self._failed(self._why(exc), began)
             return False
@@ -575,9 +587,7 @@ class LabState(param.Parameterized):
             yield None
         result, sim_ms = self._pending_run
         try:
-            rows = core.request_metrics(result)
-            metrics = core.summarize(result, rows)
-            now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+            rows, metrics, now = self._measured(result)
         except Exception as exc:
             yield self._failed(self._why(exc), began, sim_ms)
             return
@@ -585,7 +595,7 @@ class LabState(param.Parameterized):
         if self._pending_run is None or self._pending_run[0] is not result:  # the run was replaced meanwhile
             return
         try:
-            blames = core.request_blame(result, rows)
+            blames = self._blamed(result, rows)
         except Exception as exc:
             yield self._failed(self._why(exc), began, sim_ms)
             return
@@ -618,16 +628,58 @@ class LabState(param.Parameterized):
         if not self.mission.stars:
             return
         saved = list(self.saved_stars)
-        for result in runs:
+        for result in {id(r): r for r in runs}.values():  # a setting visited twice is judged once
             try:
-                metrics = core.summarize(result, core.request_metrics(result))
-                now = list(self.mission.evaluate(metrics))
+                now = self._measured(result)[2]
             except Exception:
                 traceback.print_exc(file=sys.stderr)
                 continue
             saved = [a or (b and self.touched) for a, b in zip(saved, now)]
         if saved != self.saved_stars:
             self.saved_stars = saved
+
+    # ------------------------------------------------------------ kept runs
+
+    @staticmethod
+    def _run_key(scenario):
+        return repr(scenario.to_dict())
+
+    def _kept_run(self, scenario, requests):
+        """The kept run of this scenario on these requests (now the newest), or None."""
+        key = self._run_key(scenario)
+        kept = self._kept.get(key)
+        if kept is None or kept["requests"] is not requests:  # another uploaded trace: not the same run
+            return None
+        self._kept[key] = self._kept.pop(key)
+        return kept
+
+    def _keep(self, scenario, requests, result):
+        key = self._run_key(scenario)
+        self._kept.pop(key, None)
+        self._kept[key] = kept = {"result": result, "requests": requests}
+        while len(self._kept) > MAX_KEPT_RUNS:
+            del self._kept[next(iter(self._kept))]
+        return kept
+
+    def _entry_of(self, result):
+        return next((k for k in self._kept.values() if k["result"] is result), None)
+
+    def _measured(self, result):
+        """(rows, metrics, stars met) of `result`: measured once per kept run."""
+        kept = self._entry_of(result) or {}
+        if "metrics" not in kept:
+            rows = core.request_metrics(result)
+            metrics = core.summarize(result, rows)
+            now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+            kept.update(rows=rows, metrics=metrics, now=now)
+            return rows, metrics, now
+        return kept["rows"], kept["metrics"], kept["now"]
+
+    def _blamed(self, result, rows):
+        kept = self._entry_of(result) or {}
+        if "blames" not in kept:
+            kept["blames"] = core.request_blame(result, rows)
+        return kept["blames"]
 
     @property
     def finishing(self):

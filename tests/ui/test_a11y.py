@@ -75,6 +75,7 @@ def test_the_table_costs_nothing_while_closed_and_follows_runs_while_open(catalo
     state = LabState.from_query(catalog, f"?mission={M1}")
     view = table_view.TableView(state)
     state.run()
+    state.change("gpus", state.settings["gpus"] + 1)
     state.run()
     assert view.pane.object == "" and calls == [1, 1]  # closed: nothing built; the state blames each run once
     view.card.collapsed = False
@@ -85,6 +86,7 @@ def test_the_table_costs_nothing_while_closed_and_follows_runs_while_open(catalo
     view.card.collapsed = True
     view.card.collapsed = False
     assert len(calls) == 2  # the same run: not rebuilt
+    state.change("gpus", state.settings["gpus"] + 1)
     state.run()
     assert f'data-run="{state.run_id}"' in view.pane.object and len(calls) == 3
     table = list(csv.reader(io.StringIO(view._csv().getvalue().decode("utf-8"))))

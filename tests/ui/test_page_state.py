@@ -91,6 +91,7 @@ def test_a_failed_run_clears_the_canvas_and_advances_its_run_marker(catalog, mon
     assert len(canvas.sources["decode"].data["left"]) > 0
     assert len(canvas.sources["queue"].data["left"]) > 0 and canvas.peak_labels["prefill"].text
     monkeypatch.setattr(core, "simulate", lambda *a, **k: 1 / 0)
+    state.change("gpus", state.settings["gpus"] + 1)  # not run before (a kept run would not simulate)
     state.run()
     assert canvas.meta.data["run"] == [state.run_id]
     assert all(len(src.data["left"]) == 0 for src in canvas.sources.values())  # the queue rows and KV bands too

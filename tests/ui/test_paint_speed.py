@@ -119,6 +119,11 @@ def test_hatch_tiles_are_drawn_once_and_plot_font_sizes_are_not_looked_up_again(
         } finally { window.getComputedStyle = original; }
     }""")
     assert lookups["plots"] >= 2 and lookups["asked"] == 0 and lookups["same"], lookups
+    # Only a renderer's glyph view follows its data until its other views are ever painted
+    # (lazySecondaryGlyphs): muted, the hatched renderers' five views all follow from then on.
+    page.evaluate("() => (" + HATCHED_VIEWS_JS + ")().forEach((v) => { v.model.muted = true; })")
+    page.wait_for_function("() => (" + HATCHED_VIEWS_JS + ")().every((v) => v._stfAllGlyphs && !v._stfUpdate)",
+                           timeout=30_000)
     before = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
     handle = page.locator(".stf-control-gpus .noUi-handle").first
     handle.focus()
@@ -135,3 +140,78 @@ def test_hatch_tiles_are_drawn_once_and_plot_font_sizes_are_not_looked_up_again(
     again = page.evaluate(f"() => {{ const old = window.__stfTiles; window.__stfTiles = null; const now = {tiles};"
                           " return Object.entries(now).map(([k, imgs]) => !old[k] || imgs.every((img) => img === old[k][0])); }")
     assert first and again and all(again), again  # the new run's data reused the tiles drawn before
+
+
+# Every glyph renderer view of the timeline, `fn(view)` called on each; returns {model id: fn's value}.
+TIMELINE_VIEWS_JS = """(fn) => {
+    const out = {}, seen = new Set();
+    const walk = (view) => {
+        if (view == null || seen.has(view)) return;
+        seen.add(view);
+        if (view.glyph && view.muted_glyph && view.plot_view && view.plot_view.model.name === "timeline") {
+            out[view.model.id] = fn(view);
+        }
+        const kids = typeof view.children_views === "function" ? view.children_views() : [];
+        for (const kid of kids) walk(kid);
+    };
+    for (const root of Bokeh.index.roots) walk(root);
+    return out;
+}"""
+COUNT_SET_DATA_JS = "(" + TIMELINE_VIEWS_JS + """)((view) => {
+    view.__setData = 0;
+    const original = view.set_data;
+    view.set_data = function (...args) { this.__setData += 1; return original.apply(this, args); };
+    return 0;
+})"""
+READ_JS = "(" + TIMELINE_VIEWS_JS + """)((view) =>
+    [view.__setData, view.glyph.data_size, view.model.data_source.get_length() || 0])"""
+
+
+@pytest.mark.browser
+def test_a_change_of_rows_data_and_heights_updates_each_renderer_once_with_the_new_data(page, server):
+    """A GPU-count change sends each timeline renderer new data, a new box height and a new
+    Dodge in one patch: its glyph views are updated once (not once per property), and what they
+    hold is the new data."""
+    pytest.importorskip("playwright.sync_api")
+    page.goto(f"{server}/lab?mission=mixing-hurts")
+    page.wait_for_function("document.documentElement.dataset.stfPaintSpeed === 'on'", timeout=30_000)
+    page.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) > 0", timeout=60_000)
+    page.evaluate(COUNT_SET_DATA_JS)
+    rows = page.evaluate("document.documentElement.dataset.canvasRows")
+    painted = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
+    handle = page.locator(".stf-control-gpus .noUi-handle").first
+    handle.focus()
+    page.keyboard.press("ArrowRight")  # one more GPU: another row, so new heights and offsets too
+    page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {painted}", timeout=60_000)
+    after = page.evaluate(READ_JS)
+    assert page.evaluate("document.documentElement.dataset.canvasRows") != rows
+    runs = {k: v[0] for k, v in after.items()}
+    assert max(runs.values()) == 1 and sum(runs.values()) >= 4, runs  # the step layers got new data, once each
+    stale = {k: v for k, v in after.items() if v[1] != v[2]}
+    assert not stale, stale  # every glyph holds its source's rows
+
+
+@pytest.mark.browser
+def test_glyph_views_never_painted_wait_until_they_are(page, server):
+    """After a change only a renderer's glyph view takes the new data (the lab selects, mutes
+    and zooms nothing); muting a renderer brings its other views up to date before they paint."""
+    pytest.importorskip("playwright.sync_api")
+    page.goto(f"{server}/lab?mission=mixing-hurts")
+    page.wait_for_function("document.documentElement.dataset.stfPaintSpeed === 'on'", timeout=30_000)
+    page.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) > 0", timeout=60_000)
+    painted = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
+    handle = page.locator(".stf-control-gpus .noUi-handle").first
+    handle.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {painted}", timeout=60_000)
+    sizes = "(" + TIMELINE_VIEWS_JS + """)((v) => [v.model.data_source.get_length() || 0, v.glyph.data_size,
+        v.muted_glyph._data_size, v.selection_glyph._data_size, v.model.data_source.name || ""])"""  # their own (data_size is the base glyph's)
+    now = page.evaluate(sizes)
+    assert all(n == glyph for n, glyph, *_ in now.values()), now
+    lagging = [k for k, (n, _g, muted, sel, _name) in now.items() if muted != n and sel != n]
+    assert lagging, now  # some layer's data changed and its never-painted views were left as they were
+    key = lagging[0]
+    page.evaluate("(id) => { const m = Bokeh.documents[0].get_model_by_id(id);"
+                  " m.muted = true; }", key)
+    page.wait_for_function("(id) => (" + TIMELINE_VIEWS_JS + ")((v) => v.muted_glyph._data_size"
+                           " === (v.model.data_source.get_length() || 0))[id]", arg=key, timeout=30_000)

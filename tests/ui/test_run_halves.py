@@ -123,7 +123,7 @@ def test_a_change_between_the_parts_of_a_finish_drops_the_rest(catalog, app_time
     app_timers.fire(lab._run_now)
     _finish_turns(lab, app_timers)
     assert lab.state.run_id == lab.state.sim_id == 2 and not lab.state.busy
-    assert len(judged) == 3  # the stale run judged again (its measuring was not kept), then the newest
+    assert len(judged) == 2  # the stale run's measuring was kept (LabState._kept): not judged twice
     assert earned and any(earned[-1])
     assert lab.state.metrics == core.summarize(lab.state.result, core.request_metrics(lab.state.result))
 
@@ -182,3 +182,48 @@ def test_metrics_that_fail_clear_the_published_result(catalog, monkeypatch):
     assert state.finish() is None
     assert state.result is None and state.run_id == state.sim_id == 2 and not state.busy
     assert "ZeroDivisionError" in state.run_error
+
+
+def test_a_setting_the_student_comes_back_to_reuses_its_run(catalog, monkeypatch):
+    """Back to a setting seen before (a slider moved back and forth): its run and its measuring
+    are reused, not recomputed, and what the state publishes equals a fresh run's."""
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    start = state.settings["gpus"]
+    assert state.run() is not None
+    first, first_metrics = state.result, state.metrics
+    state.change("gpus", start + 1)
+    assert state.run() is not None and state.result is not first
+    calls = []
+    for name in ("simulate", "request_metrics", "request_blame"):
+        real = getattr(core, name)
+        monkeypatch.setattr(core, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    state.change("gpus", start)
+    assert state.run() is not None
+    assert calls == [] and state.result is first and state.metrics == first_metrics
+    monkeypatch.undo()
+    fresh = LabState.from_query(catalog, f"?mission={M1}")
+    assert fresh.run() == state.metrics and fresh.blame_summary == state.blame_summary
+    assert fresh.rows == state.rows
+
+
+def test_kept_runs_are_few_and_a_new_trace_is_a_new_run(catalog, monkeypatch):
+    from lab.ui.state import MAX_KEPT_RUNS
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    lo, hi = state.mission.controls["gpus"].min, state.mission.controls["gpus"].max
+    values = [v for v in range(int(lo), int(hi) + 1)][:MAX_KEPT_RUNS + 2]
+    assert len(values) > MAX_KEPT_RUNS, "the mission's gpus range is too narrow for this test"
+    for v in values:
+        state.change("gpus", v)
+        assert state.simulate()
+    assert len(state._kept) == MAX_KEPT_RUNS
+    sims = []
+    real = core.simulate
+    monkeypatch.setattr(core, "simulate", lambda *a, **k: sims.append(1) or real(*a, **k))
+    state.change("gpus", values[0])  # the oldest: no longer kept
+    assert state.simulate() and sims == [1]
+    state.change("gpus", values[-1])  # kept
+    assert state.simulate() and sims == [1]
+    # The same scenario on other requests is another run (identity of the request list).
+    kept = state._kept_run(state.scenario, None)
+    assert kept is not None and state._kept_run(state.scenario, [(0.0, 10, 10)]) is None

@@ -327,6 +327,7 @@ def test_a_failed_run_clears_the_blames(catalog, monkeypatch):
     state = LabState.from_query(catalog, f"?mission={M1}")
     state.run()
     assert state.blames
+    state.change("gpus", state.settings["gpus"] + 1)  # a new run (a kept one would not simulate again)
     monkeypatch.setattr(core, "simulate", lambda *a, **k: (_ for _ in ()).throw(LabError("x", "boom")))
     assert state.run() is None
     assert state.blames == [] and state.blame_summary == {}

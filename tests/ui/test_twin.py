@@ -213,6 +213,7 @@ def test_a_failed_pinned_run_says_why_and_the_page_stays_usable(catalog, monkeyp
     monkeypatch.setattr(core, "simulate", real)
     assert state.run_twin() and state.twin is not None and state.twin_error == ""
     monkeypatch.setattr(core, "simulate", lambda *a, **k: (_ for _ in ()).throw(core.LabError("x", "boom")))
+    state.change("gpus", state.settings["gpus"] + 1)  # a fleet not run before (a kept run would not simulate)
     state.run()  # now this fleet's run fails: the comparison says so rather than "running"
     assert state.run_error and "nothing to compare" in compare_html(state)
 
