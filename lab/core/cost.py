@@ -152,13 +152,17 @@ class PoolCost:
         per_prompt_t = to_ticks(per_prompt / (speed * clock) / 1000.0)
         self.decode_affine = (fixed_t, per_seq_t, per_ctx_t)
 
-        def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-            ticks = fixed_t + per_seq_t * decode_seqs + per_ctx_t * context_tokens if decode_seqs else 0
-            if prefill_tokens:
-                ticks += per_prompt_t * prefill_tokens
-            return ticks
+        def make(num):  # (_set_step: ints, or the same whole numbers as floats)
+            fixed, one_seq, one_ctx, one_prompt, zero = map(num, (fixed_t, per_seq_t, per_ctx_t, per_prompt_t, 0))
 
-        self._set_step(step_ticks)
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                ticks = fixed + one_seq * decode_seqs + one_ctx * context_tokens if decode_seqs else zero
+                if prefill_tokens:
+                    ticks += one_prompt * prefill_tokens
+                return ticks
+            return step_ticks
+
+        self._set_step(make)
 
     # ---------------------------------------------------------------- roofline
 
@@ -211,13 +215,17 @@ class PoolCost:
         comm_t = to_ticks(comm_per_token)
         self.decode_affine = (weights_t, kv_t, flops_t, comm_fixed_t, comm_t)
 
-        def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-            tokens = decode_seqs + prefill_tokens
-            memory = weights_t + kv_t * (context_tokens + prefill_tokens)
-            compute = flops_t * tokens
-            return (memory if memory > compute else compute) + comm_fixed_t + comm_t * tokens
+        def make(num):  # (_set_step)
+            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
 
-        self._set_step(step_ticks)
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory = w + kv * (context_tokens + prefill_tokens)
+                compute = fl * tokens
+                return (memory if memory > compute else compute) + cf + cm * tokens
+            return step_ticks
+
+        self._set_step(make)
 
     def _roofline_with_attention(self, weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
                                  comm_fixed, comm_per_token):
@@ -241,19 +249,28 @@ class PoolCost:
         comm_t = to_ticks(comm_per_token)
         self.decode_affine = None  # the attention term is rounded per step: not affine
 
-        def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-            tokens = decode_seqs + prefill_tokens
-            memory = weights_t + kv_t * (context_tokens + prefill_tokens + reread_tokens)
-            compute = flops_t * tokens + to_ticks(attention_s * (context_tokens + attention_units))
-            return (memory if memory > compute else compute) + comm_fixed_t + comm_t * tokens
+        def make(num):  # (_set_step)
+            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
+
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory = w + kv * (context_tokens + prefill_tokens + reread_tokens)
+                compute = fl * tokens + num(to_ticks(attention_s * (context_tokens + attention_units)))
+                return (memory if memory > compute else compute) + cf + cm * tokens
+            return step_ticks
 
         self.parts = parts
-        self._set_step(step_ticks)
+        self._set_step(make)
 
-    def _set_step(self, step_ticks):
+    def _set_step(self, make):
         # One truth for a step's time: `step_ticks` (what the engine and the reference
-        # add up); `step_s` is the same step in seconds, correctly rounded.
-        self.step_ticks = step_ticks
+        # add up, ints); `step_s` is the same step in seconds, correctly rounded.
+        # `step_ticks_float` gives the very same whole numbers as floats: exact while they
+        # stay under 2**53, and CPython's float arithmetic is several times cheaper than
+        # its arithmetic on ints past 2**30 (engine.py uses it when a run fits: README
+        # "Time base").
+        self.step_ticks = step_ticks = make(int)
+        self.step_ticks_float = make(float)
 
         def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
             return step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens) / TICKS_PER_S

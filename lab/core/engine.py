@@ -9,9 +9,10 @@ moment decides), so the order is fully determined by the scenario. The layer-wis
 itself lives in `link.py`; the planner's rules in `planner.py` and its handlers (an
 instance's move: drain, hand-over, reload, join) in `role_changes.py`.
 
-Time is integer picosecond ticks throughout the loop (README "Time base", ticks.py): a
-step's end is its start + `cost.step_ticks(...)`, exact int arithmetic, so any order of
-adding a stretch's steps gives the same end. Seconds become ticks once where they enter
+Time is whole picosecond ticks throughout the loop (README "Time base", ticks.py): a
+step's end is its start + `cost.step_ticks(...)`, exact arithmetic on whole numbers, so
+any order of adding a stretch's steps gives the same end. They are floats in a run that
+stays under 2**52 ticks (`FLOAT_TICKS_BELOW`: exact there, and cheaper), ints beyond. Seconds become ticks once where they enter
 (`__init__`: arrivals, the cap; `_reserve_and_send`: wire times; `_pop_queue`: prefix
 fetches; the planner's moments) and the Result is turned back into seconds at the end
 (`_in_seconds`).
@@ -28,6 +29,7 @@ step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is No
 
 import heapq
 from array import array
+from itertools import chain
 from collections import deque
 
 from . import admission
@@ -57,6 +59,9 @@ MAX_STEPS = 36_000_000
 # so smaller runs, where the memory does not matter, keep their lists (mission-sized
 # runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
+# Runs whose times stay below this many ticks hold them as whole-number floats (exact
+# under 2**53, with room to spare), longer runs as ints (README "Time base", __init__).
+FLOAT_TICKS_BELOW = 2**52
 
 
 class _Gpu:
@@ -117,11 +122,11 @@ class _Simulation(RoleChanges):
     # not fails at once (AttributeError).
     __slots__ = (
         "admit", "arrival_t", "arrivals_end", "arrivals_end_s", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
-        "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
+        "extra_terms", "fleet", "floats", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
         "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
         "plan_interval", "planner", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates", "queued_tokens", "queues",
         "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "switch_t", "takers",
-        "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
+        "takers_of", "tick", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
     )
 
@@ -145,17 +150,30 @@ class _Simulation(RoleChanges):
         self.skip = [0] * len(self.records)
         # Time inside the run is integer ticks (ticks.py), converted once here and back to
         # seconds in the Result (_in_seconds). A record's arrival becomes the tick it arrives at.
-        self.arrival_t = [to_ticks(rec.arrival) for rec in self.records]
-        for rec, t in zip(self.records, self.arrival_t):
-            rec.arrival = t / TICKS_PER_S
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
         if wl.trace is not None and wl.duration_s is not None:
             arrivals_end = max(wl.duration_s, last_arrival)
+        cap_s = max(arrivals_end, last_arrival) + scenario.drain_s
+        # Ticks are whole numbers. A run whose times stay under 2**52 ticks (75 minutes: its
+        # cap, plus every request's KV on the link once, which may run past it) holds them
+        # as floats, exact there and much cheaper in CPython than ints past 2**30; a longer
+        # run holds them as ints. Same whole numbers either way, so the same results.
+        horizon = to_ticks(cap_s)
+        if fleet.layout == "disaggregated":
+            tokens = sum(rec.prompt_tokens + rec.output_tokens for rec in self.records)
+            horizon += to_ticks(tokens * self.kv_bytes / (fleet.link.gbytes_per_s * 1e9))
+        if fleet.planner_on:
+            horizon += to_ticks(fleet.planner.switch_s)
+        self.floats = horizon < FLOAT_TICKS_BELOW
+        tick = self.tick = _float_ticks if self.floats else to_ticks
+        self.arrival_t = [tick(rec.arrival) for rec in self.records]
+        for rec, t in zip(self.records, self.arrival_t):
+            rec.arrival = t / TICKS_PER_S
         self.arrivals_end_s = arrivals_end
-        self.arrivals_end = to_ticks(arrivals_end)
-        self.time_cap = to_ticks(max(arrivals_end, last_arrival) + scenario.drain_s)
+        self.arrivals_end = tick(arrivals_end)
+        self.time_cap = tick(cap_s)
         self.heap = []
         self.transfers = []
         self.steps = 0
@@ -171,6 +189,8 @@ class _Simulation(RoleChanges):
                 if taken:
                     gpu.kv_tokens -= taken
                     gpu.kv_free = gpu.kv_tokens
+                if self.floats:
+                    gpu.step_t = cost.step_ticks_float
                 self.gpus.append(gpu)
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
@@ -188,8 +208,8 @@ class _Simulation(RoleChanges):
         self.prefill_next = [float("inf")] * len(self.gpus if fleet.planner_on else self.prefill_gpus)
         self.planner = fleet.planner if fleet.planner_on else None
         if self.planner is not None:  # its moments and reload time, in ticks
-            self.plan_interval = to_ticks(self.planner.interval_s) if self.planner.policy == "utilization" else None
-            self.switch_t = to_ticks(self.planner.switch_s)
+            self.plan_interval = tick(self.planner.interval_s) if self.planner.policy == "utilization" else None
+            self.switch_t = tick(self.planner.switch_s)
         self.next_plan = INF  # the earliest planner event on the heap: decode run-ahead stops there
         self.plan_times = []  # heap of the planner events' times
         self.moving = 0  # instances draining or reloading
@@ -307,7 +327,7 @@ class _Simulation(RoleChanges):
                 if self.steps >= compact_at:  # checked per arrival, not per event: cheaper
                     compact_at = INF
                     for gpu in gpus:
-                        gpu.log.compact(GpuLog.TICK_COLUMN_TYPES)
+                        gpu.log.compact(GpuLog.COLUMN_TYPES if self.floats else GpuLog.TICK_COLUMN_TYPES)
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
@@ -324,7 +344,7 @@ class _Simulation(RoleChanges):
         else:
             end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0)
             end_time = stop = max(end_time, self.arrivals_end)
-        _in_seconds(self.records, [g.log for g in self.gpus], self.transfers)
+        _in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
         end_s = max(end_time / TICKS_PER_S, self.arrivals_end_s)
         stopped_s = stop / TICKS_PER_S if self.capped else end_s
         result = Result(
@@ -448,7 +468,7 @@ class _Simulation(RoleChanges):
             # emitted are never cached, so they are always computed.
             hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
             self.skip[rec.id] = hit
-            gpu.fetch += to_ticks(fetch)  # each prompt's fetch rounded once
+            gpu.fetch += self.tick(fetch)  # each prompt's fetch rounded once
         if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
             gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt, prompt - hit))
             self.src[rec.id] = gpu.index
@@ -836,7 +856,7 @@ class _Simulation(RoleChanges):
                     self._kv_note(best, t)
                 nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
                 start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
-                end = start + to_ticks(nbytes / bandwidth)
+                end = start + self.tick(nbytes / bandwidth)
                 if link.sharing == "fifo":
                     self.link_free = end
                 tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
@@ -856,7 +876,7 @@ class _Simulation(RoleChanges):
                 rec.transfer = len(self.transfers)
             if link.layerwise:
                 tr = Transfer(rec.id, src, best.index, prefill_end, t, None, None, nbytes,
-                              to_ticks(nbytes / self.layers / bandwidth))
+                              self.tick(nbytes / self.layers / bandwidth))
                 self.transfers.append(tr)
                 if self.wire is not None:
                     self.wire.add(tr, layers_from)  # its landing is known once its chunks have places
@@ -868,7 +888,7 @@ class _Simulation(RoleChanges):
             start = t
             if link.sharing == "fifo" and self.link_free > start:
                 start = self.link_free
-            end = start + to_ticks(nbytes / bandwidth)
+            end = start + self.tick(nbytes / bandwidth)
             if link.sharing == "fifo":
                 self.link_free = end
             tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
@@ -1304,36 +1324,49 @@ class _Simulation(RoleChanges):
                 return end
 
 
-def _in_seconds(records, logs, transfers):
+def _float_ticks(seconds):
+    """`to_ticks` as a float holding the same whole number (runs that fit 2**52 ticks)."""
+    return float(round(seconds * 1e12))
+
+
+def _in_seconds(records, logs, transfers, floats):
     """A run's times, ticks until now, as seconds (ticks.py: ticks / 10**12, correctly
-    rounded): what a Result holds. Step columns stay lists or become 'd' arrays as they were."""
+    rounded: a whole-number float under 2**53 divided by the float 1e12, or an int by the
+    int 10**12): what a Result holds. Step columns stay lists or become 'd' arrays."""
+    per = 1e12 if floats else TICKS_PER_S  # (float / float skips an int's conversion)
     for rec in records:
         if rec.prefill_start is not None:
-            rec.prefill_start /= TICKS_PER_S
+            rec.prefill_start /= per
         if rec.prefill_end is not None:
-            rec.prefill_end /= TICKS_PER_S
+            rec.prefill_end /= per
         if rec.first_token is not None:
-            rec.first_token /= TICKS_PER_S
+            rec.first_token /= per
         if rec.finish is not None:
-            rec.finish /= TICKS_PER_S
+            rec.finish /= per
     for log in logs:
-        for name in ("start", "end"):
-            column = getattr(log, name)
-            seconds = [t / 1000000000000 for t in column]  # (TICKS_PER_S, folded in)
-            setattr(log, name, array("d", seconds) if isinstance(column, array) else seconds)
-        log.roles = [(t / TICKS_PER_S, role) for t, role in log.roles]
+        ends = log.end
+        ends_s = [t / per for t in ends]
+        # A step that starts where the one before it ended (most steps of a busy GPU) shares
+        # that end's float: no second division or object, a step's start and the previous
+        # end read back as the same value, as they were.
+        starts_s = [e if s == p else s / per for s, p, e in zip(log.start, chain((-1,), ends), chain((0.0,), ends_s))]
+        if isinstance(ends, array):
+            log.start, log.end = array("d", starts_s), array("d", ends_s)
+        else:
+            log.start, log.end = starts_s, ends_s
+        log.roles = [(t / per, role) for t, role in log.roles]
         if log.kv_used:
-            log.kv_used = [(t / TICKS_PER_S, used) for t, used in log.kv_used]
+            log.kv_used = [(t / per, used) for t, used in log.kv_used]
         if log.fetch_s:
-            log.fetch_s = {j: t / TICKS_PER_S for j, t in log.fetch_s.items()}
+            log.fetch_s = {j: t / per for j, t in log.fetch_s.items()}
     for tr in transfers:
-        tr.ready /= TICKS_PER_S
-        tr.reserved /= TICKS_PER_S
-        tr.start /= TICKS_PER_S
-        tr.end /= TICKS_PER_S
-        tr.layer_s /= TICKS_PER_S
+        tr.ready /= per
+        tr.reserved /= per
+        tr.start /= per
+        tr.end /= per
+        tr.layer_s /= per
         if tr.layer_starts is not None:
-            tr.layer_starts = [t / TICKS_PER_S for t in tr.layer_starts]
+            tr.layer_starts = [t / per for t in tr.layer_starts]
 
 
 def _compacted(logs):

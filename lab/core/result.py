@@ -7,8 +7,8 @@ array append, and it runs five times a step); once a run has logged engine.COMPA
 steps, `GpuLog.compact` turns them into typed arrays (`array.array`, README "Scale") at
 its next arrival and it appends to those from then on: a step then costs 32 bytes (two
 8-byte floats, two 4-byte ints, an 8-byte context) instead of about 100 as lists of boxed
-numbers. While the run goes on its times are integer ticks (README "Time base"; 'q'
-arrays once compacted); the Result's are seconds, each tick count divided once by 10**12,
+numbers. While the run goes on its times are whole-number ticks (README "Time base";
+floats, or ints in 'q' arrays in a long run); the Result's are seconds, each tick count divided once by 10**12,
 and an `array('d')` holds those very doubles, so values read back bit for bit (in CPython
 and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
 Anything that reads a column as a sequence (indexing, slicing, iterating, `len`,

@@ -14,7 +14,6 @@ import math
 
 from . import kv
 from .events import BOUNDARY, INF, PLAN
-from .ticks import to_ticks
 from .planner import busy_in_window, pick_mover, schedule_moves, utilization, utilization_move
 
 __all__ = ["RoleChanges"]
@@ -39,7 +38,7 @@ class RoleChanges:
                 self._push_plan(self.plan_interval, n)
             return
         for i, row in enumerate(planner.schedule):
-            at = to_ticks(row.at_s)
+            at = self.tick(row.at_s)
             if at < self.arrivals_end:
                 self._push_plan(at, n + i)
 

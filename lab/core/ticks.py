@@ -3,7 +3,9 @@
 Inside the engine and the reference simulator every time and duration is a Python int
 of picoseconds, so sums are exact: a stretch of steps adds up to the same end however
 it is summed (in order, or in closed form), in CPython and in Pyodide alike. A week is
-6.05e17 ticks, under 2**63, so a tick count fits an `array('q')` slot.
+6.05e17 ticks, under 2**63, so a tick count fits an `array('q')` slot. The engine keeps
+the same whole numbers in floats when a run's times stay under 2**52 (engine.py,
+FLOAT_TICKS_BELOW): exact there, since every whole number below 2**53 is a double.
 
 Two rules, used at the edges only:
 
