@@ -49,11 +49,25 @@ each with its own GPU type, power cap and KV capacity (tp x HBM x memory_utiliza
 weights, in KV tokens, unless model.kv_capacity_tokens sets it).
 
 Only two things are shared with the engine by design: the cost model
-(`lab.core.step_time_fn`, per pool) and the request list (`lab.core.generate_requests`).
+(`lab.core.step_ticks_fn` and `step_time_fn`, per pool) and the request list
+(`lab.core.generate_requests`).
+
+Time (README "Time base"): inside the run every time is an integer number of picosecond
+ticks, as in the engine, so step durations add up exactly: each step's `step_ticks` is
+added to the previous step's end. Seconds become ticks where they enter, by one rule
+(`round(seconds * 1e12)`: arrivals, link wire times, prefix fetches, planner moments,
+the cap), and the result is turned back into seconds at the end of `run` (ticks /
+10**12, correctly rounded). The admission rule's prediction works in seconds
+(`step_time_fn`), as README "Early rejection" writes it.
 """
 
-from lab.core import generate_requests, step_time_fn
+from lab.core import generate_requests, step_ticks_fn, step_time_fn
 from lab.core.spec import GPU_PRESETS
+
+
+def to_ticks(seconds):
+    """README "Time base": seconds -> whole picosecond ticks, round(seconds * 1e12)."""
+    return round(seconds * 1e12)
 
 
 def ceil_div(a, b):
@@ -141,10 +155,12 @@ class RefChunk:
 class RefGpu:
     """One instance: `tp` GPUs of type `gpu`, stepping at `step_s`."""
 
-    def __init__(self, index, role, kv_capacity, max_seqs, step_s=None, tp=1, gpu="h100", first_gpu=None):
+    def __init__(self, index, role, kv_capacity, max_seqs, step_s=None, tp=1, gpu="h100", first_gpu=None,
+                 step_t=None):
         self.index = index
         self.role = role  # "colocated" | "prefill" | "decode"
-        self.step_s = step_s
+        self.step_s = step_s  # seconds: the admission rule's rate
+        self.step_t = step_t  # ticks: what the run adds up
         self.tp = tp
         self.gpu = gpu
         first = index * tp if first_gpu is None else first_gpu
@@ -256,6 +272,7 @@ class _Sim:
         gpu_number = 0
         for role, count, tp, gpu, cap in pools:
             step_s = step_time_fn(m, gpu, tp, cap)
+            step_t = step_ticks_fn(m, gpu, tp, cap)
             kv = self.kv_capacity(gpu, tp)
             cache_blocks = 0
             if f.prefix_cache == "per_gpu" and role != "decode":
@@ -265,7 +282,7 @@ class _Sim:
                 self.per_gpu_cache_blocks = cache_blocks
             self.role_kv[role] = kv
             for _ in range(count // tp):
-                g = RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number)
+                g = RefGpu(len(self.gpus), role, kv, f.max_batch_seqs, step_s, tp, gpu, gpu_number, step_t)
                 g.cache = None
                 if role != "decode" and f.prefix_cache == "per_gpu":
                     g.cache = RefCache(cache_blocks)
@@ -299,7 +316,7 @@ class _Sim:
         self.waiting = []  # disaggregated: prefilled, waiting for decode room (FIFO)
         self.in_flight = []  # disaggregated: (seq, dst gpu) whose KV is crossing the link
         self.transfers = []
-        self.link_free = 0.0
+        self.link_free = 0
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         self.transfer_of = {}
         self.attention_on = scenario.model.attention and scenario.model.cost == "roofline"
@@ -339,8 +356,8 @@ class _Sim:
             s.prefilled = hit
             if self.fleet.prefix_cache == "shared":
                 if not s.preemptions:
-                    s.fetch = hit * self.fetch_s_per_token
-                s.fetch_due = hit * self.fetch_s_per_token
+                    s.fetch = hit * self.fetch_s_per_token  # seconds, as the record keeps it
+                s.fetch_due = to_ticks(hit * self.fetch_s_per_token)
 
     def prefill_ended(self, g, s):
         if g.cache is not None:
@@ -390,15 +407,18 @@ class _Sim:
 
     # ------------------------------------------------------------ loop
 
-    def run(self, arrivals_end):
-        cap = arrivals_end + self.sc.drain_s
+    def run(self, arrivals_end, cap_s):
+        cap = to_ticks(cap_s)
+        arrivals_end = to_ticks(arrivals_end)
         self.arrivals_end = arrivals_end
+        for s in self.seqs:
+            s.arrival = to_ticks(s.arrival)
         planner = self.fleet.planner
-        if planner is not None and planner.policy == "utilization" and planner.interval_s < arrivals_end:
-            self.plans.append((planner.interval_s, len(self.gpus)))
+        if planner is not None and planner.policy == "utilization" and to_ticks(planner.interval_s) < arrivals_end:
+            self.plans.append((to_ticks(planner.interval_s), len(self.gpus)))
         if planner is not None and planner.policy == "schedule":
-            self.plans.extend((row.at_s, len(self.gpus) + i) for i, row in enumerate(planner.schedule)
-                              if row.at_s < arrivals_end)
+            self.plans.extend((to_ticks(row.at_s), len(self.gpus) + i) for i, row in enumerate(planner.schedule)
+                              if to_ticks(row.at_s) < arrivals_end)
         while True:
             best = None  # (time, class, tiebreak, what)
             if self.pending:
@@ -453,9 +473,31 @@ class _Sim:
             g.steps = [st for st in g.steps if st[1] <= cap]
             g.attention = {k: v for k, v in g.attention.items() if k < len(g.steps)}
             g.fetch_s = {k: v for k, v in g.fetch_s.items() if k < len(g.steps)}
-        out = RefResult(self.seqs, self.gpus, self.transfers, cap)
-        out.reconfigurations = [tuple(r) for r in self.reconfigurations]
+        self.in_seconds()
+        out = RefResult(self.seqs, self.gpus, self.transfers, cap / 10**12)
+        out.reconfigurations = [(r[0] / 10**12, r[1], r[2], r[3], None if r[4] is None else r[4] / 10**12)
+                                for r in self.reconfigurations]
         return out
+
+    def in_seconds(self):
+        """Every time of the run, ticks until now, as seconds (ticks / 10**12)."""
+        def sec(t):
+            return None if t is None else t / 10**12
+
+        for s in self.seqs:
+            s.arrival, s.prefill_start, s.prefill_end = sec(s.arrival), sec(s.prefill_start), sec(s.prefill_end)
+            s.first_token, s.finish = sec(s.first_token), sec(s.finish)
+            s.tokens = [sec(t) for t in s.tokens]
+        for g in self.gpus:
+            g.steps = [(sec(a), sec(b), n, p, c) for a, b, n, p, c in g.steps]
+            g.roles = [(sec(t), role) for t, role in g.roles]
+            g.kv_trace = [(sec(t), used) for t, used in g.kv_trace]
+            g.fetch_s = {k: sec(v) for k, v in g.fetch_s.items()}
+        for tr in self.transfers:
+            tr.ready, tr.reserved, tr.start, tr.end = sec(tr.ready), sec(tr.reserved), sec(tr.start), sec(tr.end)
+            tr.layer_s = sec(tr.layer_s)
+            for c in tr.chunks or ():
+                c.start, c.ready = sec(c.start), sec(c.ready)
 
     def predicted_ttft(self, seq, q):
         """README "Early rejection": (prompt tokens ahead + its own) / the queue's prefill
@@ -547,14 +589,14 @@ class _Sim:
                 units += k * (s.prefilled + k / 2)
                 reread += s.prefilled
             g.attention[len(g.steps)] = (units, reread)
-            duration = g.step_s(n, ctx, ptoks, units, reread)
+            duration = g.step_t(n, ctx, ptoks, units, reread)
         else:
-            duration = g.step_s(n, ctx, ptoks)
-        fetch = 0.0
+            duration = g.step_t(n, ctx, ptoks)
+        fetch = 0
         for s, k in prefill:  # the prompts it admitted fetch their cached heads first, in turn
             if s.fetch_due:
                 fetch += s.fetch_due
-                s.fetch_due = 0.0
+                s.fetch_due = 0
         if fetch:
             g.fetch_s[len(g.steps)] = fetch
             duration += fetch  # the step lasts compute + fetches (README "Prefix caching")
@@ -715,7 +757,7 @@ class _Sim:
             if s.moved_from is not None:  # its prompt and every token emitted so far
                 nbytes = (s.P + len(s.tokens)) * self.model.kv_bytes_per_token
                 start = max(t, self.link_free) if link.sharing == "fifo" else t
-                end = start + nbytes / bandwidth
+                end = start + to_ticks(nbytes / bandwidth)
                 if link.sharing == "fifo":
                     self.link_free = end
                 src, ready = s.moved_from
@@ -739,7 +781,7 @@ class _Sim:
             start = t
             if link.sharing == "fifo":
                 start = max(t, self.link_free)
-            end = start + nbytes / bandwidth
+            end = start + to_ticks(nbytes / bandwidth)
             if link.sharing == "fifo":
                 self.link_free = end
             self.transfers.append(RefTransfer(s.id, src, best.index, s.prefill_end_planned, t, start, end, nbytes))
@@ -747,16 +789,17 @@ class _Sim:
 
     def stream_layers(self, tr, s, reserved, bandwidth):
         """README: layer i of L is ready at prefill start + (prefill end - start) * (i + 1) / L
-        (the last at the end); a chunk carries bytes / L, may go once its layer is ready and
-        room is reserved; on its own wire (independent) right after the previous chunk."""
+        (whole ticks, rounded down; the last at the end); a chunk carries bytes / L, may go
+        once its layer is ready and room is reserved; on its own wire (independent) right
+        after the previous chunk."""
         layers = self.model.shape["layers"]
-        tr.layer_s = tr.bytes / layers / bandwidth
+        tr.layer_s = to_ticks(tr.bytes / layers / bandwidth)
         tr.chunks = []
         for i in range(layers):
             if i == layers - 1:
                 layer_ready = s.prefill_end_planned
             else:  # over the step that carries its last prompt tokens
-                layer_ready = s.last_step_start + (s.prefill_end_planned - s.last_step_start) * (i + 1) / layers
+                layer_ready = s.last_step_start + (s.prefill_end_planned - s.last_step_start) * (i + 1) // layers
             tr.chunks.append(RefChunk(tr, i, max(layer_ready, reserved)))
         if self.fleet.link.sharing == "fifo":
             self.wire_waiting.extend(tr.chunks)
@@ -916,7 +959,7 @@ class _Sim:
     def start_reload(self, g, t):
         g.cache = None  # the reload empties a per-GPU cache; a shared pool is out of reach
         g.roles.append((t, "switching"))
-        ready = t + self.fleet.planner.switch_s
+        ready = t + to_ticks(self.fleet.planner.switch_s)
         for r in self.reconfigurations:
             if r[1] == g.index and r[4] is None:
                 r[4] = ready
@@ -947,15 +990,16 @@ class _Sim:
         decode = self.decode_gpus()
         any_moving = any(g.moving for g in self.gpus)
         if planner.policy == "utilization":
-            if t + planner.interval_s < self.arrivals_end:
-                self.plans.append((t + planner.interval_s, n))
+            interval = to_ticks(planner.interval_s)
+            if t + interval < self.arrivals_end:
+                self.plans.append((t + interval, n))
             if any_moving:
                 return
-            t0 = t - planner.interval_s
+            t0 = t - interval
 
             def util(pool):
                 busy = math.fsum(min(e, t) - max(b, t0) for g in pool for b, e, *_ in g.steps if e > t0 and b < t)
-                return busy / (len(pool) * planner.interval_s)
+                return busy / (len(pool) * interval)
 
             up, ud = util(prefill), util(decode)
             if up - ud > planner.threshold and len(decode) > planner.min_per_pool:
@@ -1000,7 +1044,8 @@ def reference_simulate(scenario, requests=None):
     else:
         arrivals_end = max((r[0] for r in requests), default=0.0)
     sim = _Sim(scenario, list(requests))
-    return sim.run(arrivals_end)
+    last = max((r[0] for r in requests), default=0.0)
+    return sim.run(arrivals_end, max(arrivals_end, last) + scenario.drain_s)
 
 
 def reference_blame(scenario, ref):

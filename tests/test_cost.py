@@ -2,7 +2,8 @@
 
 import pytest
 
-from lab.core import load_scenario, step_time_fn
+from lab.core import load_scenario, step_ticks_fn, step_time_fn
+from lab.core.cost import PoolCost
 from lab.core.spec import GPU_PRESETS, LLM_PRESETS, Model
 
 
@@ -12,6 +13,13 @@ def model(**fields):
 
 def approx(x):
     return pytest.approx(x, rel=1e-12, abs=0)
+
+
+def tick_approx(x):
+    """The roofline's per-token costs are whole picosecond ticks (README "Time base"),
+    rounded once: a step is within half a tick per token of the analytic figure, under
+    2e-5 of it for these presets (the KV read, ~39,000 ticks a token, is the finest)."""
+    return pytest.approx(x, rel=2e-5, abs=0)
 
 
 # ---------------------------------------------------------------- linear
@@ -104,7 +112,7 @@ def test_roofline_decode_step_is_memory_bound_on_h100():
     step = step_time_fn(m)
     memory_s, compute_s = roofline_parts(m, 32, 64_000, 0)
     assert memory_s > compute_s
-    assert step(32, 64_000, 0) == approx(memory_s)
+    assert step(32, 64_000, 0) == tick_approx(memory_s)
     # reads 16 GB of weights + 8.4 GB of KV at 3.35 TB/s: about 7.3 ms
     assert 0.007 < step(32, 64_000, 0) < 0.0075
 
@@ -114,9 +122,9 @@ def test_roofline_2000_token_prefill_is_compute_bound_on_h100():
     step = step_time_fn(m)
     memory_s, compute_s = roofline_parts(m, 0, 0, 2000)
     assert compute_s > memory_s
-    assert step(0, 0, 2000) == approx(compute_s)
+    assert step(0, 0, 2000) == tick_approx(compute_s)
     # 2 x 8.03e9 x 2000 FLOPs at 494.5 TFLOP/s: about 65 ms
-    assert step(0, 0, 2000) == approx(2 * 8.03e9 * 2000 / (989e12 * 0.5))
+    assert step(0, 0, 2000) == tick_approx(2 * 8.03e9 * 2000 / (989e12 * 0.5))
 
 
 def test_roofline_is_the_max_of_memory_and_compute():
@@ -125,7 +133,7 @@ def test_roofline_is_the_max_of_memory_and_compute():
         step = step_time_fn(m)
         for args in [(1, 100, 0), (256, 500_000, 0), (0, 0, 1), (0, 0, 50_000), (64, 100_000, 512)]:
             memory_s, compute_s = roofline_parts(m, *args)
-            assert step(*args) == approx(max(memory_s, compute_s)), (gpu, args)
+            assert step(*args) == tick_approx(max(memory_s, compute_s)), (gpu, args)
 
 
 def test_roofline_crossover_in_prefill_tokens():
@@ -133,9 +141,9 @@ def test_roofline_crossover_in_prefill_tokens():
     step = step_time_fn(m)
     # a tiny prefill is memory-bound (the weights must be read once), a big one compute-bound
     small_mem, small_cmp = roofline_parts(m, 0, 0, 10)
-    assert small_mem > small_cmp and step(0, 0, 10) == approx(small_mem)
+    assert small_mem > small_cmp and step(0, 0, 10) == tick_approx(small_mem)
     # the weight read alone: 16.06 GB / 3.35 TB/s
-    assert step(1, 0, 0) == approx((8.03e9 * 2 + 0) / 3.35e12)
+    assert step(1, 0, 0) == tick_approx((8.03e9 * 2 + 0) / 3.35e12)
 
 
 def test_roofline_a100_is_slower_than_h100():
@@ -148,7 +156,7 @@ def test_roofline_a100_is_slower_than_h100():
 def test_scenario_model_is_what_the_engine_uses():
     sc = load_scenario({"workload": {"rate": 1, "prompt_tokens": 10, "output_tokens": 2},
                         "fleet": {"layout": "colocated", "gpus": 1}, "model": {"cost": "roofline", "gpu": "a100"}})
-    assert step_time_fn(sc.model)(0, 0, 2000) == approx(roofline_parts(sc.model, 0, 0, 2000)[1])
+    assert step_time_fn(sc.model)(0, 0, 2000) == tick_approx(roofline_parts(sc.model, 0, 0, 2000)[1])
 
 
 # ---------------------------------------------------------------- attention (model.attention)
@@ -166,7 +174,7 @@ def test_attention_lengthens_a_long_prefill_as_the_issue_says(tokens, low, high)
     off = step_time_fn(model(cost="roofline"))(0, 0, tokens)
     on = step_time_fn(m)(0, 0, tokens, tokens * (0 + tokens / 2), 0)
     flops = 2 * LLM_PRESETS[m.llm]["params"] * tokens
-    assert on / off == approx(1 + _attention_per_unit(m) * tokens * tokens / 2 / flops)
+    assert on / off == tick_approx(1 + _attention_per_unit(m) * tokens * tokens / 2 / flops)
     assert low < on / off - 1 < high
 
 
@@ -188,7 +196,7 @@ def test_a_chunk_rereads_its_earlier_kv():
     hw = GPU_PRESETS[m.gpu]
     kv = m.kv_bytes_per_token
     expected = (m.weight_bytes + kv * (16 + 100_000)) / (hw["hbm_tb_s"] * 1e12)
-    assert step_time_fn(m)(0, 0, 16, 16 * (100_000 + 8), 100_000) == approx(expected)
+    assert step_time_fn(m)(0, 0, 16, 16 * (100_000 + 8), 100_000) == tick_approx(expected)
 
 
 def test_a_chunk_attends_to_its_earlier_tokens():
@@ -200,8 +208,8 @@ def test_a_chunk_attends_to_its_earlier_tokens():
     unit = _attention_per_unit(m)
     step = step_time_fn(m)
     c, p = 2048, 6000
-    assert step(0, 0, c, c * (p + c / 2), p) == approx((linear_flops * c + unit * c * (p + c / 2)) / per_s)
-    assert step(40, 200_000, 0) == approx((linear_flops * 40 + unit * 200_000) / per_s)
+    assert step(0, 0, c, c * (p + c / 2), p) == tick_approx((linear_flops * c + unit * c * (p + c / 2)) / per_s)
+    assert step(40, 200_000, 0) == tick_approx((linear_flops * 40 + unit * 200_000) / per_s)
 
 
 def test_decode_attention_does_not_slow_memory_bound_decode():
@@ -211,3 +219,30 @@ def test_decode_attention_does_not_slow_memory_bound_decode():
         on = step_time_fn(model(cost="roofline", gpu=gpu, attention=True))
         off = step_time_fn(model(cost="roofline", gpu=gpu))
         assert on(32, 32 * 3000, 0) == off(32, 32 * 3000, 0)
+
+
+# ---------------------------------------------------------------- ticks (README "Time base")
+
+
+def test_step_ticks_are_integers_and_step_s_is_them_in_seconds():
+    for m in (model(), model(cost="roofline"), model(cost="roofline", attention=True), model(tp_efficiency=0.7)):
+        ticks, seconds = step_ticks_fn(m), step_time_fn(m)
+        for args in [(1, 0, 0), (32, 64_000, 0), (0, 0, 2000), (10, 20_000, 512)]:
+            assert type(ticks(*args)) is int
+            assert seconds(*args) == ticks(*args) / 10**12
+
+
+def test_a_decode_step_is_affine_in_the_context_with_whole_tick_coefficients():
+    """What lets a decode-only stretch be summed in closed form: for a fixed batch each
+    more context token adds the same whole number of ticks."""
+    linear = PoolCost(model(), "h100", 2)  # tp 2: per-token costs no longer whole ms
+    fixed, per_seq, per_ctx = linear.decode_affine
+    for n, ctx in [(1, 100), (32, 64_000), (7, 12_345)]:
+        assert linear.step_ticks(n, ctx, 0) == fixed + per_seq * n + per_ctx * ctx
+    roof = PoolCost(model(cost="roofline"), "h100", 4)
+    weights, kv, flops, comm_fixed, comm = roof.decode_affine
+    assert comm_fixed > 0 and comm > 0  # tp 4: all-reduces
+    for n, ctx in [(1, 100), (32, 64_000), (256, 10)]:
+        memory, compute = weights + kv * ctx, flops * n
+        assert roof.step_ticks(n, ctx, 0) == max(memory, compute) + comm_fixed + comm * n
+    assert PoolCost(model(cost="roofline", attention=True)).decode_affine is None  # rounded per step

@@ -1,9 +1,13 @@
 """The engine on small, hand-worked cases: every expected time is built from the cost
-model's step function in the order the model adds it up (step k+1 starts at step k's end)."""
+model's step function in the order the model adds it up (step k+1 starts at step k's end).
+
+Expected times are integer ticks (README "Time base": what the engine adds up); a
+result's seconds are read back as ticks with `T` (exact for these short runs: a whole
+number of ticks under 2**52 round-trips)."""
 
 import pytest
 
-from lab.core import generate_requests, load_scenario, request_gaps, simulate, step_time_fn, summarize
+from lab.core import generate_requests, load_scenario, request_gaps, simulate, step_ticks_fn, step_time_fn, summarize
 
 KV_BYTES = 131072  # llama3-8b: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
 
@@ -23,7 +27,7 @@ def run(fleet, requests, duration=10.0, drain=100.0, **extra):
     return simulate(sc, requests=requests)
 
 
-STEP = step_time_fn(load_scenario({"workload": {"rate": 1, "prompt_tokens": 1, "output_tokens": 1},
+STEP = step_ticks_fn(load_scenario({"workload": {"rate": 1, "prompt_tokens": 1, "output_tokens": 1},
                                    "fleet": colocated()}).model)
 
 
@@ -35,14 +39,25 @@ def decode(n, ctx):
     return STEP(n, ctx, 0)
 
 
+def T(seconds):
+    """A result's time in seconds back in ticks (the engine's rule, ticks.py)."""
+    return round(seconds * 1e12)
+
+
 def steps(log):
-    return list(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens))
+    """Every step, its start and end in ticks."""
+    return [(T(a), T(b), n, p, c) for a, b, n, p, c in
+            zip(log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens)]
+
+
+def gaps(res, rec):
+    return [T(g) for g in request_gaps(res, rec)]
 
 
 def tokens(res, rec):
-    """Every token time of a request: first token, then the gaps added up."""
-    out = [rec.first_token]
-    for g in request_gaps(res, rec):
+    """Every token time of a request in ticks: first token, then the gaps added up."""
+    out = [T(rec.first_token)]
+    for g in gaps(res, rec):
         out.append(out[-1] + g)
     return out
 
@@ -53,23 +68,23 @@ def tokens(res, rec):
 def test_single_request_colocated_timeline():
     res = run(colocated(), [(0.5, 100, 4)])
     rec = res.requests[0]
-    t0 = 0.5  # the arrival wakes the idle GPU at once
+    t0 = T(0.5)  # the arrival wakes the idle GPU at once
     t1 = t0 + prefill(100)
     t2 = t1 + decode(1, 101)
     t3 = t2 + decode(1, 102)
     t4 = t3 + decode(1, 103)
     assert steps(res.gpus[0]) == [(t0, t1, 0, 100, 0), (t1, t2, 1, 0, 101), (t2, t3, 1, 0, 102), (t3, t4, 1, 0, 103)]
     assert (rec.prefill_gpu, rec.decode_gpu) == (0, 0)
-    assert (rec.prefill_start, rec.prefill_end, rec.first_token, rec.finish) == (t0, t1, t1, t4)
-    assert request_gaps(res, rec) == [t2 - t1, t3 - t2, t4 - t3]
+    assert tuple(map(T, (rec.prefill_start, rec.prefill_end, rec.first_token, rec.finish))) == (t0, t1, t1, t4)
+    assert gaps(res, rec) == [t2 - t1, t3 - t2, t4 - t3]
     assert not res.capped
 
 
 def test_one_token_request_finishes_at_its_prefill():
     res = run(colocated(), [(0.0, 300, 1)])
     rec = res.requests[0]
-    assert rec.first_token == rec.finish == rec.prefill_end == prefill(300)
-    assert steps(res.gpus[0]) == [(0.0, prefill(300), 0, 300, 0)]
+    assert rec.first_token == rec.finish == rec.prefill_end and T(rec.finish) == prefill(300)
+    assert steps(res.gpus[0]) == [(0, prefill(300), 0, 300, 0)]
     assert request_gaps(res, rec) == []
 
 
@@ -81,7 +96,7 @@ def test_arrival_joins_the_running_batch():
     t2 = t1 + decode(1, 101)  # r1 arrived during this step
     t3 = t2 + STEP(1, 102, 200)
     assert steps(res.gpus[0])[:3] == [(0.0, t1, 0, 100, 0), (t1, t2, 1, 0, 101), (t2, t3, 1, 200, 102)]
-    assert r1.prefill_start == t2 and r1.first_token == t3
+    assert T(r1.prefill_start) == t2 and T(r1.first_token) == t3
     assert tokens(res, r1) == [t3, t3 + decode(2, 103 + 201)]
 
 
@@ -95,7 +110,7 @@ def test_whole_prefill_takes_queued_prompts_up_to_the_batch_budget():
     # budget 1000: one prompt per step; GPU 0 then GPU 1 (by index), the third waits
     res = run(colocated(gpus=2, prefill_batch_tokens=1000), reqs)
     assert [r.prefill_gpu for r in res.requests] == [0, 1, 0]
-    assert res.requests[2].prefill_start == prefill(1000)
+    assert T(res.requests[2].prefill_start) == prefill(1000)
     # a prompt larger than the budget is still taken, alone
     res = run(colocated(prefill_batch_tokens=500), [(0.0, 1000, 2), (0.0, 10, 2)])
     assert steps(res.gpus[0])[0] == (0.0, prefill(1000), 0, 1000, 0)
@@ -110,9 +125,9 @@ def test_chunked_prefill_splits_and_packs_prompts():
     t4 = t3 + decode(2, 302 + 301)
     assert steps(res.gpus[0])[:4] == [(0.0, t1, 0, 256, 0), (t1, t2, 0, 256, 0), (t2, t3, 1, 88, 301),
                                       (t3, t4, 2, 0, 603)]
-    assert (r0.prefill_start, r0.first_token) == (0.0, t2)
-    assert (r1.prefill_start, r1.first_token) == (t1, t3)
-    assert r0.finish == t4 and r1.finish == t4
+    assert (T(r0.prefill_start), T(r0.first_token)) == (0, t2)
+    assert (T(r1.prefill_start), T(r1.first_token)) == (t1, t3)
+    assert T(r0.finish) == t4 and T(r1.finish) == t4
 
 
 def test_chunked_prefill_of_a_long_prompt():
@@ -155,31 +170,32 @@ def test_gpus_run_on_their_own_clocks():
     res = run(colocated(gpus=2, prefill_batch_tokens=100), [(0.0, 100, 3), (0.001, 50, 3)])
     a, b = res.gpus
     assert a.start[0] == 0.0 and b.start[0] == 0.001
-    assert b.end[0] == 0.001 + prefill(50)
+    assert T(b.end[0]) == T(0.001) + prefill(50)
 
 
 # ---------------------------------------------------------------- disaggregated
 
 
 def wire(p, gbytes_per_s):
-    return p * KV_BYTES / (gbytes_per_s * 1e9)
+    """Ticks on the wire: seconds = bytes / bandwidth, rounded once (README "Time base")."""
+    return T(p * KV_BYTES / (gbytes_per_s * 1e9))
 
 
 def test_single_request_disaggregated_timeline():
     res = run(disaggregated(link={"gbytes_per_s": 2}), [(0.25, 1000, 3)])
     rec = res.requests[0]
-    ready = 0.25 + prefill(1000)
+    ready = T(0.25) + prefill(1000)
     land = ready + wire(1000, 2)
     t2 = land + decode(1, 1001)
     t3 = t2 + decode(1, 1002)
-    assert steps(res.gpus[0]) == [(0.25, ready, 0, 1000, 0)]
+    assert steps(res.gpus[0]) == [(T(0.25), ready, 0, 1000, 0)]
     assert steps(res.gpus[1]) == [(land, t2, 1, 0, 1001), (t2, t3, 1, 0, 1002)]
     [tr] = res.transfers
     assert (tr.request, tr.src_gpu, tr.dst_gpu) == (0, 0, 1)
-    assert (tr.ready, tr.reserved, tr.start, tr.end, tr.bytes) == (ready, ready, ready, land, 1000 * KV_BYTES)
+    assert (*map(T, (tr.ready, tr.reserved, tr.start, tr.end)), tr.bytes) == (ready, ready, ready, land, 1000 * KV_BYTES)
     assert (rec.prefill_gpu, rec.decode_gpu, rec.transfer) == (0, 1, 0)
-    assert (rec.prefill_end, rec.first_token, rec.finish) == (ready, land, t3)
-    assert request_gaps(res, rec) == [t2 - land, t3 - t2]
+    assert tuple(map(T, (rec.prefill_end, rec.first_token, rec.finish))) == (ready, land, t3)
+    assert gaps(res, rec) == [t2 - land, t3 - t2]
 
 
 def test_first_token_at_prefill_moves_only_the_first_token():
@@ -201,7 +217,7 @@ def test_one_token_request_needs_no_transfer():
     res = run(disaggregated(), [(0.0, 500, 1)])
     rec = res.requests[0]
     assert res.transfers == [] and rec.transfer == -1 and rec.decode_gpu == -1
-    assert rec.first_token == rec.finish == rec.prefill_end == prefill(500)
+    assert rec.first_token == rec.finish == rec.prefill_end and T(rec.finish) == prefill(500)
     assert len(res.gpus[1]) == 0
 
 
@@ -210,12 +226,12 @@ def test_fifo_link_queues_transfers_independent_does_not():
     ready = prefill(3000)
     fifo = run(disaggregated(decode_gpus=2, link={"gbytes_per_s": 1, "sharing": "fifo"}), reqs)
     a, b = fifo.transfers
-    assert (a.request, a.start, a.end) == (0, ready, ready + wire(1000, 1))
-    assert (b.request, b.reserved, b.start, b.end) == (1, ready, a.end, a.end + wire(2000, 1))
+    assert (a.request, T(a.start), T(a.end)) == (0, ready, ready + wire(1000, 1))
+    assert (b.request, T(b.reserved), b.start, T(b.end)) == (1, ready, a.end, T(a.end) + wire(2000, 1))
     indep = run(disaggregated(decode_gpus=2, link={"gbytes_per_s": 1, "sharing": "independent"}), reqs)
     a, b = indep.transfers
-    assert (a.start, a.end) == (ready, ready + wire(1000, 1))
-    assert (b.start, b.end) == (ready, ready + wire(2000, 1))
+    assert (T(a.start), T(a.end)) == (ready, ready + wire(1000, 1))
+    assert (T(b.start), T(b.end)) == (ready, ready + wire(2000, 1))
 
 
 def test_fifo_link_is_shared_across_prefill_gpus():
@@ -227,12 +243,13 @@ def test_fifo_link_is_shared_across_prefill_gpus():
 
 
 def layer_s(p, gbytes_per_s, layers=32):
-    return p * KV_BYTES / layers / (gbytes_per_s * 1e9)
+    return T(p * KV_BYTES / layers / (gbytes_per_s * 1e9))
 
 
 def layer_ready(start, end, i, layers=32):
-    """README: layer i of L is ready at start + (end - start) * (i + 1) / L, the last at the end."""
-    return end if i == layers - 1 else start + (end - start) * (i + 1) / layers
+    """README: layer i of L is ready at start + (end - start) * (i + 1) / L (whole ticks,
+    rounded down), the last at the end."""
+    return end if i == layers - 1 else start + (end - start) * (i + 1) // layers
 
 
 def test_layerwise_streams_during_the_prefill():
@@ -241,19 +258,19 @@ def test_layerwise_streams_during_the_prefill():
     res = run(disaggregated(link={"gbytes_per_s": 400, "layerwise": True}), [(0.0, 2000, 2)])
     [tr] = res.transfers
     end = prefill(2000)
-    assert (tr.ready, tr.reserved, tr.layer_s) == (end, 0.0, layer_s(2000, 400))
-    assert tr.layer_starts == [layer_ready(0.0, end, i) for i in range(32)]
-    assert tr.start == end / 32 and tr.end == end + tr.layer_s
+    assert (T(tr.ready), tr.reserved, T(tr.layer_s)) == (end, 0.0, layer_s(2000, 400))
+    assert [T(s) for s in tr.layer_starts] == [layer_ready(0, end, i) for i in range(32)]
+    assert T(tr.start) == end // 32 and T(tr.end) == end + T(tr.layer_s)
     assert res.requests[0].first_token == tr.end
     # slow link: the wire is the bottleneck; chunks go back to back from the first layer on
     res = run(disaggregated(link={"gbytes_per_s": 1, "layerwise": True}), [(0.0, 2000, 2)])
     [tr] = res.transfers
-    expected = [end / 32]
+    expected = [end // 32]
     for _ in range(31):
         expected.append(expected[-1] + layer_s(2000, 1))
-    assert tr.layer_starts == expected
-    assert tr.end == expected[-1] + layer_s(2000, 1)
-    assert tr.end > end + wire(2000, 1) / 32
+    assert [T(s) for s in tr.layer_starts] == expected
+    assert T(tr.end) == expected[-1] + layer_s(2000, 1)
+    assert T(tr.end) > end + wire(2000, 1) / 32
 
 
 def test_layerwise_fifo_leaves_the_wire_free_between_layers():
@@ -264,16 +281,16 @@ def test_layerwise_fifo_leaves_the_wire_free_between_layers():
     res = run(disaggregated(prefill_gpus=2, decode_gpus=2, link={"layerwise": True}), reqs)
     a, b = sorted(res.transfers, key=lambda t: t.request)
     assert (a.src_gpu, b.src_gpu) == (0, 1)
-    b_end = 0.01 + prefill(1000)
-    assert b.ready == b_end and b.end == b_end + layer_s(1000, 50) < a.ready
+    b_end = T(0.01) + prefill(1000)
+    assert T(b.ready) == b_end and T(b.end) == b_end + layer_s(1000, 50) < T(a.ready)
     # B's second layer is ready (0.013125 s) while A's first chunk is on the wire: it waits for it
-    assert a.layer_starts[0] == prefill(8000) / 32
-    assert b.layer_starts[1] == a.layer_starts[0] + a.layer_s > layer_ready(0.01, b_end, 1)
-    chunks = sorted((s, s + t.layer_s) for t in res.transfers for s in t.layer_starts)
+    assert T(a.layer_starts[0]) == prefill(8000) // 32
+    assert T(b.layer_starts[1]) == T(a.layer_starts[0]) + T(a.layer_s) > layer_ready(T(0.01), b_end, 1)
+    chunks = sorted((T(s), T(s) + T(t.layer_s)) for t in res.transfers for s in t.layer_starts)
     assert all(nxt[0] >= prev[1] for prev, nxt in zip(chunks, chunks[1:]))
     # the link is busy only while bytes move
     m = summarize(res)
-    assert m["util_link"] == pytest.approx(wire(9000, 50) / res.end_time, rel=1e-9)
+    assert m["util_link"] == pytest.approx(wire(9000, 50) / 1e12 / res.end_time, rel=1e-9)
     assert m["transfer_p99_ms"] < 1.0
 
 
@@ -365,10 +382,10 @@ def test_prefill_pool_chunks_a_long_prompt_over_several_steps():
     t1 = prefill(1000)
     t2 = t1 + prefill(1000)
     t3 = t2 + prefill(500)
-    assert steps(log) == [(0.0, t1, 0, 1000, 0), (t1, t2, 0, 1000, 0), (t2, t3, 0, 500, 0)]
-    assert (rec.prefill_start, rec.prefill_end) == (0.0, t3)
-    assert (tr.ready, tr.reserved, tr.start) == (t3, t3, t3)
-    assert tr.end == t3 + 2500 * KV_BYTES / 10e9
+    assert steps(log) == [(0, t1, 0, 1000, 0), (t1, t2, 0, 1000, 0), (t2, t3, 0, 500, 0)]
+    assert (T(rec.prefill_start), T(rec.prefill_end)) == (0, t3)
+    assert tuple(map(T, (tr.ready, tr.reserved, tr.start))) == (t3, t3, t3)
+    assert T(tr.end) == t3 + T(2500 * KV_BYTES / 10e9)
 
 
 def test_prefill_pool_chunks_keep_fifo_order_a_short_prompt_shares_the_long_ones_last_chunk():
@@ -438,7 +455,7 @@ def test_prefill_pool_partial_prefills_let_short_prompts_pass_a_long_one():
     assert steps(log)[:2] == [(0.0, t1, 0, 512, 0), (t1, t1 + prefill(512 + 200 + 300), 0, 1012, 0)]
     assert list(log.prefill_tokens) == [512, 1012] + [512] * 56 + [30_000 - 58 * 512]
     long, a, b = partial.requests
-    assert a.prefill_start == b.prefill_start == t1 and a.prefill_end == b.prefill_end == log.end[1]
+    assert a.prefill_start == b.prefill_start and T(a.prefill_start) == t1 and a.prefill_end == b.prefill_end == log.end[1]
     assert a.first_token < f_short.first_token / 10
     # the long one still ends, in its 59th step, all its tokens taken
     assert (long.prefill_start, long.prefill_end) == (0.0, log.end[58])
@@ -452,7 +469,7 @@ def test_colocated_partial_prefills_decode_the_short_prompts_beside_the_long_one
     long, short = partial.requests
     t1 = prefill(512)
     assert steps(log)[:3] == [(0.0, t1, 0, 512, 0), (t1, t1 + prefill(912), 0, 912, 0),
-                              (t1 + prefill(912), log.end[2], 1, 512, 401)]
+                              (t1 + prefill(912), T(log.end[2]), 1, 512, 401)]
     assert short.first_token == log.end[1] and short.finish == log.end[3]  # its 3 tokens beside the chunks
     assert long.prefill_end == log.end[58] and long.finish is not None
     fifo = run(colocated(chunk_tokens=2048), requests)

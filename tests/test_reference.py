@@ -1,7 +1,8 @@
 """The engine must match the naive reference simulator (tests/reference_sim.py) exactly.
 
 Exactly means `==` on floats: both call the same cost function and add step durations
-to the previous step's end, so any difference is a difference in the model, not in
+to the previous step's end, in integer ticks (README "Time base"), and turn ticks into
+seconds by the same rule, so any difference is a difference in the model, not in
 rounding. Compared: per request the GPUs, prefill start/end, first token, finish and
 every inter-token gap; per GPU every step; every transfer.
 """
@@ -402,12 +403,14 @@ def test_reference_on_a_hand_computed_colocated_run():
                         "fleet": {"layout": "colocated", "gpus": 1}, "drain_s": 10})
     ref = reference_simulate(sc, [(0.0, 100, 3)])
     seq = ref.requests[0]
-    prefill = 0.05 * 100 / 1000
-    d1 = (8 + 0.25 + 0.00004 * 101) / 1000
-    d2 = (8 + 0.25 + 0.00004 * 102) / 1000
-    assert seq.tokens == [prefill, prefill + d1, prefill + d1 + d2]
-    assert ref.gpus[0].steps == [(0.0, prefill, 0, 100, 0), (prefill, prefill + d1, 1, 0, 101),
-                                 (prefill + d1, prefill + d1 + d2, 1, 0, 102)]
+    # In picosecond ticks (README "Time base"): 0.05 ms a prompt token, 8 ms + 0.25 ms a
+    # sequence + 0.00004 ms a context token per decode step, added as integers.
+    prefill = 50_000_000 * 100
+    d1 = 8_000_000_000 + 250_000_000 + 40_000 * 101
+    d2 = 8_000_000_000 + 250_000_000 + 40_000 * 102
+    s = [t / 10**12 for t in (prefill, prefill + d1, prefill + d1 + d2)]
+    assert seq.tokens == s
+    assert ref.gpus[0].steps == [(0.0, s[0], 0, 100, 0), (s[0], s[1], 1, 0, 101), (s[1], s[2], 1, 0, 102)]
 
 
 def test_reference_on_a_hand_computed_disaggregated_run():
@@ -416,13 +419,14 @@ def test_reference_on_a_hand_computed_disaggregated_run():
                                   "link": {"gbytes_per_s": 1.0}}, "drain_s": 10})
     ref = reference_simulate(sc, [(0.0, 100, 3)])
     seq = ref.requests[0]
-    prefill = 0.05 * 100 / 1000
-    wire = 100 * 131072 / 1e9
+    prefill = 50_000_000 * 100  # ticks, as above
+    wire = round(100 * 131072 / 1e9 * 1e12)  # 13.1072 ms on a 1 GB/s link
     land = prefill + wire
-    d1 = (8 + 0.25 + 0.00004 * 101) / 1000
-    d2 = (8 + 0.25 + 0.00004 * 102) / 1000
+    d1 = 8_000_000_000 + 250_000_000 + 40_000 * 101
+    d2 = 8_000_000_000 + 250_000_000 + 40_000 * 102
+    prefill, land, s1, s2 = (t / 10**12 for t in (prefill, land, land + d1, land + d1 + d2))
     assert ref.transfers[0].as_tuple() == (0, 0, 1, prefill, prefill, prefill, land, 100 * 131072, 0.0, None)
-    assert seq.tokens == [land, land + d1, land + d1 + d2]
+    assert seq.tokens == [land, s1, s2]
     assert seq.first_token == land and seq.prefill_end == prefill
     assert_matches(sc, [(0.0, 100, 3)])
 

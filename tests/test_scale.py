@@ -285,9 +285,9 @@ def test_a_run_compacted_midway_equals_the_plain_run(monkeypatch):
     at = []  # steps logged (all GPUs) when each compaction ran
     compact = GpuLog.compact
 
-    def spy(log):
+    def spy(log, *types):  # (mid-run the engine compacts its tick columns: GpuLog.TICK_COLUMN_TYPES)
         at.append(len(log))
-        return compact(log)
+        return compact(log, *types)
 
     monkeypatch.setattr(GpuLog, "compact", spy)
     monkeypatch.setattr(engine, "COMPACT_STEPS", total // 2)
@@ -305,3 +305,25 @@ def test_a_run_compacted_midway_equals_the_plain_run(monkeypatch):
 
 def test_summarize_without_rows_equals_summarize_from_request_metrics(run):
     assert summarize(run) == summarize(run, request_metrics(run))
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_int_ticks_give_the_results_of_float_ticks(name, monkeypatch):
+    """A run short enough holds its ticks as whole-number floats, a long one as ints
+    (engine.FLOAT_TICKS_BELOW, README "Time base"): the same whole numbers, so forcing
+    ints on a short run must change no bit of its result."""
+    sc = load_scenario(SCENARIOS[name])
+    floats = simulate(sc)
+    monkeypatch.setattr(engine, "FLOAT_TICKS_BELOW", 0)
+    ints = simulate(sc)
+    assert isinstance(floats.gpus[0].start[0], float) and isinstance(ints.gpus[0].start[0], float)
+    for mine, theirs in zip(ints.gpus, floats.gpus):
+        for name_, code in GpuLog.COLUMN_TYPES:
+            kind = "d" if code == "d" else "q"
+            assert _bits(getattr(mine, name_), kind) == _bits(getattr(theirs, name_), kind), name_
+        assert mine.kv_used == theirs.kv_used
+    fields = ("arrival", "prefill_start", "prefill_end", "first_token", "finish", "decode_last_step", "preemptions")
+    assert [[getattr(r, f) for f in fields] for r in ints.requests] == [[getattr(r, f) for f in fields] for r in floats.requests]
+    assert [(t.ready, t.reserved, t.start, t.end) for t in ints.transfers] == [
+        (t.ready, t.reserved, t.start, t.end) for t in floats.transfers]
+    assert summarize(ints) == summarize(floats)

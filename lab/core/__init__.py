@@ -10,7 +10,7 @@
 """
 
 from .blame import BLAME_COLUMNS, BLAME_NAMES, CAUSES, GAP_CAUSES, TTFT_PARTS, Blame, blame_summary, request_blame
-from .cost import PoolCost, instance_costs, pool_costs, step_time_fn
+from .cost import PoolCost, instance_costs, pool_costs, step_ticks_fn, step_time_fn
 from .engine import simulate
 from .errors import LabError
 from .loading import load_scenario, parse_json, read_json
@@ -31,6 +31,7 @@ __all__ = [
     "summarize", "request_metrics", "request_gaps", "percentile", "METRIC_NAMES",
     "request_blame", "blame_summary", "Blame", "TTFT_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
     "step_time_fn",
+    "step_ticks_fn",
     "PoolCost",
     "pool_costs",
     "instance_costs",

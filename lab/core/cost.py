@@ -5,9 +5,14 @@ decodes one token for each of `decode_seqs` running sequences (whose KV caches h
 `context_tokens` tokens in all) and processes `prefill_tokens` prompt tokens.
 `PoolCost(model, gpu, tp, power_cap_w)` is one pool's instance:
 
-- `step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0,
-  reread_tokens=0) -> seconds`, the function the engine and the reference simulator
-  both call, so their float results agree bit for bit;
+- `step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0,
+  reread_tokens=0) -> ticks` (integer picoseconds, ticks.py), the function the engine
+  and the reference simulator both call and add up, so their times agree exactly. Each
+  per-unit cost is rounded to a whole tick once, when the model is built (README "Time
+  base"), so without attention a step is an integer affine function of its columns:
+  linear a + b x seqs + c x context (+ d x prompt tokens); roofline the max of a memory
+  term a + c x (context + prompt) and a compute term f x tokens, plus all-reduces;
+- `step_s(...) -> seconds`: the same step, `step_ticks / 10**12` (for rates, blame, plots);
 - `parts(...) -> (memory_s, compute_s, comm_s)`, the same step split for the power model;
 - `power_w(...)` per GPU during a step, and `energy_j(log, span)` of one instance's run.
 
@@ -19,11 +24,14 @@ a single GPU as before tensor parallelism existed.
 
 import math
 
+from .ticks import TICKS_PER_S, to_ticks
+
 __all__ = [
     "PoolCost",
     "pool_costs",
     "instance_costs",
     "step_time_fn",
+    "step_ticks_fn",
     "kv_bytes_per_token",
     "clock_factor",
     "step_power_w",
@@ -136,19 +144,25 @@ class PoolCost:
         # Per prompt token, for energy from a log's column sums.
         self._compute_per_prefill_token = per_prompt / (speed * clock) / 1000.0
         self._compute_per_decode_seq = 0.0
-        if speed == 1.0 and clock == 1.0:
-            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-                ms = 0.0
-                if decode_seqs:
-                    ms = base + per_seq * decode_seqs + per_ctx * context_tokens
+        # Ticks (ticks.py): each coefficient rounded to a whole picosecond once, here, so a
+        # step is a + b x seqs + c x context (+ d x prompt tokens) in exact integers.
+        fixed_t = to_ticks(base / speed / 1000.0)
+        per_seq_t = to_ticks(per_seq / speed / 1000.0)
+        per_ctx_t = to_ticks(per_ctx / speed / 1000.0)
+        per_prompt_t = to_ticks(per_prompt / (speed * clock) / 1000.0)
+        self.decode_affine = (fixed_t, per_seq_t, per_ctx_t)
+
+        def make(num):  # (_set_step: ints, or the same whole numbers as floats)
+            fixed, one_seq, one_ctx, one_prompt, zero = map(num, (fixed_t, per_seq_t, per_ctx_t, per_prompt_t, 0))
+
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                ticks = fixed + one_seq * decode_seqs + one_ctx * context_tokens if decode_seqs else zero
                 if prefill_tokens:
-                    ms += per_prompt * prefill_tokens
-                return ms / 1000.0
-        else:
-            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-                memory_s, compute_s, _ = parts(decode_seqs, context_tokens, prefill_tokens)
-                return memory_s + compute_s
-        self.step_s = step_s
+                    ticks += one_prompt * prefill_tokens
+                return ticks
+            return step_ticks
+
+        self._set_step(make)
 
     # ---------------------------------------------------------------- roofline
 
@@ -191,19 +205,27 @@ class PoolCost:
 
         self.parts = parts
         self._compute_per_prefill_token = self._compute_per_decode_seq = flops_per_token / flops_per_s
-        if tp == 1:
-            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+        # Ticks (ticks.py): per-token terms rounded to whole picoseconds once, here. A step
+        # is max(weights + kv x (context + prompt), flops x tokens) + comm fixed + comm x
+        # tokens in exact integers: decode-only, affine in the context for a fixed batch.
+        weights_t = to_ticks(weights / bandwidth)
+        kv_t = to_ticks(kv_per_token / bandwidth)
+        flops_t = to_ticks(flops_per_token / flops_per_s)
+        comm_fixed_t = to_ticks(comm_fixed)
+        comm_t = to_ticks(comm_per_token)
+        self.decode_affine = (weights_t, kv_t, flops_t, comm_fixed_t, comm_t)
+
+        def make(num):  # (_set_step)
+            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
+
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
                 tokens = decode_seqs + prefill_tokens
-                memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
-                compute_s = flops_per_token * tokens / flops_per_s
-                return memory_s if memory_s > compute_s else compute_s
-        else:
-            def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-                tokens = decode_seqs + prefill_tokens
-                memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens)) / bandwidth
-                compute_s = flops_per_token * tokens / flops_per_s
-                return (memory_s if memory_s > compute_s else compute_s) + comm_fixed + comm_per_token * tokens
-        self.step_s = step_s
+                memory = w + kv * (context_tokens + prefill_tokens)
+                compute = fl * tokens
+                return (memory if memory > compute else compute) + cf + cm * tokens
+            return step_ticks
+
+        self._set_step(make)
 
     def _roofline_with_attention(self, weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
                                  comm_fixed, comm_per_token):
@@ -217,11 +239,42 @@ class PoolCost:
             compute_s = (flops_per_token * tokens + attention_flops * (context_tokens + attention_units)) / flops_per_s
             return memory_s, compute_s, comm_fixed + comm_per_token * tokens
 
-        def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-            memory_s, compute_s, comm_s = parts(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens)
-            return (memory_s if memory_s > compute_s else compute_s) + comm_s
+        # Ticks: as _roofline, plus the attention FLOPs (context + the chunks' units: a float)
+        # computed in seconds and rounded to whole ticks once per step.
+        weights_t = to_ticks(weights / bandwidth)
+        kv_t = to_ticks(kv_per_token / bandwidth)
+        flops_t = to_ticks(flops_per_token / flops_per_s)
+        attention_s = attention_flops / flops_per_s
+        comm_fixed_t = to_ticks(comm_fixed)
+        comm_t = to_ticks(comm_per_token)
+        self.decode_affine = None  # the attention term is rounded per step: not affine
+
+        def make(num):  # (_set_step)
+            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
+
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory = w + kv * (context_tokens + prefill_tokens + reread_tokens)
+                compute = fl * tokens + num(to_ticks(attention_s * (context_tokens + attention_units)))
+                return (memory if memory > compute else compute) + cf + cm * tokens
+            return step_ticks
 
         self.parts = parts
+        self._set_step(make)
+
+    def _set_step(self, make):
+        # One truth for a step's time: `step_ticks` (what the engine and the reference
+        # add up, ints); `step_s` is the same step in seconds, correctly rounded.
+        # `step_ticks_float` gives the very same whole numbers as floats: exact while they
+        # stay under 2**53, and CPython's float arithmetic is several times cheaper than
+        # its arithmetic on ints past 2**30 (engine.py uses it when a run fits: README
+        # "Time base").
+        self.step_ticks = step_ticks = make(int)
+        self.step_ticks_float = make(float)
+
+        def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            return step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens) / TICKS_PER_S
+
         self.step_s = step_s
 
     # ------------------------------------------------------------------ power
@@ -256,15 +309,16 @@ class PoolCost:
             # runs once per logged step), at most the cap, for the step's own time.
             extra = attention_args or {}
             parts = self._uncapped.parts
-            summed = self.model.cost == "linear"  # linear adds the parts; roofline takes the max
+            full_step = self._uncapped.step_s  # the full-clock step's time (whole ticks), as power_w
             base = spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE
             slope = dynamic * (1.0 - MEMORY_BOUND_SHARE)
             cap = self.power_cap_w if self.power_cap_w is not None else math.inf
             terms = []
             for j, (s, e, n, p, c) in enumerate(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens,
                                                     log.context_tokens)):
-                memory_s, compute_s, comm_s = parts(n, c, p, *extra.get(j, ())) if extra else parts(n, c, p)
-                step = memory_s + compute_s if summed else (memory_s if memory_s > compute_s else compute_s) + comm_s
+                args = (n, c, p, *extra.get(j, ())) if extra else (n, c, p)
+                compute_s = parts(*args)[1]
+                step = full_step(*args)
                 watts = base + slope * (compute_s / step)
                 terms.append((watts if watts < cap else cap) * (e - s))
             active = math.fsum(terms)
@@ -344,6 +398,12 @@ def instance_costs(scenario):
 def step_time_fn(model, gpu=None, tp=1, power_cap_w=None):
     """`step_s` of one instance of `tp` GPUs of type `gpu` (default `model.gpu`)."""
     return PoolCost(model, gpu, tp, power_cap_w).step_s
+
+
+def step_ticks_fn(model, gpu=None, tp=1, power_cap_w=None):
+    """`step_ticks` (integer picoseconds, ticks.py) of one such instance: what the engine
+    and the reference simulator both add up."""
+    return PoolCost(model, gpu, tp, power_cap_w).step_ticks
 
 
 def attention_flops_per_unit(model):

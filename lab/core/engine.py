@@ -9,6 +9,14 @@ moment decides), so the order is fully determined by the scenario. The layer-wis
 itself lives in `link.py`; the planner's rules in `planner.py` and its handlers (an
 instance's move: drain, hand-over, reload, join) in `role_changes.py`.
 
+Time is whole picosecond ticks throughout the loop (README "Time base", ticks.py): a
+step's end is its start + `cost.step_ticks(...)`, exact arithmetic on whole numbers, so
+any order of adding a stretch's steps gives the same end. They are floats in a run that
+stays under 2**52 ticks (`FLOAT_TICKS_BELOW`: exact there, and cheaper), ints beyond. Seconds become ticks once where they enter
+(`__init__`: arrivals, the cap; `_reserve_and_send`: wire times; `_pop_queue`: prefix
+fetches; the planner's moments) and the Result is turned back into seconds at the end
+(`_in_seconds`).
+
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
 that step emits. No per-token work is done; per-request gaps come from the step log.
@@ -20,7 +28,8 @@ step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is No
 """
 
 import heapq
-import math
+from array import array
+from itertools import chain
 from collections import deque
 
 from . import admission
@@ -32,6 +41,7 @@ from .policies import DECODE_PICKS, Router, bound_queues, prefill_slice, queue_p
 from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .role_changes import RoleChanges
+from .ticks import TICKS_PER_S, to_seconds, to_ticks
 from .workload import generate_requests
 
 __all__ = ["simulate", "MAX_STEPS"]
@@ -49,14 +59,17 @@ MAX_STEPS = 36_000_000
 # so smaller runs, where the memory does not matter, keep their lists (mission-sized
 # runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
+# Runs whose times stay below this many ticks hold them as whole-number floats (exact
+# under 2**53, with room to spare), longer runs as ints (README "Time base", __init__).
+FLOAT_TICKS_BELOW = 2**52
 
 
 class _Gpu:
     """One instance's live state (`cost.tp` GPUs acting as one; with tp 1, a GPU).
-    `log` is its step history, `step_s` its pool's step time."""
+    `log` is its step history, `step_t` its pool's step time in ticks (`cost.step_ticks`)."""
 
     __slots__ = (
-        "index", "role", "log", "step_s", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
+        "index", "role", "log", "cost", "step_t", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
         "held", "grow_at", "moving", "rejoin",
     )
@@ -66,7 +79,8 @@ class _Gpu:
         self.role = role
         self.log = GpuLog(index, role, tp=cost.tp, gpu_type=cost.gpu,
                           gpu_ids=tuple(range(first_gpu, first_gpu + cost.tp)))
-        self.step_s = cost.step_s
+        self.cost = cost
+        self.step_t = cost.step_ticks
         kv_tokens = self.kv_tokens = cost.kv_tokens
         self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
         self.busy = False  # a step is running; its outcome is applied at the next boundary
@@ -82,7 +96,7 @@ class _Gpu:
         self.queue_k = 0  # that queue's number
         self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
         self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
-        self.fetch = 0.0  # shared prefix cache: seconds of cached KV the next step fetches first
+        self.fetch = 0  # shared prefix cache: ticks of cached KV the next step fetches first
         # kv_policy on_demand (kv.py): blocks each sequence holding KV here has, in admission
         # order, and step index -> sequences that need one more block in that step.
         self.held = None
@@ -107,12 +121,12 @@ class _Simulation(RoleChanges):
     # its own state. Every attribute the engine sets is listed here, so a new one that is
     # not fails at once (AttributeError).
     __slots__ = (
-        "admit", "arrivals_end", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
-        "extra_terms", "fleet", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
+        "admit", "arrival_t", "arrivals_end", "arrivals_end_s", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
+        "extra_terms", "fleet", "floats", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
         "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
-        "planner", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates", "queued_tokens", "queues",
-        "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "takers",
-        "takers_of", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
+        "plan_interval", "planner", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates", "queued_tokens", "queues",
+        "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "switch_t", "takers",
+        "takers_of", "tick", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
     )
 
@@ -134,12 +148,32 @@ class _Simulation(RoleChanges):
         # Prompt tokens its current prefill skips: what the prefix cache held at its admission
         # (its first prefill's is rec.prefix_hit_tokens; a re-prefill looks the cache up again).
         self.skip = [0] * len(self.records)
+        # Time inside the run is integer ticks (ticks.py), converted once here and back to
+        # seconds in the Result (_in_seconds). A record's arrival becomes the tick it arrives at.
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
-        self.arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
+        arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
         if wl.trace is not None and wl.duration_s is not None:
-            self.arrivals_end = max(wl.duration_s, last_arrival)
-        self.time_cap = max(self.arrivals_end, last_arrival) + scenario.drain_s
+            arrivals_end = max(wl.duration_s, last_arrival)
+        cap_s = max(arrivals_end, last_arrival) + scenario.drain_s
+        # Ticks are whole numbers. A run whose times stay under 2**52 ticks (75 minutes: its
+        # cap, plus every request's KV on the link once, which may run past it) holds them
+        # as floats, exact there and much cheaper in CPython than ints past 2**30; a longer
+        # run holds them as ints. Same whole numbers either way, so the same results.
+        horizon = to_ticks(cap_s)
+        if fleet.layout == "disaggregated":
+            tokens = sum(rec.prompt_tokens + rec.output_tokens for rec in self.records)
+            horizon += to_ticks(tokens * self.kv_bytes / (fleet.link.gbytes_per_s * 1e9))
+        if fleet.planner_on:
+            horizon += to_ticks(fleet.planner.switch_s)
+        self.floats = horizon < FLOAT_TICKS_BELOW
+        tick = self.tick = _float_ticks if self.floats else to_ticks
+        self.arrival_t = [tick(rec.arrival) for rec in self.records]
+        for rec, t in zip(self.records, self.arrival_t):
+            rec.arrival = t / TICKS_PER_S
+        self.arrivals_end_s = arrivals_end
+        self.arrivals_end = tick(arrivals_end)
+        self.time_cap = tick(cap_s)
         self.heap = []
         self.transfers = []
         self.steps = 0
@@ -155,13 +189,15 @@ class _Simulation(RoleChanges):
                 if taken:
                     gpu.kv_tokens -= taken
                     gpu.kv_free = gpu.kv_tokens
+                if self.floats:
+                    gpu.step_t = cost.step_ticks_float
                 self.gpus.append(gpu)
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
         # Disaggregated: (request id, prefill end, start of the step that ends it: layer-wise
         # only) waiting for decode KV, FIFO.
         self.waiting_reserve = deque()
-        self.link_free = 0.0  # fifo link, whole transfers: when the wire is next free
+        self.link_free = 0  # fifo link, whole transfers: when the wire is next free
         link = fleet.link
         # Layer-wise on a fifo link: the shared wire, and when its next turn is on the heap.
         self.wire = FifoWire(self.layers) if link.layerwise and link.sharing == "fifo" else None
@@ -171,6 +207,9 @@ class _Simulation(RoleChanges):
         # Each prefill GPU's next boundary, by GPU index (with a planner any GPU may prefill).
         self.prefill_next = [float("inf")] * len(self.gpus if fleet.planner_on else self.prefill_gpus)
         self.planner = fleet.planner if fleet.planner_on else None
+        if self.planner is not None:  # its moments and reload time, in ticks
+            self.plan_interval = tick(self.planner.interval_s) if self.planner.policy == "utilization" else None
+            self.switch_t = tick(self.planner.switch_s)
         self.next_plan = INF  # the earliest planner event on the heap: decode run-ahead stops there
         self.plan_times = []  # heap of the planner events' times
         self.moving = 0  # instances draining or reloading
@@ -222,7 +261,7 @@ class _Simulation(RoleChanges):
             return
         times = [deque() for _ in self.queues]
         for rec, k in zip(arriving, queues):
-            times[k].append(rec.arrival)
+            times[k].append(self.arrival_t[rec.id])
         self.queue_arrivals = times
         self.queue_next = [q[0] if q else INF for q in times]
 
@@ -243,7 +282,7 @@ class _Simulation(RoleChanges):
         """Queue k's prefill rate from the instances taking from it now: with a planner an
         instance leaves the count when it starts draining and enters it when it joins."""
         takers = self.takers_of[k]
-        step_s = self.takers[0].step_s  # the prompt takers are one pool: one cost
+        step_s = self.takers[0].cost.step_s  # the prompt takers are one pool: one cost
         self.queue_rates[k] = admission.prefill_rate(len(takers), step_s, admission.step_tokens(self.fleet))
 
     # ------------------------------------------------------------------ loop
@@ -288,7 +327,7 @@ class _Simulation(RoleChanges):
                 if self.steps >= compact_at:  # checked per arrival, not per event: cheaper
                     compact_at = INF
                     for gpu in gpus:
-                        gpu.log.compact()
+                        gpu.log.compact(GpuLog.COLUMN_TYPES if self.floats else GpuLog.TICK_COLUMN_TYPES)
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
@@ -303,19 +342,22 @@ class _Simulation(RoleChanges):
                 _cut_kv_logs(self.gpus, stop)
             end_time = stop
         else:
-            end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0.0)
+            end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0)
             end_time = stop = max(end_time, self.arrivals_end)
+        _in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
+        end_s = max(end_time / TICKS_PER_S, self.arrivals_end_s)
+        stopped_s = stop / TICKS_PER_S if self.capped else end_s
         result = Result(
             scenario=self.scenario,
             requests=self.records,
             gpus=_compacted([g.log for g in self.gpus]),
             transfers=self.transfers,
-            end_time=max(end_time, self.arrivals_end),
-            arrivals_end=self.arrivals_end,
+            end_time=end_s,
+            arrivals_end=self.arrivals_end_s,
             capped=self.capped,
             events=events,
-            stopped_at=stop,
-            reconfigurations=[tuple(r) for r in self.reconfigurations],
+            stopped_at=stopped_s,
+            reconfigurations=[(to_seconds(r[0]), r[1], r[2], r[3], to_seconds(r[4])) for r in self.reconfigurations],
         )
         return result
 
@@ -349,7 +391,7 @@ class _Simulation(RoleChanges):
         while index < n and records[index].dropped:
             index += 1
         if index < n:
-            self.next_arrival = records[index].arrival
+            self.next_arrival = self.arrival_t[index]
             heapq.heappush(self.heap, (self.next_arrival, ARRIVAL, index))
         else:
             self.next_arrival = float("inf")
@@ -426,7 +468,7 @@ class _Simulation(RoleChanges):
             # emitted are never cached, so they are always computed.
             hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
             self.skip[rec.id] = hit
-            gpu.fetch += fetch
+            gpu.fetch += self.tick(fetch)  # each prompt's fetch rounded once
         if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
             gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt, prompt - hit))
             self.src[rec.id] = gpu.index
@@ -453,7 +495,7 @@ class _Simulation(RoleChanges):
         if prefill_tokens and self.extra_terms:
             duration = self._prefill_step_s(gpu, log, prefill_tokens)
         else:
-            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+            duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens)
         end = t + duration
         log.start.append(t)
         log.end.append(end)
@@ -478,15 +520,15 @@ class _Simulation(RoleChanges):
                 reread += p
             gpu.pieces = []
             log.attention_args[len(log.start)] = (units, reread)
-            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens, units, reread)
+            duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens, units, reread)
         else:
-            duration = gpu.step_s(gpu.decoding, gpu.context, prefill_tokens)
+            duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens)
         if gpu.fetch:
             # The prompts this step starts fetch their cached KV first, one after another,
             # and the GPU waits for it (README "Prefix caching").
             log.fetch_s[len(log.start)] = gpu.fetch
             duration += gpu.fetch
-            gpu.fetch = 0.0
+            gpu.fetch = 0
         return duration
 
     def _finish_decode_step(self, gpu, t):
@@ -576,7 +618,7 @@ class _Simulation(RoleChanges):
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
         finish_at = gpu.finish_at
         records = self.records
-        step_s = gpu.step_s
+        step_t = gpu.step_t
         cap = self.time_cap
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
@@ -601,7 +643,7 @@ class _Simulation(RoleChanges):
                     gpu.idle, gpu.busy = True, False
                     self.steps += taken
                     return None
-            end = t + step_s(decoding, context, 0)
+            end = t + step_t(decoding, context, 0)
             starts.append(t)
             ends.append(end)
             seqs_col.append(decoding)
@@ -742,7 +784,7 @@ class _Simulation(RoleChanges):
         else:
             taken = self._take_chunks(gpu, t, chunk, self._pop_queue)
         end = self._start_step(gpu, t, taken)
-        self.prefill_next[gpu.index] = float("inf") if end is None else end
+        self.prefill_next[gpu.index] = INF if end is None else end
         if end is not None and layerwise:
             # Streaming starts with the first layer of the step that ends a prompt's prefill
             # (its last chunk), so room is reserved when that step starts; its layers are
@@ -814,7 +856,7 @@ class _Simulation(RoleChanges):
                     self._kv_note(best, t)
                 nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
                 start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
-                end = start + nbytes / bandwidth
+                end = start + self.tick(nbytes / bandwidth)
                 if link.sharing == "fifo":
                     self.link_free = end
                 tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
@@ -834,7 +876,7 @@ class _Simulation(RoleChanges):
                 rec.transfer = len(self.transfers)
             if link.layerwise:
                 tr = Transfer(rec.id, src, best.index, prefill_end, t, None, None, nbytes,
-                              nbytes / self.layers / bandwidth)
+                              self.tick(nbytes / self.layers / bandwidth))
                 self.transfers.append(tr)
                 if self.wire is not None:
                     self.wire.add(tr, layers_from)  # its landing is known once its chunks have places
@@ -846,7 +888,7 @@ class _Simulation(RoleChanges):
             start = t
             if link.sharing == "fifo" and self.link_free > start:
                 start = self.link_free
-            end = start + nbytes / bandwidth
+            end = start + self.tick(nbytes / bandwidth)
             if link.sharing == "fifo":
                 self.link_free = end
             tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
@@ -874,7 +916,7 @@ class _Simulation(RoleChanges):
         # prefill boundary or an arrival, and its layers are ready after that moment.
         horizon = t
         if not self.waiting_reserve:
-            horizon = max(t, math.nextafter(min(self.next_arrival, min(self.prefill_next)), 0.0))
+            horizon = max(t, min(self.next_arrival, min(self.prefill_next)) - 1)  # the tick before (inf stays inf)
         for tr in self.wire.serve(horizon):
             self._schedule_landing(tr)
         self._wake_link()
@@ -953,7 +995,7 @@ class _Simulation(RoleChanges):
         self.sole_taker = [len(takers) == 1 for takers in self.takers_of]
         # The shortest step an instance with a sequence decoding can take (step time only
         # grows with the batch, its context and prompt work): for _quiet_until.
-        self.min_step = [g.step_s(1, 0, 0) for g in self.gpus]
+        self.min_step = [g.step_t(1, 0, 0) for g in self.gpus]
 
     def _quiet_until(self, gpu, others):
         """The earliest time one of `others` (not `gpu`) could preempt: a fast path may run
@@ -968,7 +1010,7 @@ class _Simulation(RoleChanges):
             if other is gpu or other.idle or not (other.decoding or other.prefilling or other.completing):
                 continue
             log = other.log
-            pending = log.end[-1] if log.end else 0.0
+            pending = log.end[-1] if log.end else 0
             if other.prefilling or other.completing or not other.decoding:
                 when = pending
             else:
@@ -1221,7 +1263,7 @@ class _Simulation(RoleChanges):
         held = gpu.held
         block = self.block
         records = self.records
-        step_s = gpu.step_s
+        step_t = gpu.step_t
         cap = self.time_cap
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
@@ -1267,7 +1309,7 @@ class _Simulation(RoleChanges):
                 gpu.kv_free -= len(growers) * block
             if done or growers:
                 self._kv_note(gpu, t)
-            end = t + step_s(decoding, context, 0)
+            end = t + step_t(decoding, context, 0)
             starts.append(t)
             ends.append(end)
             seqs_col.append(decoding)
@@ -1280,6 +1322,51 @@ class _Simulation(RoleChanges):
                 gpu.decoding, gpu.context = decoding, context
                 self.steps += taken
                 return end
+
+
+def _float_ticks(seconds):
+    """`to_ticks` as a float holding the same whole number (runs that fit 2**52 ticks)."""
+    return float(round(seconds * 1e12))
+
+
+def _in_seconds(records, logs, transfers, floats):
+    """A run's times, ticks until now, as seconds (ticks.py: ticks / 10**12, correctly
+    rounded: a whole-number float under 2**53 divided by the float 1e12, or an int by the
+    int 10**12): what a Result holds. Step columns stay lists or become 'd' arrays."""
+    per = 1e12 if floats else TICKS_PER_S  # (float / float skips an int's conversion)
+    for rec in records:
+        if rec.prefill_start is not None:
+            rec.prefill_start /= per
+        if rec.prefill_end is not None:
+            rec.prefill_end /= per
+        if rec.first_token is not None:
+            rec.first_token /= per
+        if rec.finish is not None:
+            rec.finish /= per
+    for log in logs:
+        ends = log.end
+        ends_s = [t / per for t in ends]
+        # A step that starts where the one before it ended (most steps of a busy GPU) shares
+        # that end's float: no second division or object, a step's start and the previous
+        # end read back as the same value, as they were.
+        starts_s = [e if s == p else s / per for s, p, e in zip(log.start, chain((-1,), ends), chain((0.0,), ends_s))]
+        if isinstance(ends, array):
+            log.start, log.end = array("d", starts_s), array("d", ends_s)
+        else:
+            log.start, log.end = starts_s, ends_s
+        log.roles = [(t / per, role) for t, role in log.roles]
+        if log.kv_used:
+            log.kv_used = [(t / per, used) for t, used in log.kv_used]
+        if log.fetch_s:
+            log.fetch_s = {j: t / per for j, t in log.fetch_s.items()}
+    for tr in transfers:
+        tr.ready /= per
+        tr.reserved /= per
+        tr.start /= per
+        tr.end /= per
+        tr.layer_s /= per
+        if tr.layer_starts is not None:
+            tr.layer_starts = [t / per for t in tr.layer_starts]
 
 
 def _compacted(logs):

@@ -1,9 +1,10 @@
 """The KV link when transfers stream layer by layer (`fleet.link.layerwise: true`).
 
 A layer-wise transfer is one chunk per model layer: each carries bytes / layers and
-takes (bytes / layers) / bandwidth on the wire. Layer i (0-based) of a prefill step that
-runs from s to e has its KV at `s + (e - s) * (i + 1) / layers` (the last layer at e
-exactly). A chunk is *ready* at the later of that time and the moment room was reserved
+takes (bytes / layers) / bandwidth on the wire (rounded to whole ticks: times here are
+the engine's integer ticks, README "Time base"). Layer i (0-based) of a prefill step that
+runs from s to e has its KV at `s + (e - s) * (i + 1) // layers` (whole ticks, rounded
+down; the last layer at e exactly). A chunk is *ready* at the later of that time and the moment room was reserved
 on the decode GPU. A transfer starts with its first chunk and lands with its last.
 
 - `independent`: every transfer has a wire to itself; chunk i starts at the later of its
@@ -34,7 +35,7 @@ def layer_ready(start, end, layer, layers):
     """When layer `layer` (0-based) of `layers` of a prefill step running start..end exists."""
     if layer == layers - 1:
         return end
-    return start + (end - start) * (layer + 1) / layers
+    return start + (end - start) * (layer + 1) // layers
 
 
 def stream_alone(transfer, prefill_start, layers):
@@ -60,7 +61,7 @@ class FifoWire:
 
     def __init__(self, layers):
         self.layers = layers
-        self.free = 0.0  # when the last placed chunk leaves the wire
+        self.free = 0  # when the last placed chunk leaves the wire
         # One entry per transfer with chunks still to place:
         # (its next chunk's ready time, request id, [transfer, prefill start]).
         self._streams = []
@@ -108,7 +109,7 @@ class FifoWire:
             # layer_ready() and the reservation, inline: this loop is the link's whole cost
             prefill_start = item[1]
             end = transfer.ready
-            ready = end if layer == last else prefill_start + (end - prefill_start) * (layer + 1) / layers
+            ready = end if layer == last else prefill_start + (end - prefill_start) * (layer + 1) // layers
             if ready < transfer.reserved:
                 ready = transfer.reserved
             heapq.heapreplace(streams, (ready, rid, item))

@@ -26,7 +26,8 @@ __all__ = ["busy_in_window", "utilization", "utilization_move", "schedule_moves"
 
 
 def busy_in_window(starts, ends, t0, t1):
-    """Seconds of steps (parallel lists, in time order) that fall inside [t0, t1]."""
+    """Time of steps (parallel lists, in time order) that fall inside [t0, t1]: ticks in
+    the engine (fsum of whole numbers: exact while under 2**53), seconds in metrics."""
     parts = []
     j = len(ends) - 1
     while j >= 0 and ends[j] > t0:  # steps are in order: the ones before t0 end before it
@@ -38,7 +39,8 @@ def busy_in_window(starts, ends, t0, t1):
 
 
 def utilization(busy, members, interval_s):
-    """A pool's utilisation over an interval: busy seconds / (members x interval)."""
+    """A pool's utilisation over an interval: busy time / (members x interval), both in
+    ticks in the engine, seconds elsewhere."""
     return busy / (members * interval_s) if members else 0.0
 
 

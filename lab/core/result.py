@@ -7,9 +7,10 @@ array append, and it runs five times a step); once a run has logged engine.COMPA
 steps, `GpuLog.compact` turns them into typed arrays (`array.array`, README "Scale") at
 its next arrival and it appends to those from then on: a step then costs 32 bytes (two
 8-byte floats, two 4-byte ints, an 8-byte context) instead of about 100 as lists of boxed
-numbers. An
-`array('d')` holds the very doubles the engine computed, so values read back bit for bit
-(in CPython and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
+numbers. While the run goes on its times are whole-number ticks (README "Time base";
+floats, or ints in 'q' arrays in a long run); the Result's are seconds, each tick count divided once by 10**12,
+and an `array('d')` holds those very doubles, so values read back bit for bit (in CPython
+and in Pyodide alike: 'i' and 'q' are 4 and 8 bytes on both, unlike 'l').
 Anything that reads a column as a sequence (indexing, slicing, iterating, `len`,
 `numpy.asarray`) reads it either way; compare a column with `list(column)`.
 Per-request inter-token gaps are not stored: a request's tokens after the first are
@@ -34,7 +35,8 @@ def instance_label(gpu_ids):
 @dataclass
 class GpuLog:
     """Every step one instance (`tp` GPUs acting as one) ran, in order. Times are
-    seconds of simulated time. The name stays GpuLog: with tp 1 an instance is a GPU."""
+    seconds of simulated time (integer ticks while the engine runs: README "Time base").
+    The name stays GpuLog: with tp 1 an instance is a GPU."""
 
     index: int  # global instance index; disaggregated fleets number prefill instances first
     role: str  # "colocated" | "prefill" | "decode"
@@ -80,14 +82,17 @@ class GpuLog:
     # bytes (spec.py bounds them far below 2**31); a context sums a batch's KV, so 8.
     COLUMN_TYPES = (("start", "d"), ("end", "d"), ("decode_seqs", "i"), ("prefill_tokens", "i"),
                     ("context_tokens", "q"))
+    # While the engine runs, its times are integer ticks (ticks.py): 8-byte ints, the same
+    # size; the Result's columns are seconds again (engine._in_seconds).
+    TICK_COLUMN_TYPES = (("start", "q"), ("end", "q")) + COLUMN_TYPES[2:]
 
     def __len__(self):
         return len(self.start)
 
-    def compact(self):
+    def compact(self, types=COLUMN_TYPES):
         """Store the step columns as typed arrays (see the module docstring), one at a time
         so a run's peak holds at most one column twice. Idempotent."""
-        for name, code in self.COLUMN_TYPES:
+        for name, code in types:
             column = getattr(self, name)
             if not isinstance(column, array):
                 setattr(self, name, array(code, column))

@@ -34,12 +34,13 @@ class RoleChanges:
         """The planner's moments before arrivals end: every interval_s, or each schedule row."""
         planner, n = self.planner, len(self.gpus)
         if planner.policy == "utilization":
-            if planner.interval_s < self.arrivals_end:
-                self._push_plan(planner.interval_s, n)
+            if self.plan_interval < self.arrivals_end:
+                self._push_plan(self.plan_interval, n)
             return
         for i, row in enumerate(planner.schedule):
-            if row.at_s < self.arrivals_end:
-                self._push_plan(row.at_s, n + i)
+            at = self.tick(row.at_s)
+            if at < self.arrivals_end:
+                self._push_plan(at, n + i)
 
     def _plan(self, key, t):
         """A PLAN event: an instance done reloading joins its pool (key = its index), or a
@@ -54,14 +55,15 @@ class RoleChanges:
         planner = self.planner
         tp = self.fleet.prefill_tp
         if planner.policy == "utilization":
-            nxt = t + planner.interval_s
+            interval = self.plan_interval
+            nxt = t + interval
             if nxt < self.arrivals_end:
                 self._push_plan(nxt, n)
             if self.moving:
                 return  # one change at a time
-            t0 = t - planner.interval_s
+            t0 = t - interval
             utils = [utilization(math.fsum(busy_in_window(g.log.start, g.log.end, t0, t) for g in pool),
-                                 len(pool), planner.interval_s) for pool in (self.prefill_gpus, self.decode_gpus)]
+                                 len(pool), interval) for pool in (self.prefill_gpus, self.decode_gpus)]
             to = utilization_move(utils[0], utils[1], len(self.prefill_gpus), len(self.decode_gpus),
                                   planner.threshold, planner.min_per_pool)
             count = 1
@@ -195,7 +197,7 @@ class RoleChanges:
         if self.cache is not None:
             self.cache.caches[gpu.index] = None
         gpu.log.roles.append((t, "switching"))
-        ready = t + self.planner.switch_s
+        ready = t + self.switch_t
         for r in reversed(self.reconfigurations):
             if r[1] == gpu.index:
                 r[4] = ready
