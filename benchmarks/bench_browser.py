@@ -110,29 +110,46 @@ def _listen_keys(page):
     }""")
 
 
+class _Changes:
+    """The figures of a series of control changes: each `press` sends one key to a control,
+    waits for the run it starts to be painted, and keeps its keydown -> painted time, the
+    split at the moment its data reached the page, and its status line's run time."""
+
+    def __init__(self, page):
+        self.page = page
+        self.times, self.sims, self.arrivals = [], [], []
+        self.last = page.evaluate("(window.__stfPainted || {run: 0}).run")
+
+    def press(self, target, key):
+        page = self.page
+        target.focus()
+        page.keyboard.press(key)
+        done = wait_run(page, self.last)
+        self.last = done["run"]
+        pressed, arrived = page.evaluate("[window.__stfKey, window.__stfArrived]")
+        self.times.append(done["at"] - pressed)
+        if arrived and arrived["run"] == self.last:
+            self.arrivals.append((arrived["at"] - pressed, done["at"] - arrived["at"]))
+        status = page.locator(f'.stf-status[data-run="{self.last}"]')
+        status.wait_for(state="attached")
+        self.sims.append(float(status.get_attribute("data-run-ms")))
+        return len(self.times)
+
+    def figures(self, name):
+        return name, self.times, self.sims, self.arrivals, self.page.evaluate("window.__stfKeys")
+
+
 def measure(page, changes, mission_id):
     name, handle = pick_slider(page, mission_id)
     _listen_keys(page)
     start = float(handle.get_attribute("aria-valuenow"))
     hi = float(handle.get_attribute("aria-valuemax"))
     up = start < hi
-    times, sims, arrivals = [], [], []
-    last = page.evaluate("(window.__stfPainted || {run: 0}).run")
-    handle.focus()
+    series = _Changes(page)
     for i in range(changes):
         key = ("ArrowRight" if up else "ArrowLeft") if i % 2 == 0 else ("ArrowLeft" if up else "ArrowRight")
-        page.keyboard.press(key)
-        done = wait_run(page, last)
-        last = done["run"]
-        pressed, arrived = page.evaluate("[window.__stfKey, window.__stfArrived]")
-        times.append(done["at"] - pressed)
-        if arrived and arrived["run"] == last:
-            arrivals.append((arrived["at"] - pressed, done["at"] - arrived["at"]))
-        status = page.locator(f'.stf-status[data-run="{last}"]')
-        status.wait_for(state="attached")
-        sims.append(float(status.get_attribute("data-run-ms")))
-    keys = page.evaluate("window.__stfKeys")
-    return name, times, sims, arrivals, keys
+        series.press(handle, key)
+    return series.figures(name)
 
 
 def measure_fresh(page, changes, mission_id):
@@ -140,26 +157,13 @@ def measure_fresh(page, changes, mission_id):
     change can reuse a kept run (LabState keeps the last few): the first integer slider
     walks up to its end, then the layout switches (when the mission offers another), then
     the two integer sliders that are live snake across their grid (the second one end to
-    end, the first one a step towards its farther end, the second one back), as many changes as that gives, up to
-    `changes`."""
+    end, the first one a step towards its farther end, the second one back), as many
+    changes as that gives, up to `changes`."""
     _listen_keys(page)
-    times, sims, arrivals = [], [], []
-    last = page.evaluate("(window.__stfPainted || {run: 0}).run")
+    series = _Changes(page)
 
     def press(target, key):
-        nonlocal last
-        target.focus()
-        page.keyboard.press(key)
-        done = wait_run(page, last)
-        last = done["run"]
-        pressed, arrived = page.evaluate("[window.__stfKey, window.__stfArrived]")
-        times.append(done["at"] - pressed)
-        if arrived and arrived["run"] == last:
-            arrivals.append((arrived["at"] - pressed, done["at"] - arrived["at"]))
-        status = page.locator(f'.stf-status[data-run="{last}"]')
-        status.wait_for(state="attached")
-        sims.append(float(status.get_attribute("data-run-ms")))
-        return len(times) >= changes
+        return series.press(target, key) >= changes
 
     def value(handle, attr="aria-valuenow"):
         return float(handle.get_attribute(attr))
@@ -170,11 +174,11 @@ def measure_fresh(page, changes, mission_id):
         handle = sliders[0][1]
         while value(handle) < value(handle, "aria-valuemax"):
             if press(handle, "ArrowRight"):
-                return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+                return series.figures(name)
     other = page.locator(".stf-control-layout button:not(.bk-active)")
     if other.count():
         if press(other.first, "Enter"):
-            return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+            return series.figures(name)
         page.wait_for_timeout(300)  # the pool sliders come alive with the layout's patch
         sliders = live_sliders(page, mission_id)
     if len(sliders) >= 2:
@@ -186,11 +190,11 @@ def measure_fresh(page, changes, mission_id):
             end = "aria-valuemax" if inner_key == "ArrowRight" else "aria-valuemin"
             while value(inner) != value(inner, end):
                 if press(inner, inner_key):
-                    return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+                    return series.figures(name)
             edge = "aria-valuemax" if outer_key == "ArrowRight" else "aria-valuemin"
             if value(outer) == value(outer, edge) or press(outer, outer_key):
                 break
-    return name, times, sims, arrivals, page.evaluate("window.__stfKeys")
+    return series.figures(name)
 
 
 def live_sliders(page, mission_id):
