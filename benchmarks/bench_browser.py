@@ -84,17 +84,26 @@ def wait_run(page, after):
     return page.evaluate("window.__stfPainted")
 
 
-def pick_slider(page, mission_id):
-    """The first enabled integer slider of the mission (gpus, prefill_gpus, ...)."""
+def live_sliders(page, mission_id):
+    """[(name, handle)] of the mission's integer sliders that are enabled now, in order."""
     from lab.core.missions import list_missions
 
     mission = next((m for m in list_missions() if m.id == mission_id), None)
     names = [n for n, c in mission.controls.items() if c.kind == "int"] if mission else ["gpus"]
+    out = []
     for name in names:
         handle = page.locator(f".stf-control-{name} .noUi-handle")
         if handle.count() and not page.locator(f".stf-control-{name} [disabled]").count():
-            return name, handle
-    raise SystemExit(f"no enabled integer slider in {mission_id}")
+            out.append((name, handle))
+    return out
+
+
+def pick_slider(page, mission_id):
+    """The first enabled integer slider of the mission (gpus, prefill_gpus, ...)."""
+    sliders = live_sliders(page, mission_id)
+    if not sliders:
+        raise SystemExit(f"no enabled integer slider in {mission_id}")
+    return sliders[0]
 
 
 def _listen_keys(page):
@@ -195,20 +204,6 @@ def measure_fresh(page, changes, mission_id):
             if value(outer) == value(outer, edge) or press(outer, outer_key):
                 break
     return series.figures(name)
-
-
-def live_sliders(page, mission_id):
-    """[(name, handle)] of the mission's integer sliders that are enabled now, in order."""
-    from lab.core.missions import list_missions
-
-    mission = next((m for m in list_missions() if m.id == mission_id), None)
-    names = [n for n, c in mission.controls.items() if c.kind == "int"] if mission else ["gpus"]
-    out = []
-    for name in names:
-        handle = page.locator(f".stf-control-{name} .noUi-handle")
-        if handle.count() and not page.locator(f".stf-control-{name} [disabled]").count():
-            out.append((name, handle))
-    return out
 
 
 def screenshots(browser, base, mission_id, out):
