@@ -191,9 +191,15 @@ class PoolCost:
         else:
             comm_per_token = comm_fixed = 0.0
 
+        # Ticks (ticks.py): per-token terms rounded to whole picoseconds once, here. A step
+        # is max(weights + kv x (context + prompt), flops x tokens) + comm fixed + comm x
+        # tokens in exact integers: decode-only, affine in the context for a fixed batch.
+        ticks = (to_ticks(weights / bandwidth), to_ticks(kv_per_token / bandwidth),
+                 to_ticks(flops_per_token / flops_per_s), to_ticks(comm_fixed), to_ticks(comm_per_token))
+
         if m.attention:
             self._roofline_with_attention(weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
-                                          comm_fixed, comm_per_token)
+                                          comm_fixed, comm_per_token, ticks)
             return
 
         def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
@@ -205,18 +211,10 @@ class PoolCost:
 
         self.parts = parts
         self._compute_per_prefill_token = self._compute_per_decode_seq = flops_per_token / flops_per_s
-        # Ticks (ticks.py): per-token terms rounded to whole picoseconds once, here. A step
-        # is max(weights + kv x (context + prompt), flops x tokens) + comm fixed + comm x
-        # tokens in exact integers: decode-only, affine in the context for a fixed batch.
-        weights_t = to_ticks(weights / bandwidth)
-        kv_t = to_ticks(kv_per_token / bandwidth)
-        flops_t = to_ticks(flops_per_token / flops_per_s)
-        comm_fixed_t = to_ticks(comm_fixed)
-        comm_t = to_ticks(comm_per_token)
-        self.decode_affine = (weights_t, kv_t, flops_t, comm_fixed_t, comm_t)
+        self.decode_affine = ticks
 
         def make(num):  # (_set_step)
-            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
+            w, kv, fl, cf, cm = map(num, ticks)
 
             def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
                 tokens = decode_seqs + prefill_tokens
@@ -228,7 +226,7 @@ class PoolCost:
         self._set_step(make)
 
     def _roofline_with_attention(self, weights, kv_per_token, bandwidth, flops_per_token, flops_per_s,
-                                 comm_fixed, comm_per_token):
+                                 comm_fixed, comm_per_token, ticks):
         # A decode token attends to its whole context; a prompt chunk to its earlier tokens
         # (re-read from HBM) and, causally, to half of its own (cost units: see the module).
         attention_flops = attention_flops_per_unit(self.model)
@@ -239,18 +237,13 @@ class PoolCost:
             compute_s = (flops_per_token * tokens + attention_flops * (context_tokens + attention_units)) / flops_per_s
             return memory_s, compute_s, comm_fixed + comm_per_token * tokens
 
-        # Ticks: as _roofline, plus the attention FLOPs (context + the chunks' units: a float)
-        # computed in seconds and rounded to whole ticks once per step.
-        weights_t = to_ticks(weights / bandwidth)
-        kv_t = to_ticks(kv_per_token / bandwidth)
-        flops_t = to_ticks(flops_per_token / flops_per_s)
+        # Ticks: _roofline's `ticks`, plus the attention FLOPs (context + the chunks' units: a
+        # float) computed in seconds and rounded to whole ticks once per step.
         attention_s = attention_flops / flops_per_s
-        comm_fixed_t = to_ticks(comm_fixed)
-        comm_t = to_ticks(comm_per_token)
         self.decode_affine = None  # the attention term is rounded per step: not affine
 
         def make(num):  # (_set_step)
-            w, kv, fl, cf, cm = map(num, (weights_t, kv_t, flops_t, comm_fixed_t, comm_t))
+            w, kv, fl, cf, cm = map(num, ticks)
 
             def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
                 tokens = decode_seqs + prefill_tokens
