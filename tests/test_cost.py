@@ -1,5 +1,7 @@
 """Cost models: the linear constants, KV bytes per token, and the roofline."""
 
+import random
+
 import pytest
 
 from lab.core import load_scenario, step_ticks_fn, step_time_fn
@@ -246,3 +248,27 @@ def test_a_decode_step_is_affine_in_the_context_with_whole_tick_coefficients():
         memory, compute = weights + kv * ctx, flops * n
         assert roof.step_ticks(n, ctx, 0) == max(memory, compute) + comm_fixed + comm * n
     assert PoolCost(model(cost="roofline", attention=True)).decode_affine is None  # rounded per step
+
+
+def test_a_batchs_decode_line_gives_every_decode_step_time_exactly():
+    """The engine's decode run-ahead reads a step's time off `decode_line` (a line in the
+    context, floored), worked out once per batch: it must equal `step_ticks` for every
+    context, on both sides of the roofline's compute/memory crossover, as ints and floats."""
+    rng = random.Random(7)
+    costs = [PoolCost(model(), "h100", 1), PoolCost(model(), "a100", 2),
+             PoolCost(model(cost="roofline"), "h100", 1), PoolCost(model(cost="roofline"), "h200", 8)]
+    for cost in costs:
+        sides = set()
+        for _ in range(400):
+            n = rng.choice([1, 2, 7, 64, 256, 600, 1024])
+            ctx = rng.choice([0, n, rng.randint(0, 2_000), rng.randint(0, 500_000)])
+            a, b, floor = cost.decode_line(n)
+            line = a + b * ctx
+            assert (line if line > floor else floor) == cost.step_ticks(n, ctx, 0)
+            fa, fb, ffloor = cost.decode_line_float(n)
+            fline = fa + fb * ctx
+            assert (fline if fline > ffloor else ffloor) == cost.step_ticks_float(n, ctx, 0)
+            sides.add(line > floor)
+        if cost.model.cost == "roofline":
+            assert sides == {True, False}  # both the memory-bound and the compute-bound side
+    assert PoolCost(model(cost="roofline", attention=True)).decode_line is None

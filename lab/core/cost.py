@@ -12,6 +12,11 @@ decodes one token for each of `decode_seqs` running sequences (whose KV caches h
   base"), so without attention a step is an integer affine function of its columns:
   linear a + b x seqs + c x context (+ d x prompt tokens); roofline the max of a memory
   term a + c x (context + prompt) and a compute term f x tokens, plus all-reduces;
+- `decode_line(decode_seqs) -> (a, b, floor)`: a decode-only step of that batch
+  attending c tokens, `step_ticks(n, c, 0)`, is max(a + b x c, floor) (linear: floor 0;
+  roofline: the compute term, plus all-reduces in both): so the engine's decode run-ahead
+  works out a batch's line once, not a call per step (README "Scale"). None with attention;
+  `decode_line_float` gives the same whole numbers as floats;
 - `step_s(...) -> seconds`: the same step, `step_ticks / 10**12` (for rates, blame, plots);
 - `parts(...) -> (memory_s, compute_s, comm_s)`, the same step split for the power model;
 - `power_w(...)` per GPU during a step, and `energy_j(log, span)` of one instance's run.
@@ -160,7 +165,10 @@ class PoolCost:
                 if prefill_tokens:
                     ticks += one_prompt * prefill_tokens
                 return ticks
-            return step_ticks
+
+            def decode_line(decode_seqs):
+                return fixed + one_seq * decode_seqs, one_ctx, zero
+            return step_ticks, decode_line
 
         self._set_step(make)
 
@@ -221,7 +229,11 @@ class PoolCost:
                 memory = w + kv * (context_tokens + prefill_tokens)
                 compute = fl * tokens
                 return (memory if memory > compute else compute) + cf + cm * tokens
-            return step_ticks
+
+            def decode_line(decode_seqs):
+                comm = cf + cm * decode_seqs
+                return w + comm, kv, fl * decode_seqs + comm
+            return step_ticks, decode_line
 
         self._set_step(make)
 
@@ -250,7 +262,7 @@ class PoolCost:
                 memory = w + kv * (context_tokens + prefill_tokens + reread_tokens)
                 compute = fl * tokens + num(to_ticks(attention_s * (context_tokens + attention_units)))
                 return (memory if memory > compute else compute) + cf + cm * tokens
-            return step_ticks
+            return step_ticks, None  # the attention term is rounded per step: no line
 
         self.parts = parts
         self._set_step(make)
@@ -261,9 +273,11 @@ class PoolCost:
         # `step_ticks_float` gives the very same whole numbers as floats: exact while they
         # stay under 2**53, and CPython's float arithmetic is several times cheaper than
         # its arithmetic on ints past 2**30 (engine.py uses it when a run fits: README
-        # "Time base").
-        self.step_ticks = step_ticks = make(int)
-        self.step_ticks_float = make(float)
+        # "Time base"). `make` also gives `decode_line` (the module docstring), from the same
+        # coefficients, so the engine's decode run-ahead reads the rule from here too.
+        self.step_ticks, self.decode_line = make(int)
+        self.step_ticks_float, self.decode_line_float = make(float)
+        step_ticks = self.step_ticks
 
         def step_s(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
             return step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units, reread_tokens) / TICKS_PER_S

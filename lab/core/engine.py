@@ -70,7 +70,7 @@ class _Gpu:
 
     __slots__ = (
         "index", "role", "log", "cost", "step_t", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
-        "finish_at", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
+        "finish_at", "decode_line", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
         "held", "grow_at", "moving", "rejoin",
     )
 
@@ -81,6 +81,7 @@ class _Gpu:
                           gpu_ids=tuple(range(first_gpu, first_gpu + cost.tp)))
         self.cost = cost
         self.step_t = cost.step_ticks
+        self.decode_line = cost.decode_line  # a decode-only step as a line in its context (cost.py)
         kv_tokens = self.kv_tokens = cost.kv_tokens
         self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
         self.busy = False  # a step is running; its outcome is applied at the next boundary
@@ -191,6 +192,7 @@ class _Simulation(RoleChanges):
                     gpu.kv_free = gpu.kv_tokens
                 if self.floats:
                     gpu.step_t = cost.step_ticks_float
+                    gpu.decode_line = cost.decode_line_float
                 self.gpus.append(gpu)
         self.prefill_gpus = [g for g in self.gpus if g.role == "prefill"]
         self.decode_gpus = [g for g in self.gpus if g.role == "decode"]
@@ -612,7 +614,63 @@ class _Simulation(RoleChanges):
         before `limit` are processed here in a tight loop, exactly as the heap would.
         `t` is the end of the step just logged. Returns the boundary to put on the
         heap, or None when the GPU went idle.
+
+        While the batch stays the same a step's time is a line in its context,
+        max(a + b x context, floor) (`cost.decode_line`, the cost model's own rule, exact in
+        whole ticks), worked out again only when sequences finish: no call per step. A cost
+        model without such a line (`model.attention`) takes `_run_decode_steps`.
         """
+        line = gpu.decode_line
+        if line is None:
+            return self._run_decode_steps(gpu, t, limit)
+        log = gpu.log
+        starts, ends = log.start, log.end
+        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
+        finish_at = gpu.finish_at
+        records = self.records
+        cap = self.time_cap
+        budget = MAX_STEPS - self.steps
+        decoding = gpu.decoding
+        context = gpu.context
+        a, b, floor = line(decoding)
+        step = len(starts) - 1  # the step that ends at t
+        taken = 0
+        while True:
+            # The boundary at t: the step that just ended emitted a token per sequence.
+            context += decoding
+            done = finish_at.pop(step, None)
+            if done:
+                for rid in done:
+                    rec = records[rid]
+                    rec.finish = t
+                    need = rec.prompt_tokens + rec.output_tokens
+                    decoding -= 1
+                    context -= need
+                    gpu.kv_free += need
+                    gpu.seqs -= 1
+                if not decoding:
+                    gpu.decoding, gpu.context = 0, context
+                    gpu.idle, gpu.busy = True, False
+                    self.steps += taken
+                    return None
+                a, b, floor = line(decoding)
+            duration = a + b * context
+            end = t + (duration if duration > floor else floor)
+            starts.append(t)
+            ends.append(end)
+            seqs_col.append(decoding)
+            prefill_col.append(0)
+            context_col.append(context)
+            taken += 1
+            step += 1
+            t = end
+            if end >= limit or end > cap or taken >= budget:
+                gpu.decoding, gpu.context = decoding, context
+                self.steps += taken
+                return end
+
+    def _run_decode_steps(self, gpu, t, limit):
+        """`_run_decode_only` calling the cost model once a step (`model.attention`)."""
         log = gpu.log
         starts, ends = log.start, log.end
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
