@@ -21,7 +21,7 @@ a bug) ends up in `run_error` with the state idle, and the next change runs agai
 The sandbox can replay an uploaded trace CSV (`load_trace_text`): its requests replace
 the generated workload until `clear_replay`.
 
-Runs are kept (`_kept`, the last MAX_KEPT_RUNS): a setting the student comes back to (a slider
+Runs are kept (`_kept`, the last MAX_KEPT_RUNS, at most MAX_HELD_STEPS steps in all): a setting the student comes back to (a slider
 moved back and forth, a layout switched and switched back) reuses its run, since the same
 scenario and requests give the same result (the core is deterministic), and its metrics,
 blames and stars once measured, so the canvas does not wait on a simulation it has seen.
@@ -93,6 +93,10 @@ MAX_REPLAY_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
 MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabState._kept)
+# ...and at most this many logged steps in all, in either: a step log costs about 100 bytes a
+# step in Pyodide (result.py), so a few big replays must not fill the tab's memory. The
+# newest run is always kept; an older one goes (kept runs) or is judged now (unjudged).
+MAX_HELD_STEPS = 2_000_000
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
 _INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
 _FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
@@ -282,6 +286,11 @@ def sweep_rates(rate, points=8):
     factors = [0.25 + i * (1.75 / (points - 1)) for i in range(points)]
     rates = sorted({round(rate * f, 2) for f in factors} | {float(rate)})
     return [r for r in rates if r > 0]
+
+
+def _held_steps(results):
+    """Steps logged by these runs, all GPUs (a setting visited twice is one run)."""
+    return sum(sum(len(log) for log in r.gpus) for r in {id(r): r for r in results}.values())
 
 
 class LabState(param.Parameterized):
@@ -542,7 +551,8 @@ class LabState(param.Parameterized):
         if self._pending_run is not None:  # never finished: this run replaces it (its stars are judged later)
             self._unjudged.append(self._pending_run[0])
             self._pending_run = None
-            if len(self._unjudged) > MAX_UNJUDGED:  # a long burst with no finish between: judge them now
+            if len(self._unjudged) > MAX_UNJUDGED or _held_steps(self._unjudged) > MAX_HELD_STEPS:
+                # a long burst with no finish between, or big runs: judge them now
                 self._judge_unjudged()
         try:
             scenario, requests = self.run_input()
@@ -657,7 +667,8 @@ class LabState(param.Parameterized):
         key = self._run_key(scenario)
         self._kept.pop(key, None)
         self._kept[key] = kept = {"result": result, "requests": requests}
-        while len(self._kept) > MAX_KEPT_RUNS:
+        while len(self._kept) > MAX_KEPT_RUNS or (
+                len(self._kept) > 1 and _held_steps(k["result"] for k in self._kept.values()) > MAX_HELD_STEPS):
             del self._kept[next(iter(self._kept))]
         return kept
 

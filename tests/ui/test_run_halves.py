@@ -227,3 +227,24 @@ def test_kept_runs_are_few_and_a_new_trace_is_a_new_run(catalog, monkeypatch):
     # The same scenario on other requests is another run (identity of the request list).
     kept = state._kept_run(state.scenario, None)
     assert kept is not None and state._kept_run(state.scenario, [(0.0, 10, 10)]) is None
+
+
+def test_kept_and_unjudged_runs_are_bounded_by_their_steps_too(catalog, monkeypatch):
+    """A few big runs (a replayed trace) must not fill the tab: past MAX_HELD_STEPS logged
+    steps in all the oldest kept run goes (the newest always stays), and runs replaced
+    unfinished are judged at once rather than held."""
+    from lab.ui import state as state_module
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    start = state.settings["gpus"]
+    assert state.simulate()
+    one_run = sum(len(log) for log in state.result.gpus)
+    monkeypatch.setattr(state_module, "MAX_HELD_STEPS", int(one_run * 1.5))  # room for one run, not two
+    state.change("gpus", start + 1)
+    assert state.simulate()
+    assert list(state._kept.values())[-1]["result"] is state.result and len(state._kept) == 1
+    assert len(state._unjudged) == 1  # the first run, replaced unfinished: within the bound, held
+    monkeypatch.setattr(state_module, "MAX_HELD_STEPS", 1)  # below even one run: the newest stays
+    state.change("gpus", start)
+    assert state.simulate() and len(state._kept) == 1 and state._kept_run(state.scenario, state.run_input()[1])
+    assert state._unjudged == []  # the two replaced runs were over the bound: judged at once
