@@ -618,69 +618,20 @@ class _Simulation(RoleChanges):
         While the batch stays the same a step's time is a line in its context,
         max(a + b x context, floor) (`cost.decode_line`, the cost model's own rule, exact in
         whole ticks), worked out again only when sequences finish: no call per step. A cost
-        model without such a line (`model.attention`) takes `_run_decode_steps`.
+        model without such a line (`model.attention`) is called each step.
         """
+        log = gpu.log
+        starts, ends = log.start, log.end
+        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
+        finish_at = gpu.finish_at
+        records = self.records
         line = gpu.decode_line
-        if line is None:
-            return self._run_decode_steps(gpu, t, limit)
-        log = gpu.log
-        starts, ends = log.start, log.end
-        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
-        finish_at = gpu.finish_at
-        records = self.records
-        cap = self.time_cap
-        budget = MAX_STEPS - self.steps
-        decoding = gpu.decoding
-        context = gpu.context
-        a, b, floor = line(decoding)
-        step = len(starts) - 1  # the step that ends at t
-        taken = 0
-        while True:
-            # The boundary at t: the step that just ended emitted a token per sequence.
-            context += decoding
-            done = finish_at.pop(step, None)
-            if done:
-                for rid in done:
-                    rec = records[rid]
-                    rec.finish = t
-                    need = rec.prompt_tokens + rec.output_tokens
-                    decoding -= 1
-                    context -= need
-                    gpu.kv_free += need
-                    gpu.seqs -= 1
-                if not decoding:
-                    gpu.decoding, gpu.context = 0, context
-                    gpu.idle, gpu.busy = True, False
-                    self.steps += taken
-                    return None
-                a, b, floor = line(decoding)
-            duration = a + b * context
-            end = t + (duration if duration > floor else floor)
-            starts.append(t)
-            ends.append(end)
-            seqs_col.append(decoding)
-            prefill_col.append(0)
-            context_col.append(context)
-            taken += 1
-            step += 1
-            t = end
-            if end >= limit or end > cap or taken >= budget:
-                gpu.decoding, gpu.context = decoding, context
-                self.steps += taken
-                return end
-
-    def _run_decode_steps(self, gpu, t, limit):
-        """`_run_decode_only` calling the cost model once a step (`model.attention`)."""
-        log = gpu.log
-        starts, ends = log.start, log.end
-        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
-        finish_at = gpu.finish_at
-        records = self.records
         step_t = gpu.step_t
         cap = self.time_cap
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
         context = gpu.context
+        a, b, floor = line(decoding) if line else (0, 0, 0)
         step = len(starts) - 1  # the step that ends at t
         taken = 0
         while True:
@@ -701,7 +652,13 @@ class _Simulation(RoleChanges):
                     gpu.idle, gpu.busy = True, False
                     self.steps += taken
                     return None
-            end = t + step_t(decoding, context, 0)
+                if line:
+                    a, b, floor = line(decoding)
+            if line:
+                duration = a + b * context
+                end = t + (duration if duration > floor else floor)
+            else:
+                end = t + step_t(decoding, context, 0)
             starts.append(t)
             ends.append(end)
             seqs_col.append(decoding)
