@@ -29,9 +29,14 @@ shows where the slow steps are over the whole run. A click on a step goes to
 `on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
 transfer a story points at.
 
-Data is built with numpy from the columnar step logs once per run; the browser gets the
-steps around the window only (re-sliced as the window nears the slice's edge), so
-moving the window mostly just moves the x range.
+Data is built with numpy from the columnar step logs, and a change's canvas patch carries
+only what its window needs: the GPU steps around the window are built alone (`step_layers`
+over `step_range`: bisection into each log, so a minute-long run costs what its seconds
+near the window cost; decode runs break at each whole second, so those steps give exactly the
+whole run's runs there), the other layers once per run (`run_layers`: queues, KV bands, the
+link, marks); the whole run's overview and its slow steps (`overview_data`) follow with the
+plots, after the canvas is painted (`show_whole_run`). The steps are rebuilt for a new slice
+as the window nears the slice's edge, so moving the window mostly just moves the x range.
 
 Kept cheap for the browser on purpose (a change of the fleet used to cost more there
 than the simulation did): the figure's height is fixed per mission (`max_rows`), the
