@@ -272,7 +272,7 @@ class LabApp:
         first = state.sim_id == 0
         _debug("run start")
         # The canvas goes first, alone: its patch carries the simulation only, and the
-        # browser paints it while this worker measures the run (metrics, blame, stars).
+        # browser paints it before this worker measures the run (metrics, blame, stars).
         simulated = self._guarded(lambda: self._simulate(first))
         if simulated:  # measured once the page has painted the canvas (_on_painted), or after a wait
             self._finish_iter = state.finish_steps()
