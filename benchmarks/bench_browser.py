@@ -327,7 +327,7 @@ def _steps(timeline):
 
 # Run in the lab's worker (Pyodide) before the changes: times each phase of a control change
 # in Python, without changing the lab, on the clock the page uses too (performance.timeOrigin
-# + now(), epoch ms): the widget's change (LabApp.on_change), the run's first half
+# + now(), epoch ms): the page's patch applied (Document.apply_json_patch), the widget's change (LabApp.on_change), the run's first half
 # (LabState.simulate: the simulation and, as its watchers fire, the canvas's data), its second
 # half (LabState.finish: metrics, blame, stars and the views that show them), the plots, and
 # each patch: panel.io.pyodide's serialization of the queued document events (one per Python
@@ -351,8 +351,9 @@ def _stf_timed(fn, key):
             _stf_phases.append((key, t, _stf_now()))
     return timed
 
+from bokeh.document import Document as _Doc
 from lab.ui.controls import Controls
-for _owner, _name, _key in ((Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
+for _owner, _name, _key in ((_Doc, "apply_json_patch", "apply"), (Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
                             (LabState, "finish", "finish"), (LabApp, "_finish_part", "finish"),
                             (LabApp, "_update_plots", "plots"),
                             (_p, "_process_document_events", "serialize")):
@@ -364,10 +365,13 @@ if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves
 
 # Run in the lab's worker after the changes: the core's parts of one run of the page's current
 # scenario, each timed 5 times (median ms), so the lead sees what in lab.core costs most in
-# Pyodide for a mission-sized run; then the canvas's data (canvas.timeline_data).
+# Pyodide for a mission-sized run; then the canvas's data (canvas.timeline_data, the whole
+# run's) and, in a tree that builds it in parts, what a change's canvas patch builds (its
+# window: run_layers + step_layers around the window) and what follows the paint (overview_data).
 CORE_PY = """
 import json, statistics, time
 import lab.core as _core
+import lab.ui.canvas as _canvas
 from lab.ui.canvas import timeline_data as _timeline_data
 _lab = [o for o in __import__("gc").get_objects() if type(o).__name__ == "LabState"][0]
 _sc, _req = _lab.run_input()
@@ -383,6 +387,12 @@ _rows = _time("request_metrics", lambda: _core.request_metrics(_res))
 _time("summarize", lambda: _core.summarize(_res, _rows))
 _time("request_blame", lambda: _core.request_blame(_res, _rows))
 _time("timeline_data", lambda: _timeline_data(_res, _sc.slo.per_token_target_ms, 200))
+if hasattr(_canvas, "step_layers"):
+    _lo = _lab.window_start - _canvas.BUFFER_S
+    _hi = _lab.window_start + _canvas.WINDOW_S + _canvas.BUFFER_S
+    _time("canvas_window", lambda: _canvas.step_layers(_res, _sc.slo.per_token_target_ms,
+                                                       _canvas.run_layers(_res, 200)["meta"], (_lo, _hi)))
+    _time("overview_data", lambda: _canvas.overview_data(_res, _sc.slo.per_token_target_ms))
 _t["steps"] = sum(len(g) for g in _res.gpus)
 _t["requests"] = len(_rows)
 json.dumps(_t)
@@ -459,6 +469,9 @@ def split_changes(phases, keys):
             row[k] = row.get(k, 0.0) + (b - a)
         if "change" in first:
             row["wait"] = first["change"] - key
+            applied = [a for k, a, _ in mine if k == "apply" and a <= first["change"]]
+            if applied:  # the page's patch reached Python (Document.apply_json_patch), then it ran to on_change
+                row["to_worker"] = applied[-1] - key
         if "simulate" in first and "change" in ends:
             row["gap"] = first["simulate"] - ends["change"]
         after = [b - a for k, a, b in mine if k == "serialize" and "simulate" in ends and a >= ends["simulate"]]
@@ -685,6 +698,7 @@ def main(argv=None):
 
         ser = [b - a for k, a, b in phases if k == "serialize"]
         print("  in the worker, per change (medians, ms): keydown -> on_change " + med("wait") +
+              " (of which keydown -> the page's patch applied in Python " + med("to_worker") + ")" +
               ", on_change " + med("change") + ", -> simulate " + med("gap") +
               ", simulate + canvas data " + med("simulate") + ", its patch serialized " + med("canvas_patch") +
               "; then finish (metrics, blame, stars, views) " + med("finish") + ", plots " + med("plots"))

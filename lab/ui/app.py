@@ -13,9 +13,11 @@ shows it at once) and the run happens in a one-shot callback a moment later: at 
 for a lone change, after DEBOUNCE_MS for one that follows another closely (a held
 arrow key), so a burst coalesces. A run reaches the browser in three document patches
 (`pn.io.hold` each), canvas first: the simulation and the canvas's data (LabState.simulate),
-then FINISH_LAG_MS later, in callbacks of their own (a part per turn: LabState.finish_steps),
-the metrics, stars, blame, story and tables, then PLOTS_LAG_MS after that the two plots. So
-the browser paints the canvas while Python still measures the run. A change that lands
+then, once the page says it has painted that canvas (PageBridge's `on_painted`; at most
+FINISH_WAIT_MS later, for a hidden tab that paints nothing), in callbacks of their own (a
+part per turn: LabState.finish_steps), the metrics, stars, blame, story and tables, then
+PLOTS_LAG_MS after that the two plots and the canvas's overview. So the browser paints the
+canvas first, with the CPU to itself, and Python measures the run after. A change that lands
 before a run's second half is done makes that run stale: the rest of its half and its plots
 are dropped, and the state judges its stars with the next run's finish (every simulated run
 counts, only the newest is shown), so the new canvas never waits on an old run's metrics.
@@ -77,12 +79,13 @@ from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
-__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "PLOTS_LAG_MS",
+__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS",
            "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
 FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simulating…" patch is out)
-FINISH_LAG_MS = 1  # a run's metrics, stars and tables follow its canvas's patch this long after (their own patch)
+FINISH_LAG_MS = 1  # a run's metrics, stars and tables follow this long after the page painted its canvas (their own patch)
+FINISH_WAIT_MS = 250  # ... or this long after the canvas's patch, when the page has not said so (a hidden tab paints nothing)
 PLOTS_LAG_MS = 40  # the plots redraw this long after the metrics, in a patch of their own
 URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
@@ -166,7 +169,7 @@ class LabApp:
         self._last_change = -1e9  # time.monotonic() of the last accepted change
         self._sweep_iter = None
         self.bridge = StarsBridge()
-        self.url = PageBridge(on_key=self._on_key, on_pop=self._on_pop)
+        self.url = PageBridge(on_key=self._on_key, on_pop=self._on_pop, on_painted=self._on_painted)
         self._url_pending = None
         self._settle_pending = None
         self._history_settled = True  # the entry the page opened with is committed
@@ -190,6 +193,7 @@ class LabApp:
         self._plots_pending = None
         self._finish_pending = None
         self._finish_iter = None  # LabState.finish_steps of the run being finished, a part per turn
+        self._paint_awaited = None  # the run (sim_id) whose canvas the page has not said it painted
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
         self.paint_speed = PaintSpeed()
@@ -268,11 +272,12 @@ class LabApp:
         first = state.sim_id == 0
         _debug("run start")
         # The canvas goes first, alone: its patch carries the simulation only, and the
-        # browser paints it while this worker measures the run (metrics, blame, stars).
+        # browser paints it before this worker measures the run (metrics, blame, stars).
         simulated = self._guarded(lambda: self._simulate(first))
-        if simulated:
+        if simulated:  # measured once the page has painted the canvas (_on_painted), or after a wait
             self._finish_iter = state.finish_steps()
-            self._finish_pending = later(self._finish_step, FINISH_LAG_MS)
+            self._paint_awaited = state.sim_id
+            self._finish_pending = later(self._finish_step, FINISH_WAIT_MS)
         else:  # failed: the run is over (its reason is out), the plots show that
             self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
@@ -282,6 +287,8 @@ class LabApp:
             _debug("simulated")
             if first and self._auto_window and self.state.result is not None:
                 self.canvas.set_window(min(10.0, self.state.result.arrivals_end * 0.25))
+            if first:  # the page's first view: the overview comes with it (no paint to hurry)
+                self.canvas.show_whole_run()
         return simulated
 
     def _stop_finish(self):
@@ -289,12 +296,23 @@ class LabApp:
             self._finish_pending.stop()
             self._finish_pending = None
         self._finish_iter = None
+        self._paint_awaited = None
+
+    def _on_painted(self, run):
+        """The page painted run `run`'s canvas: its second half starts now, not after the wait."""
+        if run != self._paint_awaited or self._finish_iter is None:
+            return  # an older run's paint, or this one is under way already
+        self._paint_awaited = None
+        if self._finish_pending is not None:
+            self._finish_pending.stop()
+        self._finish_pending = later(self._finish_step, FINISH_LAG_MS)
 
     def _finish_step(self):
         """One part of the run's second half per turn (LabState.finish_steps), so a change the
         student makes meanwhile is taken between parts; once a change waits to run, the rest
         is dropped (that run is stale) and the plots stay for the newer run."""
         self._finish_pending = None
+        self._paint_awaited = None  # begun: a paint heard later changes nothing
         steps = self._finish_iter
         if steps is None:
             return
@@ -350,6 +368,7 @@ class LabApp:
     def _update_plots(self):
         self._plots_pending = None
         with pn.io.hold():
+            self.canvas.show_whole_run()  # the overview and the slow steps: after the canvas's paint
             self.plots.update()
             self.twin.update()
 

@@ -29,9 +29,14 @@ shows where the slow steps are over the whole run. A click on a step goes to
 `on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
 transfer a story points at.
 
-Data is built with numpy from the columnar step logs once per run; the browser gets the
-steps around the window only (re-sliced as the window nears the slice's edge), so
-moving the window mostly just moves the x range.
+Data is built with numpy from the columnar step logs, and a change's canvas patch carries
+only what its window needs: the GPU steps around the window are built alone (`step_layers`
+over `step_range`: bisection into each log, so a minute-long run costs what its seconds
+near the window cost; decode runs break at each whole second, so those steps give exactly the
+whole run's runs there), the other layers once per run (`run_layers`: queues, KV bands, the
+link, marks); the whole run's overview and its slow steps (`overview_data`) follow with the
+plots, after the canvas is painted (`show_whole_run`). The steps are rebuilt for a new slice
+as the window nears the slice's edge, so moving the window mostly just moves the x range.
 
 Kept cheap for the browser on purpose (a change of the fleet used to cost more there
 than the simulation did): the figure's height is fixed per mission (`max_rows`), the
@@ -41,6 +46,7 @@ tooltip derives the GPU, start and duration from other columns (every column is 
 websocket frame per update); layers that stay empty are not resent.
 """
 
+import bisect
 import dataclasses
 import html
 import math
@@ -74,7 +80,7 @@ from .story import STEP_TOLERANCE_S, step_at
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
-__all__ = ["Canvas", "timeline_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html", "row_label",
+__all__ = ["Canvas", "timeline_data", "run_layers", "step_layers", "step_range", "overview_data", "max_rows", "frame_px", "row_geometry", "box_geometry", "rows_html", "row_label",
            "legend_html", "roles_text", "ROW_PX", "EMBED_ROW_PX", "FRAME_MAX_PX", "PREFILL_QUEUE", "LINK_QUEUE"]
 
 MIN_FIGURE_PX = 150  # narrow enough for a 320 px phone beside the row labels
@@ -105,6 +111,7 @@ LABEL_PX_PER_CHAR = 6.8  # a generous width of one character of a 12 px row labe
 TWO_LINE_PX = 26  # rows at least this far apart write a GPU type on a line of its own (rows_html)
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
+OVERVIEW_BINS = 240  # the overview's bars across the whole run (at most; half a second each when shorter)
 KEPT_DATA = 6  # runs whose canvas data is kept (LabState keeps as many runs: MAX_KEPT_RUNS)
 
 _STEP_COLS = ("left", "right", "y", "batch", "prompt")  # the tooltip derives the GPU, start and duration
@@ -348,27 +355,71 @@ def _decode_only_s(cost, batch, ctx):
 
 
 def timeline_data(result, target_ms, frame=None):
-    """Column dicts for the canvas: decode, slow, prefill, strip, wire, wait, the queue
-    rows' and KV bands' quads (QUEUE_LAYERS), overview.
+    """Column dicts for the canvas over the whole run: decode, slow, prefill, strip, wire,
+    wait, the queue rows' and KV bands' quads (QUEUE_LAYERS), overview.
 
     `target_ms`: the per-token target a decode step is "slow" against (pass
     `slo.per_token_target_ms`; None: no step is). `frame`: the plot area's height in px,
     which sets the rows' geometry (row_geometry; default frame_px of the row count).
-    Pure numpy over the step logs (no Bokeh), so it is tested without a browser.
+    Pure numpy over the step logs (no Bokeh), so it is tested without a browser. The live
+    canvas builds the same parts apart: `run_layers` once per run, `step_layers` for the
+    steps around the window only, `overview_data` after the canvas is painted.
     """
+    out = run_layers(result, frame)
+    out.update(step_layers(result, target_ms, out["meta"]))
+    out["overview"], _slow_starts = overview_data(result, target_ms)
+    return out
+
+
+def run_layers(result, frame=None):
+    """The layers that are not GPU steps (wire, wait, rejected, preempt, the queue rows, KV
+    bands and role bands) over the whole run, and `meta` (rows, labels, geometry, peaks)."""
     rows, link_row, link_queue_row, labels = _rows(result)
     half = row_geometry(len(labels), frame or frame_px(len(labels)))[0]
+    costs = instance_costs(result.scenario)
+    out = {"preempt": _preempt_marks(result, rows)}
+    out.update(_link_layers(result, link_row))
+    times, ids, predicted = rejections(result)
+    out["rejected"] = {"left": _narrow(times), "right": _narrow(times), "y": np.full(len(times), -half * REJECT_Y, dtype=F32),
+                       "req": ids.astype(np.int32), "pred": _narrow(predicted)}
+    peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
+    _role_layers(result, out, rows, half)
+    span = max(result.end_time, 1e-9)
+    bins = max(1, min(OVERVIEW_BINS, int(math.ceil(span / 0.5))))
+    out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
+                   "bin": span / bins, "half": half, "peaks": peaks, "gpu_rows": rows}
+    return out
+
+
+def step_range(log, lo, hi):
+    """The steps of `log` to draw for the span [lo, hi] s, as indices [i0, i1): every step
+    that overlaps it, widened to the whole seconds of simulated time its first and last
+    start in (decode_runs breaks a run at each whole second, so the runs built from these
+    steps are exactly the whole run's runs there). Bisection: the log is in time order."""
+    first = bisect.bisect_left(log.end, lo)  # the first step that ends at or after lo
+    last = bisect.bisect_right(log.start, hi)  # past the last one that starts by hi
+    if first >= last:
+        return 0, 0
+    i0 = bisect.bisect_left(log.start, math.floor(log.start[first]))
+    i1 = bisect.bisect_left(log.start, math.floor(log.start[last - 1]) + 1)
+    return i0, i1
+
+
+def step_layers(result, target_ms, meta, span=None):
+    """The GPU steps' layers (decode runs and their bounds, slow, prefill, strip) of the steps
+    in `span` (lo, hi) seconds (step_range), or of the whole run (None). `meta`: run_layers'."""
+    rows = meta["gpu_rows"]
     costs = instance_costs(result.scenario)
     limit = (target_ms / 1000.0) if target_ms else math.inf
     parts = {"decode": [], "slow": [], "prefill": [], "strip": [], "bounds": []}
     for log, row in zip(result.gpus, rows):
-        n = len(log)
-        if not n:
+        i0, i1 = (0, len(log)) if span is None else step_range(log, *span)
+        if i0 >= i1:
             continue
-        start = np.asarray(log.start, dtype=float)
-        end = np.asarray(log.end, dtype=float)
-        batch = np.asarray(log.decode_seqs, dtype=np.int32)
-        prompt = np.asarray(log.prefill_tokens, dtype=np.int32)
+        start = np.asarray(log.start[i0:i1], dtype=float)
+        end = np.asarray(log.end[i0:i1], dtype=float)
+        batch = np.asarray(log.decode_seqs[i0:i1], dtype=np.int32)
+        prompt = np.asarray(log.prefill_tokens[i0:i1], dtype=np.int32)
         dur = end - start
         decodes = batch > 0
         slow = decodes & (dur > limit)
@@ -381,7 +432,7 @@ def timeline_data(result, target_ms, frame=None):
                 "left": start[mask], "right": end[mask], "y": np.full(k, row, dtype=F32),
                 "batch": batch[mask], "prompt": prompt[mask],
             })
-        runs, bounds = decode_runs(start, end, batch, prompt, decodes & ~slow)
+        runs, bounds = decode_runs(start, end, batch, prompt, decodes & ~slow, second=np.floor(start))
         if runs is not None:
             runs["y"] = np.full(len(runs["left"]), row, dtype=F32)
             parts["decode"].append(runs)
@@ -389,7 +440,7 @@ def timeline_data(result, target_ms, frame=None):
         mixed = decodes & (prompt > 0)
         if mixed.any():
             idx = np.nonzero(mixed)[0]
-            ctx = np.asarray(log.context_tokens, dtype=float)[idx]
+            ctx = np.asarray(log.context_tokens[i0:i1], dtype=float)[idx]
             decode_only = _decode_only_s(costs[log.index], batch[idx].astype(float), ctx)
             width = dur[idx]
             share = np.clip((width - decode_only) / np.where(width > 0, width, 1.0), 0.0, 1.0)
@@ -397,7 +448,7 @@ def timeline_data(result, target_ms, frame=None):
                 "left": start[idx], "right": start[idx] + width * share,
                 "y": np.full(len(idx), row, dtype=F32),  # drawn at the box's bottom (a Dodge)
             })
-    out = {"preempt": _preempt_marks(result, rows)}
+    out = {}
     bounds = parts.pop("bounds")
     for name, chunks in parts.items():
         cols = {"strip": _STRIP_COLS, "decode": _RUN_COLS}.get(name, _STEP_COLS)
@@ -405,73 +456,90 @@ def timeline_data(result, target_ms, frame=None):
             out[name] = {c: _narrow(np.concatenate([ch[c] for ch in chunks])) for c in cols}
         else:
             out[name] = _empty(cols)
-    out["bounds"] = _bound_ticks(bounds, box_geometry(half)["step_height"])
-    # The link: wire time and waiting (ready..first byte on the wire). A layer-wise transfer is
-    # on the wire only while its layers' chunks are (Transfer.wire_spans): drawing it start..end
-    # would paint other transfers' chunks, which share the wire in between, as its own.
+    out["bounds"] = _bound_ticks(bounds, box_geometry(meta["half"])["step_height"])
+    return out
+
+
+def _link_layers(result, link_row):
+    """{"wire", "wait"}: the link's boxes. Wire time and waiting (ready..first byte on the
+    wire). A layer-wise transfer is on the wire only while its layers' chunks are
+    (Transfer.wire_spans): drawing it start..end would paint other transfers' chunks, which
+    share the wire in between, as its own."""
     transfers = result.transfers
-    if transfers and link_row is not None:
-        k = len(transfers)
-        ready = np.fromiter((t.ready for t in transfers), float, k)
-        begin = np.fromiter((t.start for t in transfers), float, k)
-        spans = [t.wire_spans() for t in transfers]
-        per = np.fromiter((len(sp) for sp in spans), np.intp, k)  # intp: wasm32 cannot repeat by int64
-        lefts = np.fromiter((a for sp in spans for a, _ in sp), float, int(per.sum()))
-        rights = np.fromiter((b for sp in spans for _, b in sp), float, int(per.sum()))
-        owner = np.repeat(np.arange(k), per)
-        wire_s = np.bincount(owner, weights=rights - lefts, minlength=k)
-        common = {
-            "req": np.fromiter((t.request for t in transfers), np.int32, k),
-            "src": np.fromiter((t.src_gpu for t in transfers), np.int32, k),
-            "dst": np.fromiter((t.dst_gpu for t in transfers), np.int32, k),
-            "mb": np.fromiter((t.bytes for t in transfers), float, k) / 1e6,
-            "wait_ms": (begin - ready) * 1000.0,
-            "wire_ms": wire_s * 1000.0,
-            "ready_ms": ready * 1000.0,
-            "y": np.full(k, link_row, dtype=F32),
-            # A white edge parts back-to-back whole transfers; a layer's chunk is too thin for one
-            # (at a 2.5 s window the edges would paint the stream white).
-            "edge": np.fromiter((t.layer_starts is None for t in transfers), F32, k),
-        }
-        out["wire"] = {c: _narrow(v) for c, v in {"left": lefts, "right": rights,
-                                                  **{n: col[owner] for n, col in common.items()}}.items()}
-        waiting = begin > ready
-        out["wait"] = {c: _narrow(v[waiting]) for c, v in {"left": ready, "right": begin, **common}.items()}
-    else:
-        out["wire"] = _empty(_XFER_COLS)
-        out["wait"] = _empty(_XFER_COLS)
-    # Overview: per bin, the share of GPU time spent in slow steps and in any step.
+    if not transfers or link_row is None:
+        return {"wire": _empty(_XFER_COLS), "wait": _empty(_XFER_COLS)}
+    k = len(transfers)
+    ready = np.fromiter((t.ready for t in transfers), float, k)
+    begin = np.fromiter((t.start for t in transfers), float, k)
+    spans = [t.wire_spans() for t in transfers]
+    per = np.fromiter((len(sp) for sp in spans), np.intp, k)  # intp: wasm32 cannot repeat by int64
+    lefts = np.fromiter((a for sp in spans for a, _ in sp), float, int(per.sum()))
+    rights = np.fromiter((b for sp in spans for _, b in sp), float, int(per.sum()))
+    owner = np.repeat(np.arange(k), per)
+    wire_s = np.bincount(owner, weights=rights - lefts, minlength=k)
+    common = {
+        "req": np.fromiter((t.request for t in transfers), np.int32, k),
+        "src": np.fromiter((t.src_gpu for t in transfers), np.int32, k),
+        "dst": np.fromiter((t.dst_gpu for t in transfers), np.int32, k),
+        "mb": np.fromiter((t.bytes for t in transfers), float, k) / 1e6,
+        "wait_ms": (begin - ready) * 1000.0,
+        "wire_ms": wire_s * 1000.0,
+        "ready_ms": ready * 1000.0,
+        "y": np.full(k, link_row, dtype=F32),
+        # A white edge parts back-to-back whole transfers; a layer's chunk is too thin for one
+        # (at a 2.5 s window the edges would paint the stream white).
+        "edge": np.fromiter((t.layer_starts is None for t in transfers), F32, k),
+    }
+    waiting = begin > ready
+    return {
+        "wire": {c: _narrow(v) for c, v in {"left": lefts, "right": rights,
+                                            **{n: col[owner] for n, col in common.items()}}.items()},
+        "wait": {c: _narrow(v[waiting]) for c, v in {"left": ready, "right": begin, **common}.items()},
+    }
+
+
+def overview_data(result, target_ms):
+    """({x, slow, busy}: per bin of the whole run, the share of GPU time in slow steps and in
+    any step; the sorted start times of every slow step, for "next slow step")."""
     span = max(result.end_time, 1e-9)
-    bins = max(1, min(240, int(math.ceil(span / 0.5))))
+    bins = max(1, min(OVERVIEW_BINS, int(math.ceil(span / 0.5))))
     width = span / bins
     edges = np.arange(bins + 1) * width
-    slow_time = _binned(out["slow"]["left"], out["slow"]["right"], edges)
-    busy = np.zeros(bins)
-    for name in ("decode", "slow", "prefill"):
-        busy += _binned(out[name]["left"], out[name]["right"], edges)
+    limit = (target_ms / 1000.0) if target_ms else math.inf
+    starts, ends, slow = [], [], []
+    for log in result.gpus:
+        if not len(log):
+            continue
+        start = np.asarray(log.start, dtype=float)
+        end = np.asarray(log.end, dtype=float)
+        starts.append(start)
+        ends.append(end)
+        slow.append((np.asarray(log.decode_seqs, dtype=np.int32) > 0) & (end - start > limit))
+    if starts:
+        start, end, slow = np.concatenate(starts), np.concatenate(ends), np.concatenate(slow)
+    else:
+        start = end = np.zeros(0)
+        slow = np.zeros(0, dtype=bool)
+    slow_time = _binned(start[slow], end[slow], edges)
+    busy = _binned(start, end, edges)
     gpus = max(1, len(result.gpus))
-    out["overview"] = {
+    overview = {
         "x": _narrow((edges[:-1] + edges[1:]) / 2),
         "slow": _narrow(np.clip(slow_time / (gpus * width), 0, 1)),
         "busy": _narrow(np.clip(busy / (gpus * width), 0, 1)),
     }
-    times, ids, predicted = rejections(result)
-    out["rejected"] = {"left": _narrow(times), "right": _narrow(times), "y": np.full(len(times), -half * REJECT_Y, dtype=F32),
-                       "req": ids.astype(np.int32), "pred": _narrow(predicted)}
-    peaks = _queue_layers(result, out, rows, link_queue_row, half, costs)
-    _role_layers(result, out, rows, half)
-    out["meta"] = {"rows": len(labels), "labels": labels, "link_row": link_row, "link_queue_row": link_queue_row,
-                   "bin": width, "half": half, "peaks": peaks}
-    return out
+    return overview, np.sort(start[slow].astype(F32))
 
 
-def decode_runs(start, end, batch, prompt, mask):
+def decode_runs(start, end, batch, prompt, mask, second=None):
     """One GPU's decode steps within the target (`mask` over its steps) as runs of steps back
     to back: ({left, right, batch (the run's smallest), batch_hi, prompt (summed), steps}, the
     start times of the steps inside runs, where a run's step boundaries are drawn), or (None,
     empty) when there is none. A run is steps next to each other in the log with no gap between
     them (each starts exactly where the one before ended): a slow step, a prefill-only step or
-    an idle moment ends it. Drawing a run as one box instead of ~50 paints the canvas several
+    an idle moment ends it; so does a new value of `second` (the canvas passes each step's
+    start's whole second: a run never crosses one, so the steps around a window build alone,
+    step_range; the break is drawn as the box's white edge, as a tick would be). Drawing a run as one box instead of ~50 paints the canvas several
     times faster in the browser; a click still finds its step (story.step_at reads the log)."""
     idx = np.nonzero(mask)[0]
     if not len(idx):
@@ -479,6 +547,9 @@ def decode_runs(start, end, batch, prompt, mask):
     left, right = start[idx], end[idx]
     new = np.ones(len(idx), dtype=bool)
     new[1:] = (idx[1:] != idx[:-1] + 1) | (left[1:] != right[:-1])
+    if second is not None:
+        whole = second[idx]
+        new[1:] |= whole[1:] != whole[:-1]
     firsts = np.nonzero(new)[0]
     lasts = np.append(firsts[1:], len(idx)) - 1
     b = batch[idx]
@@ -649,10 +720,11 @@ class Canvas(param.Parameterized):
         self._timer = None
         self.after_toggle = None  # called after the play button's label changed (focus repair)
         self._end = WINDOW_S
-        self._slow_starts = np.zeros(0)
+        self._slow_starts = np.zeros(0)  # None: not found yet for this run (slow_starts)
+        self._whole_of = None  # the result show_whole_run last showed
         self._full = {}
         self._buffer = None
-        self._built = []  # [(result, target ms, timeline_data)], newest last (_data_for)
+        self._built = []  # [{result, target, layers, ...}], newest last (_data_for)
         self.sources = {name: ColumnDataSource(_empty(_STEP_COLS)) for name in ("slow", "prefill")}
         self.sources["decode"] = ColumnDataSource(_empty(_RUN_COLS), name="canvas-decode")
         self.sources["bounds"] = ColumnDataSource(_empty(_BOUND_COLS), name="canvas-bounds")
@@ -685,6 +757,7 @@ class Canvas(param.Parameterized):
         state.param.watch(self._on_window, "window_start")
         if state.result is not None:
             self._on_run()
+            self.show_whole_run()
 
     # ------------------------------------------------------------ figures
 
@@ -841,6 +914,8 @@ class Canvas(param.Parameterized):
             requestAnimationFrame(() => requestAnimationFrame(() => {
                 root.dataset.canvasPainted = run;
                 window.__stfPainted = {run: Number(run), at: performance.now()};
+                // The worker measures the run once it is on screen (page_bridge.py, LabApp).
+                document.dispatchEvent(new CustomEvent("stf-painted", {detail: Number(run)}));
             }));
         """))
         fig.x_range.js_on_change("start", CustomJS(code="""
@@ -980,8 +1055,13 @@ class Canvas(param.Parameterized):
     # ------------------------------------------------------------ updates
 
     def _on_run(self, *_):
+        """A new run: the canvas's patch carries what the window shows (its steps alone,
+        built around it: step_layers over step_range) and the run's rows; the whole run's
+        overview and slow steps follow with the plots (show_whole_run), after the paint."""
         state = self.state
         result = state.result
+        self._whole_of = None
+        self._slow_starts = None  # the run's slow steps: show_whole_run (or a jump) finds them
         if result is None:  # the run failed: no stale timeline next to its error
             self._full = {}
             self._buffer = None
@@ -996,19 +1076,15 @@ class Canvas(param.Parameterized):
             self.next_button.styles = INERT_STYLE
             self.meta.data = {"run": [state.sim_id], "rows": [""], "x": [float("nan")], "y": [float("nan")]}
             return
-        data = self._data_for(result, state.scenario.slo.per_token_target_ms)
+        entry = self._data_for(result, state.scenario.slo.per_token_target_ms)
+        data = entry["layers"]
         meta = data["meta"]
-        self._full = {name: data[name] for name in LAYERS if name not in WHOLE_RUN_LAYERS}
+        self._full = {name: data[name] for name in LAYERS if name in data and name not in WHOLE_RUN_LAYERS}
         for name in WHOLE_RUN_LAYERS:  # a few boxes spanning the run: sent once per run, not per slice
             source, cols = self.sources[name], data[name]
             if len(cols["left"]) or len(source.data["left"]):
                 source.data = cols
         self._buffer = None  # forces a fresh slice in _on_window
-        # Small columns go as JSON lists: every array column would be its own websocket frame.
-        self.overview_source.data = {k: np.asarray(v).tolist() for k, v in data["overview"].items()}
-        bin_width = meta["bin"]
-        for r in self.overview.renderers:
-            r.glyph.width = bin_width * 0.92
         n = meta["rows"]
         fig = self.figure
         labels = dict(meta["labels"])
@@ -1022,14 +1098,6 @@ class Canvas(param.Parameterized):
             self._set_geometry(half)
         self._show_peaks(meta)
         self._end = max(result.end_time, WINDOW_S)
-        if self.overview.x_range.end != self._end:
-            self.overview.x_range.update(start=0, end=self._end)
-        self.arrivals_span.location = result.arrivals_end
-        self._slow_starts = np.sort(data["slow"]["left"])
-        # Styled, not `disabled`: toggling that re-renders the button and re-lays out the page
-        # in the browser, in the middle of showing the new run. A click with nothing to jump to
-        # does nothing.
-        self.next_button.styles = INERT_STYLE if len(self._slow_starts) == 0 else LIVE_STYLE
         slider_end = round(max(self._end - WINDOW_S, 0.05), 2)
         if self.slider.end != slider_end:
             self.slider.end = slider_end
@@ -1037,16 +1105,58 @@ class Canvas(param.Parameterized):
         rows = " | ".join(meta["labels"][i] for i in range(meta["rows"]))
         self.meta.data = {"run": [state.sim_id], "rows": [rows], "x": [float("nan")], "y": [float("nan")]}
 
+    def show_whole_run(self):
+        """The run's whole-run views: the overview (its bars, length and arrivals' end) and the
+        slow steps "next slow step" jumps to. The page calls it with the plots, after the
+        canvas's own patch is painted (a second figure repainted in that patch would delay it)."""
+        result = self.state.result
+        if result is None or self._whole_of is result:
+            return
+        self._whole_of = result
+        entry = self._data_for(result, self.state.scenario.slo.per_token_target_ms)
+        overview, slow_starts = self._whole_for(entry)
+        # Small columns go as JSON lists: every array column would be its own websocket frame.
+        self.overview_source.data = {k: np.asarray(v).tolist() for k, v in overview.items()}
+        bin_width = entry["layers"]["meta"]["bin"]
+        for r in self.overview.renderers:
+            if r.glyph.width != bin_width * 0.92:
+                r.glyph.width = bin_width * 0.92
+        if self.overview.x_range.end != self._end:
+            self.overview.x_range.update(start=0, end=self._end)
+        if self.arrivals_span.location != result.arrivals_end:
+            self.arrivals_span.location = result.arrivals_end
+        self._slow_starts = slow_starts
+        # Styled, not `disabled`: toggling that re-renders the button and re-lays out the page
+        # in the browser. A click with nothing to jump to does nothing.
+        style = INERT_STYLE if len(slow_starts) == 0 else LIVE_STYLE
+        if self.next_button.styles != style:
+            self.next_button.styles = style
+
+    def _whole_for(self, entry):
+        if "whole" not in entry:
+            entry["whole"] = overview_data(entry["result"], entry["target"])
+        return entry["whole"]
+
+    def slow_starts(self):
+        """The start times of the run's slow steps, sorted (found once per run)."""
+        if self._slow_starts is None:
+            result = self.state.result
+            if result is None:
+                return np.zeros(0)
+            self._slow_starts = self._whole_for(self._data_for(result, self.state.scenario.slo.per_token_target_ms))[1]
+        return self._slow_starts
+
     def _data_for(self, result, target_ms):
-        """timeline_data of `result`, built once while the state keeps the run (a setting the
-        student comes back to reuses its run: LabState._kept)."""
-        for i, (kept, target, data) in enumerate(self._built):
-            if kept is result and target == target_ms:
+        """The run's layers other than the steps (run_layers), built once while the state keeps
+        the run (a setting the student comes back to reuses its run: LabState._kept), with its
+        overview once built and its last slice of steps."""
+        for i, entry in enumerate(self._built):
+            if entry["result"] is result and entry["target"] == target_ms:
                 self._built.append(self._built.pop(i))
-                return data
-        data = timeline_data(result, target_ms, self._frame_px)
-        self._built = self._built[-(KEPT_DATA - 1):] + [(result, target_ms, data)]
-        return data
+                return entry
+        entry = {"result": result, "target": target_ms, "layers": run_layers(result, self._frame_px)}
+        self._built = self._built[-(KEPT_DATA - 1):] + [entry]
+        return entry
 
     def _set_geometry(self, half):
         if half == self._geometry:
@@ -1080,23 +1190,33 @@ class Canvas(param.Parameterized):
 
         Drawing cost in the browser grows with every bar in a data source, not just the
         visible ones, so a whole run (tens of thousands of steps) would make every
-        repaint slow. The buffer is re-sliced when the window nears its edge.
+        repaint slow. The buffer is re-sliced when the window nears its edge: the GPU steps
+        are built for it from the logs (step_layers), the other layers cut from the run's.
         """
-        if not self._full:
+        result = self.state.result
+        if not self._full or result is None:
             return
         lo, hi = t0, t0 + WINDOW_S
         if self._buffer is not None and self._buffer[0] <= lo and hi <= self._buffer[1]:
             return
         lo, hi = t0 - BUFFER_S, t0 + WINDOW_S + BUFFER_S
         self._buffer = (lo, hi)
+        entry = self._data_for(result, self.state.scenario.slo.per_token_target_ms)
+        if entry.get("span") != (lo, hi):
+            entry["span"], entry["steps"] = (lo, hi), step_layers(result, entry["target"], entry["layers"]["meta"], (lo, hi))
+        layers = dict(entry["steps"])
         for name, cols in self._full.items():
+            if len(cols["left"]):
+                keep = (cols.get("right", cols["left"]) >= lo) & (cols["left"] <= hi)
+                cols = {c: v[keep] for c, v in cols.items()}
+            layers[name] = cols
+        for name, cols in layers.items():
             source = self.sources[name]
             if not len(cols["left"]):
                 if len(source.data["left"]):  # an empty layer stays empty: nothing to send
                     source.data = _empty(tuple(cols))
                 continue
-            keep = (cols.get("right", cols["left"]) >= lo) & (cols["left"] <= hi)  # bounds: points, no right
-            source.data = {c: v[keep] for c, v in cols.items()}
+            source.data = cols
 
     def _on_slider(self, event):
         if not self._syncing_slider:
@@ -1166,7 +1286,7 @@ class Canvas(param.Parameterized):
         After the last one it wraps to the first; returns "moved", "wrapped" or "none"
         (no slow step, or every one is already on screen), also shown beside the keys.
         """
-        starts = self._slow_starts
+        starts = self.slow_starts()
         t0 = self.state.window_start
         end = t0 + WINDOW_S
         if not len(starts):
@@ -1183,7 +1303,7 @@ class Canvas(param.Parameterized):
 
     def _jumped(self, how):
         note = {"moved": "", "wrapped": "back to the first slow step",
-                "none": "no more slow steps beyond this window" if len(self._slow_starts) else "no slow steps in this run"}[how]
+                "none": "no more slow steps beyond this window" if len(self.slow_starts()) else "no slow steps in this run"}[how]
         if note != self._jump_note:
             self._jump_note = note
             self.keys_pane.object = _keys_html(note)

@@ -19,6 +19,9 @@
   N next slow step), ignored while typing or while a slider has the focus.
 - Focus: Bokeh re-renders a button whose label changes, which drops the keyboard
   focus; `refocus(css_class)` puts it back if it was there.
+- Painted: the canvas dispatches `stf-painted` (detail: the run) on the document once a
+  run's data is painted (canvas.py); the bridge hands the run to `on_painted`, so the
+  worker measures the run after the browser has drawn it, not while it draws.
 
 All of it runs on the page through a tiny `JSComponent`, so it works over the
 server's websocket and from Pyodide's web worker alike.
@@ -88,11 +91,16 @@ export function render({ model }) {
     event.preventDefault();
     model.send_msg({type: "key", action});
   };
+  const onPainted = (event) => {
+    if (Number.isInteger(event.detail)) model.send_msg({type: "painted", run: event.detail});
+  };
   document.addEventListener("focusin", onFocus, true);
   document.addEventListener("keydown", onKey);
+  document.addEventListener("stf-painted", onPainted);
   model.on("remove", () => {
     document.removeEventListener("focusin", onFocus, true);
     document.removeEventListener("keydown", onKey);
+    document.removeEventListener("stf-painted", onPainted);
   });
   const root = document.documentElement;
   let applied = -1;
@@ -162,10 +170,11 @@ class PageBridge(Bridge):
     _esm = _ESM
     _rename = {"action": None}
 
-    def __init__(self, on_key=None, on_pop=None, **params):
+    def __init__(self, on_key=None, on_pop=None, on_painted=None, **params):
         super().__init__(**params)
         self._on_key = on_key
         self._on_pop = on_pop
+        self._on_painted = on_painted
 
     def _handle_msg(self, data):
         if not isinstance(data, dict):
@@ -176,6 +185,8 @@ class PageBridge(Bridge):
                 self._on_key(data["action"])
         elif data.get("type") == "popstate" and isinstance(data.get("search"), str) and self._on_pop is not None:
             self._on_pop(data["search"][:4000])
+        elif data.get("type") == "painted" and type(data.get("run")) is int and self._on_painted is not None:
+            self._on_painted(data["run"])
 
     def _write(self, search, push):
         if isinstance(search, str) and search.startswith("?"):

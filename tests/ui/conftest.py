@@ -153,8 +153,8 @@ class HeldTimers:
     """Stands in for lab.ui.app.later: every timer is kept, and runs only when fired."""
 
     class Timer:
-        def __init__(self, callback):
-            self.callback, self.stopped = callback, False
+        def __init__(self, callback, delay_ms=None):
+            self.callback, self.delay_ms, self.stopped = callback, delay_ms, False
 
         def stop(self):
             self.stopped = True
@@ -163,7 +163,7 @@ class HeldTimers:
         self.timers = []
 
     def later(self, callback, delay_ms):
-        timer = self.Timer(callback)
+        timer = self.Timer(callback, delay_ms)
         self.timers.append(timer)
         return timer
 

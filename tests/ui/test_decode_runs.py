@@ -79,7 +79,7 @@ def test_a_click_inside_a_run_opens_the_step_under_it(ran):
     canvas.on_step = lambda gpu, step: picked.append((gpu, step))
     result = ran.result
     rows = _rows(result)[0]
-    runs = canvas._full["decode"]
+    runs = canvas.sources["decode"].data  # the runs around the window
     i = int(np.argmax(runs["steps"]))  # the longest run
     gpu = rows.index(int(runs["y"][i]))
     log = result.gpus[gpu]
@@ -93,3 +93,48 @@ def test_a_click_inside_a_run_opens_the_step_under_it(ran):
 
     canvas._on_step_tap(Tap)
     assert picked == [(gpu, k)] and step_at(log, Tap.x) == k
+
+
+def _rows_of(cols):
+    names = sorted(cols)
+    return {tuple(float(cols[c][i]) for c in names) for i in range(len(cols[names[0]]))}
+
+
+@pytest.mark.parametrize("mission, settings", [(M1, {}), (M1, {"layout": "disaggregated"}), ("ui-decode-drowns", {})])
+def test_the_steps_built_around_a_window_are_the_whole_runs_steps_there(catalog, mission, settings):
+    """The live canvas builds only the steps around its window (step_layers over step_range):
+    the same boxes, runs and ticks as the whole run's, every one that overlaps the span, and
+    runs whole (a run breaks at each whole second, so none is cut at the span's edges)."""
+    from lab.ui.canvas import run_layers, step_layers
+
+    state = LabState.from_query(catalog, f"?mission={mission}")
+    assert not settings or state.change_many(settings)
+    state.run()
+    result, target = state.result, state.scenario.slo.per_token_target_ms
+    whole = timeline_data(result, target)
+    meta = run_layers(result)["meta"]
+    for lo, hi in ((-1.5, 4.0), (7.3, 12.8), (result.end_time - 3.0, result.end_time + 1.5), (1e6, 1e6 + 5)):
+        part = step_layers(result, target, meta, (lo, hi))
+        for name in ("decode", "slow", "prefill", "strip"):
+            got, every = _rows_of(part[name]), _rows_of(whole[name])
+            assert got <= every, name  # nothing the whole run does not draw, runs not cut
+            cols = whole[name]
+            overlap = (cols["right"] >= lo) & (cols["left"] <= hi)
+            assert _rows_of({c: v[overlap] for c, v in cols.items()}) <= got, name  # and all it draws there
+        ticks = set(part["bounds"]["left"][0::3].tolist())
+        assert ticks <= set(whole["bounds"]["left"][0::3].tolist())
+        inside = whole["bounds"]["left"][0::3]
+        assert set(inside[(inside >= lo) & (inside <= hi)].tolist()) <= ticks
+    runs = whole["decode"]
+    assert len(runs["left"]) * 5 < int(runs["steps"].sum())  # broken at each second, runs still merge most steps
+
+
+def test_a_run_breaks_where_its_steps_start_in_a_new_second():
+    start = np.array([0.2, 0.5, 0.8, 1.1, 1.4, 1.7, 2.0])
+    end = np.append(start[1:], 2.3)
+    ones = np.ones(7, dtype=np.int32)
+    runs, bounds = decode_runs(start, end, ones, ones * 0, np.ones(7, dtype=bool), second=np.floor(start))
+    assert runs["left"].tolist() == [0.2, 1.1, 2.0] and runs["steps"].tolist() == [3, 3, 1]
+    assert runs["right"].tolist() == [1.1, 2.0, 2.3]  # a run's last step may end in the next second
+    assert bounds.tolist() == [0.5, 0.8, 1.4, 1.7]
+    assert decode_runs(start, end, ones, ones * 0, np.ones(7, dtype=bool))[0]["steps"].tolist() == [7]

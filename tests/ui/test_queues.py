@@ -207,7 +207,7 @@ def test_every_view_marks_steps_against_the_max_gap_when_the_slo_sets_one():
     slo = state.scenario.slo
     assert slo.tpot_ms is not None and slo.max_gap_ms is not None and slo.tpot_ms < slo.max_gap_ms
     canvas = Canvas(state)
-    slow = canvas._full["slow"]
+    slow = timeline_data(state.result, slo.per_token_target_ms)["slow"]
     dur_ms = (slow["right"].astype(float) - slow["left"]) * 1000.0
     assert np.all(dur_ms > slo.max_gap_ms - 0.02)
     between = sum(1 for g in state.result.gpus for s, e, b in zip(g.start, g.end, g.decode_seqs)

@@ -1,6 +1,7 @@
 """A run in two halves: the canvas's patch first (LabState.simulate), the metrics, stars and
 tables in a later one (LabState.finish), and no simulated run left unjudged."""
 
+import numpy as np
 import pytest
 
 pytest.importorskip("panel")
@@ -248,3 +249,58 @@ def test_kept_and_unjudged_runs_are_bounded_by_their_steps_too(catalog, monkeypa
     state.change("gpus", start)
     assert state.simulate() and len(state._kept) == 1 and state._kept_run(state.scenario, state.run_input()[1])
     assert state._unjudged == []  # the two replaced runs were over the bound: judged at once
+
+
+def _pending(app_timers, callback):
+    return [t for t in app_timers.timers if t.callback == callback and not t.stopped]
+
+
+def test_the_second_half_starts_once_the_page_has_painted_the_canvas(catalog, app_timers):
+    """The metrics wait for the page's word that the run's canvas is painted (the canvas's
+    `stf-painted`, through PageBridge), so the browser draws it with the CPU to itself; a
+    page that says nothing (a hidden tab) gets them FINISH_WAIT_MS later all the same."""
+    import lab.ui.app as app
+
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    lab._run_now()
+    waiting = _pending(app_timers, lab._finish_step)
+    assert [t.delay_ms for t in waiting] == [app.FINISH_WAIT_MS] and app.FINISH_WAIT_MS > 10 * app.FINISH_LAG_MS
+    lab.url._handle_msg({"type": "painted", "run": lab.state.sim_id - 1})  # an older run's paint
+    lab.url._handle_msg({"type": "painted", "run": str(lab.state.sim_id)})  # not a run number
+    assert _pending(app_timers, lab._finish_step) == waiting
+    lab.url._handle_msg({"type": "painted", "run": lab.state.sim_id})
+    now = _pending(app_timers, lab._finish_step)
+    assert waiting[0].stopped and [t.delay_ms for t in now] == [app.FINISH_LAG_MS]
+    lab.url._handle_msg({"type": "painted", "run": lab.state.sim_id})  # said twice: still one second half
+    assert _pending(app_timers, lab._finish_step) == now
+    _finish_turns(lab, app_timers)
+    assert lab.state.run_id == lab.state.sim_id == 1 and not lab.state.busy
+
+
+def test_the_overview_follows_with_the_plots_not_with_the_canvas(catalog, app_timers):
+    """A change's canvas patch carries the window's steps only; the whole run's overview (and
+    the slow steps "next slow step" jumps to) come with the plots, after the paint."""
+    import lab.ui.app as app
+
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    doc = Document()
+    lab.view.server_doc(doc)
+    lab._run_now()  # the first run: its overview comes with it (nothing on screen yet to hurry)
+    first = list(lab.canvas.overview_source.data["busy"])
+    assert first and max(first) > 0
+    _finish_turns(lab, app_timers)
+    app_timers.fire(lab._update_plots)
+    seen = _changed_models(doc)
+    lab.on_change("gpus", lab.state.settings["gpus"] + 1)
+    assert lab.state.busy
+    lab._run_now()
+    assert id(lab.canvas.sources["decode"]) in {id(m) for m in seen}
+    assert id(lab.canvas.overview_source) not in {id(m) for m in seen}
+    assert lab.canvas.overview_source.data["busy"] == first  # still the last run's, for a moment
+    seen.clear()
+    _finish_turns(lab, app_timers)
+    app_timers.fire(lab._update_plots)
+    assert id(lab.canvas.overview_source) in {id(m) for m in seen}
+    assert lab.canvas.overview_source.data["busy"] != first
+    starts = lab.canvas.slow_starts()
+    assert len(starts) and np.all(np.diff(starts) >= 0)
