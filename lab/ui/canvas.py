@@ -1155,7 +1155,9 @@ class Canvas(param.Parameterized):
                 self._built.append(self._built.pop(i))
                 return entry
         entry = {"result": result, "target": target_ms, "layers": run_layers(result, self._frame_px)}
-        self._built = self._built[-(KEPT_DATA - 1):] + [entry]
+        # Only runs the state still keeps (it also bounds them by their steps: MAX_HELD_STEPS).
+        kept = [e for e in self._built[-(KEPT_DATA - 1):] if self.state.is_kept(e["result"])]
+        self._built = kept + [entry]
         return entry
 
     def _set_geometry(self, half):

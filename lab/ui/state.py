@@ -675,6 +675,10 @@ class LabState(param.Parameterized):
     def _entry_of(self, result):
         return next((k for k in self._kept.values() if k["result"] is result), None)
 
+    def is_kept(self, result):
+        """Whether `result` is one of the kept runs (what may hold on to its data)."""
+        return self._entry_of(result) is not None
+
     def _measured(self, result):
         """(rows, metrics, stars met) of `result`: measured once per kept run."""
         kept = self._entry_of(result) or {}

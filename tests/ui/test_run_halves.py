@@ -304,3 +304,24 @@ def test_the_overview_follows_with_the_plots_not_with_the_canvas(catalog, app_ti
     assert lab.canvas.overview_source.data["busy"] != first
     starts = lab.canvas.slow_starts()
     assert len(starts) and np.all(np.diff(starts) >= 0)
+
+
+def test_the_canvas_holds_data_only_for_runs_the_state_still_keeps(catalog, monkeypatch):
+    """The canvas's per-run data (Canvas._built) follows the state's kept runs, so the steps
+    bound on kept runs bounds what the canvas holds too; the run shown always has its data."""
+    from lab.ui import state as state_module
+    from lab.ui.canvas import Canvas
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    canvas = Canvas(state)
+    start = state.settings["gpus"]
+    assert start + 3 <= state.mission.controls["gpus"].max, "the mission's gpus range is too narrow for this test"
+    assert state.simulate()
+    for gpus in (start + 1, start + 2):
+        state.change("gpus", gpus)
+        assert state.simulate()
+    assert len(canvas._built) == 3  # three runs, all kept
+    monkeypatch.setattr(state_module, "MAX_HELD_STEPS", 1)  # from the next new run on, only the newest is kept
+    state.change("gpus", start + 3)
+    assert state.simulate() and len(state._kept) == 1
+    assert [e["result"] for e in canvas._built] == [state.result]
