@@ -65,6 +65,7 @@ from bokeh.plotting import figure
 from lab.core.cost import instance_costs
 from lab.core.prefix_cache import kv_taken_by_instance
 from lab.core.result import instance_label
+from lab.core.ticks import TICKS_PER_S, to_seconds
 
 from .fleet_words import gpu_type_text
 from .queues import kv_usage, link_queue, prefill_queue, rejections
@@ -365,8 +366,10 @@ def timeline_data(result, target_ms, frame=None):
         n = len(log)
         if not n:
             continue
-        start = np.asarray(log.start, dtype=float)
-        end = np.asarray(log.end, dtype=float)
+        # The log's ticks, in seconds here (the same doubles as its `start`/`end`, without
+        # making those: README "Time base").
+        start = np.asarray(log.start_t, dtype=float) / TICKS_PER_S
+        end = np.asarray(log.end_t, dtype=float) / TICKS_PER_S
         batch = np.asarray(log.decode_seqs, dtype=np.int32)
         prompt = np.asarray(log.prefill_tokens, dtype=np.int32)
         dur = end - start
@@ -510,10 +513,10 @@ def _preempt_marks(result, rows):
     xs, ys, reqs = [], [], []
     for log, row in zip(result.gpus, rows):
         for step, rid in log.preempted:
-            if step < len(log.start):
-                xs.append(log.start[step])
+            if step < len(log):
+                xs.append(to_seconds(log.start_t[step]))
             elif step:
-                xs.append(log.end[step - 1])
+                xs.append(to_seconds(log.end_t[step - 1]))
             else:
                 continue
             ys.append(row)
