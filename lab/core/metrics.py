@@ -6,7 +6,11 @@ Conventions (also in the README):
 - TPOT = (last token - first token) / (output - 1), as vLLM's benchmark; undefined
   (None) for one-token outputs, which then meet any TPOT or gap target.
 - Inter-token gaps: first token -> second, ..., the last two. `worst_gap_ms` is a
-  request's largest; `itl_*` pools every gap of every request.
+  request's largest; `itl_*` pools every gap of every request. A gap is a difference of
+  step ends in ticks (`GpuLog.end_t`: exact), in seconds once where a value is shown
+  (`request_gap_ticks`, the one rule; `request_gaps` is it in seconds). Busy times sum
+  ticks too; loops over steps never read the seconds columns (result.py makes those only
+  when read).
 - A request meets the SLO when it finished and meets every target the SLO sets.
 - Early rejection (`fleet.admission`): a rejected request is a miss in `slo_attainment`
   and `goodput_rps`, is neither finished nor unfinished (`rejected` counts it), has no

@@ -43,17 +43,18 @@ class GpuLog:
 
     Step times come in two units: `start_t` / `end_t` in integer ticks (ticks.py: whole
     numbers, floats or ints, exactly what the engine added up) and `start` / `end` in
-    seconds. Each time column stores one of them, its source, and makes the other from it
+    seconds. A log stores one unit, its source, and makes the other from it
     when read (`_TimeColumn`):
     - the engine's logs store ticks; their seconds are made once, on the first read, and
       kept (ticks / 10**12, one correctly rounded division each), so a run does not pay
       for seconds that nothing reads, and metrics loop over ticks (exact differences);
-    - a log built with seconds (`GpuLog(..., start=[...], end=[...])`, or appended to
-      `log.start`, as tests and tools do) stores them; its ticks are `to_ticks` of them,
-      made afresh on every read (such logs are small), so editing its seconds in place
-      shows in its ticks.
-    Set a column only through the constructor, and edit in place only a column
-    the log stores (a derived one is a copy; seconds made from ticks are kept)."""
+    - a log built with seconds (`GpuLog(..., start=[...], end=[...])`, or `GpuLog(i, role)`
+      appended to through `log.start`, as tests and tools do) stores them, and is a
+      `_SecondsGpuLog`; its ticks are `to_ticks` of them, made afresh on every read (such
+      logs are small), so editing its seconds in place shows in its ticks.
+    `stores_ticks` says which. Give a log its times through the constructor, and edit in
+    place only the unit it stores (a made column is a copy; seconds made from ticks are
+    kept)."""
 
     index: int  # global instance index; disaggregated fleets number prefill instances first
     role: str  # "colocated" | "prefill" | "decode"
@@ -96,13 +97,21 @@ class GpuLog:
             self.gpu_ids = tuple(range(self.index * self.tp, (self.index + 1) * self.tp))
         if not self.label:
             self.label = instance_label(self.gpu_ids)
-        stored = self.__dict__
-        for name in ("start", "end", "start_t", "end_t"):  # a unit not given: made when read
-            if stored.get(name) is None:
-                stored.pop(name, None)
-        for name in ("start", "end"):  # a column given in neither unit: empty seconds
-            if name not in stored and name + "_t" not in stored:
-                stored[name] = []
+        # The unit it stores: ticks when given them (the engine), else seconds. The other
+        # unit's attributes go (the dataclass set them to None), so reading one runs
+        # _TimeColumn; a log in seconds is a _SecondsGpuLog, whose class makes its ticks.
+        # (CPython 3.11 reads an attribute fast only while the object has no `__dict__`
+        # made and its class no descriptor of that name: the engine reads `log.start_t`
+        # and the other columns every step.)
+        self.stores_ticks = self.start_t is not None or self.end_t is not None
+        kept, made = (("start_t", "end_t"), ("start", "end")) if self.stores_ticks else (("start", "end"), ("start_t", "end_t"))
+        for name in kept:
+            if getattr(self, name) is None:
+                setattr(self, name, [])
+        for name in made:
+            delattr(self, name)
+        if not self.stores_ticks:
+            self.__class__ = _SecondsGpuLog
 
     # Each step column's array typecode: times are doubles (seconds, or whole-number ticks
     # under 2**52: engine.FLOAT_TICKS_BELOW); batch and prompt tokens fit 4 bytes (spec.py
@@ -113,22 +122,18 @@ class GpuLog:
     INT_TICK_COLUMN_TYPES = (("start", "q"), ("end", "q")) + COLUMN_TYPES[2:]
 
     def __len__(self):
-        stored = self.__dict__
-        return len(stored["end_t"] if "end_t" in stored else stored["end"])
+        return len(self.end_t if self.stores_ticks else self.end)
 
     def compact(self, types=COLUMN_TYPES):
         """Store the step columns as typed arrays (see the module docstring), one at a time
         so a run's peak holds at most one column twice. A time column's code applies to its
         source (ticks or seconds); seconds made from ticks are doubles. Idempotent."""
-        stored = self.__dict__
         for name, code in types:
-            if name + "_t" in stored:  # a time column stored as ticks
-                if name in stored and not isinstance(stored[name], array):
-                    stored[name] = array("d", stored[name])  # (its seconds, already made)
-                name += "_t"
-            column = stored[name]
+            if self.stores_ticks and name in ("start", "end"):
+                name += "_t"  # (seconds made later from an array are an array too)
+            column = getattr(self, name)
             if not isinstance(column, array):
-                stored[name] = array(code, column)
+                setattr(self, name, array(code, column))
         return self
 
     def busy_t(self):
@@ -143,8 +148,8 @@ class GpuLog:
 class _TimeColumn:
     """A GpuLog time column (`start`/`end` in seconds, `start_t`/`end_t` in ticks) that the
     log does not store, made from the other unit (see GpuLog). A non-data descriptor: a
-    column the log stores sits in its `__dict__` and is read as a plain attribute (the
-    engine appends to `start_t` every step), this runs only for the missing one."""
+    column the log stores is an instance attribute, read as a plain one (the engine
+    appends to `start_t` every step); this runs only for the missing unit."""
 
     def __init__(self, name, ticks):
         self.name = name  # "start" | "end"
@@ -154,9 +159,10 @@ class _TimeColumn:
         if log is None:
             return self
         if self.ticks:  # from seconds, afresh each time (a hand-built log)
-            return _to_ticks_column(log.__dict__[self.name])
-        seconds = log.__dict__[self.name] = _seconds_column(log, self.name, log.__dict__[self.name + "_t"])
-        return seconds  # kept: the next read is a plain attribute
+            return _to_ticks_column(getattr(log, self.name))
+        seconds = _seconds_column(log, self.name, getattr(log, self.name + "_t"))
+        setattr(log, self.name, seconds)  # kept: the next read is a plain attribute
+        return seconds
 
 
 def _to_ticks_column(seconds):
@@ -179,9 +185,16 @@ def _seconds_column(log, name, ticks):
     return array("d", seconds) if isinstance(ticks, array) else seconds
 
 
+class _SecondsGpuLog(GpuLog):
+    """A GpuLog built in seconds (GpuLog.__post_init__ makes it one): its ticks are made
+    from its seconds when read."""
+
+
+# Set after the dataclass is built, so its defaults (None) stay out of the way.
 for _name in ("start", "end"):
     setattr(GpuLog, _name, _TimeColumn(_name, ticks=False))
-    setattr(GpuLog, _name + "_t", _TimeColumn(_name, ticks=True))
+    delattr(GpuLog, _name + "_t")  # (the dataclass's default: no class attribute, see __post_init__)
+    setattr(_SecondsGpuLog, _name + "_t", _TimeColumn(_name, ticks=True))
 
 
 @dataclass
