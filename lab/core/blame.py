@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from itertools import compress
 
 from .cost import instance_costs
-from .metrics import step_gaps_of, request_metrics
+from .metrics import first_token_ticks, step_gaps_of, request_metrics
 from .policies import prefill_slice
 from .ticks import to_seconds, to_ticks
 
@@ -241,7 +241,7 @@ def _worst_gap(result, rec, step_gaps):
     if rec.first_token is None:
         return None
     best = None
-    prev = to_ticks(rec.first_token)
+    prev = first_token_ticks(rec)
     for k, (g, a, b) in enumerate(rec.stretches()):
         if b < a:
             continue  # preempted before it emitted in this stretch

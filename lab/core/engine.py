@@ -1341,6 +1341,7 @@ def _in_seconds(records, logs, transfers, floats):
         if rec.prefill_end is not None:
             rec.prefill_end /= per
         if rec.first_token is not None:
+            rec.first_token_t = rec.first_token  # (kept: metrics take its gaps in ticks)
             rec.first_token /= per
         if rec.finish is not None:
             rec.finish /= per

@@ -56,6 +56,7 @@ __all__ = [
     "cost_and_energy",
     "request_gaps",
     "request_gap_ticks",
+    "first_token_ticks",
     "gap_steps",
     "pooled_gaps",
     "kv_use",
@@ -214,11 +215,11 @@ def step_gaps_of(log):
     return gaps
 
 
-def _first_token_t(rec):
-    """A request's first token, in ticks: the tick the engine emitted it at while a run's
-    times stay under 2**52 ticks (75 minutes: seconds made from ticks round-trip there,
-    ticks.py); beyond, the nearest tick to its seconds."""
-    return to_ticks(rec.first_token)
+def first_token_ticks(rec):
+    """A request's first token, in ticks: the engine's (`RequestRecord.first_token_t`), or
+    a hand-built record's seconds back in ticks."""
+    t = rec.first_token_t
+    return to_ticks(rec.first_token) if t is None else t
 
 
 class RangeMax:
@@ -259,7 +260,7 @@ def request_gap_ticks(result, rec):
     if rec.first_token is None:
         return []
     gaps = []
-    prev = _first_token_t(rec)
+    prev = first_token_ticks(rec)
     for g, a, b in rec.stretches():
         if b < a:
             continue  # preempted before it emitted in this stretch
@@ -352,7 +353,7 @@ def _request_values(result, step_gaps=None):
                 worst_t = max(request_gap_ticks(result, rec))
             else:
                 g = rec.decode_gpu
-                first_gap = result.gpus[g].end_t[rec.decode_first_step] - _first_token_t(rec)
+                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_token_ticks(rec)
                 if ranges[g] is None:
                     ranges[g] = RangeMax(step_gaps[g])
                 rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
@@ -392,7 +393,7 @@ def pooled_gaps(result, step_gaps):
         if rec.earlier:
             if in_batch is None:
                 in_batch = resumed_in_batch(result)
-            prev = _first_token_t(rec)
+            prev = first_token_ticks(rec)
             for k, (g, a, b) in enumerate(rec.stretches()):
                 end = gpus[g].end_t
                 if b < a:
@@ -411,7 +412,7 @@ def pooled_gaps(result, step_gaps):
             continue
         first = firsts[rec.decode_gpu]
         first[a] = first.get(a, 0) + 1
-        values.append(end[a] - _first_token_t(rec))
+        values.append(end[a] - first_token_ticks(rec))
         counts.append(1)
     for g, log in enumerate(gpus):
         first = firsts[g]

@@ -255,6 +255,9 @@ class RequestRecord:
     # of the steps of `stretches()` in order; empty for a request that decoded in one go.
     earlier: list = None
     preemptions: int = 0  # times it lost its KV (fleet.kv_policy on_demand)
+    # The first token's tick (ticks.py), as the engine had it: metrics take its first gap in
+    # ticks. None in a hand-built record (metrics then use to_ticks(first_token)).
+    first_token_t: float = None
 
     @property
     def finished(self):

@@ -37,8 +37,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from lab.core.metrics import pooled_gaps, step_gaps_of
-from lab.core.ticks import TICKS_PER_S, to_ticks
+from lab.core.metrics import first_token_ticks, pooled_gaps, step_gaps_of
+from lab.core.ticks import TICKS_PER_S
 
 from .story import nearest_point
 from .theme import CSS, FONT_STACK, PALETTE
@@ -78,7 +78,7 @@ def token_gaps(result):
     dgpu = np.fromiter((r.decode_gpu for r in reqs), np.int64, len(reqs))
     first = np.fromiter((r.decode_first_step for r in reqs), np.int64, len(reqs))
     # In ticks, as the metrics take gaps (metrics.request_gap_ticks), in ms once at the end.
-    ftok = np.fromiter((to_ticks(r.first_token) if r.first_token is not None else np.nan for r in reqs), float, len(reqs))
+    ftok = np.fromiter((first_token_ticks(r) if r.first_token is not None else np.nan for r in reqs), float, len(reqs))
     for g, log in enumerate(result.gpus):
         n = len(log)
         if n == 0:
