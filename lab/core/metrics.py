@@ -44,7 +44,7 @@ from . import kv
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .prefix_cache import kv_taken_tokens
-from .ticks import to_seconds, to_ticks
+from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = [
     "METRIC_NAMES",
@@ -210,7 +210,10 @@ def step_gaps_of(log):
     if not end:
         return []
     # A compacted (big) run's gaps are an array of its ticks' kind: a quarter of a list's memory.
-    gaps = array(end.typecode, [0]) if isinstance(end, array) else [0]
+    # The first is a zero of the ticks' type: a float run's gaps all floats, so sorting them
+    # compares floats directly (one int among them makes every comparison generic).
+    zero = end[0] - end[0]
+    gaps = array(end.typecode, [zero]) if isinstance(end, array) else [zero]
     gaps.extend(map(sub, end[1:], end))
     return gaps
 
@@ -353,12 +356,15 @@ def _request_values(result, step_gaps=None):
                 worst_t = max(request_gap_ticks(result, rec))
             else:
                 g = rec.decode_gpu
-                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_token_ticks(rec)
+                first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+                if first_t is None:
+                    first_t = first_token_ticks(rec)
+                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
                 if ranges[g] is None:
                     ranges[g] = RangeMax(step_gaps[g])
                 rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
                 worst_t = first_gap if first_gap > rest else rest
-            worst_ms = to_seconds(worst_t) * 1000.0
+            worst_ms = worst_t / TICKS_PER_S * 1000.0  # (to_seconds, inline: it runs per request)
         met = finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -412,7 +418,10 @@ def pooled_gaps(result, step_gaps):
             continue
         first = firsts[rec.decode_gpu]
         first[a] = first.get(a, 0) + 1
-        values.append(end[a] - first_token_ticks(rec))
+        first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+        if first_t is None:
+            first_t = first_token_ticks(rec)
+        values.append(end[a] - first_t)
         counts.append(1)
     for g, log in enumerate(gpus):
         first = firsts[g]
