@@ -327,7 +327,7 @@ class _Simulation(RoleChanges):
                 if self.steps >= compact_at:  # checked per arrival, not per event: cheaper
                     compact_at = INF
                     for gpu in gpus:
-                        gpu.log.compact(GpuLog.COLUMN_TYPES if self.floats else GpuLog.INT_TICK_COLUMN_TYPES)
+                        gpu.log.compact(GpuLog.COLUMN_TYPES if self.floats else GpuLog.TICK_COLUMN_TYPES)
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
@@ -1365,7 +1365,7 @@ def _compacted(logs, floats):
     """The run's logs, compacted when they are big enough to be worth it (COMPACT_STEPS)."""
     if sum(len(log) for log in logs) >= COMPACT_STEPS:
         for log in logs:
-            log.compact(GpuLog.COLUMN_TYPES if floats else GpuLog.INT_TICK_COLUMN_TYPES)
+            log.compact(GpuLog.COLUMN_TYPES if floats else GpuLog.TICK_COLUMN_TYPES)
     return logs
 
 

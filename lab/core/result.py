@@ -119,7 +119,7 @@ class GpuLog:
     COLUMN_TYPES = (("start", "d"), ("end", "d"), ("decode_seqs", "i"), ("prefill_tokens", "i"),
                     ("context_tokens", "q"))
     # A long run's ticks are ints: 8-byte ints, the same size.
-    INT_TICK_COLUMN_TYPES = (("start", "q"), ("end", "q")) + COLUMN_TYPES[2:]
+    TICK_COLUMN_TYPES = (("start", "q"), ("end", "q")) + COLUMN_TYPES[2:]
 
     def __len__(self):
         return len(self.end_t if self.stores_ticks else self.end)
