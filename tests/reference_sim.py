@@ -487,6 +487,7 @@ class _Sim:
         for s in self.seqs:
             s.arrival, s.prefill_start, s.prefill_end = sec(s.arrival), sec(s.prefill_start), sec(s.prefill_end)
             s.first_token, s.finish = sec(s.first_token), sec(s.finish)
+            s.token_ticks = s.tokens  # kept: a gap is a difference of ticks (token_gaps)
             s.tokens = [sec(t) for t in s.tokens]
         for g in self.gpus:
             g.steps = [(sec(a), sec(b), n, p, c) for a, b, n, p, c in g.steps]
@@ -1048,6 +1049,13 @@ def reference_simulate(scenario, requests=None):
     return sim.run(arrivals_end, max(arrivals_end, last) + scenario.drain_s)
 
 
+def token_gaps(seq):
+    """A request's inter-token gaps in seconds: each the difference of its tokens' ticks,
+    divided once by 10**12 (README "Time base"), not a difference of rounded seconds."""
+    ticks = seq.token_ticks
+    return [(b - a) / 10**12 for a, b in zip(ticks, ticks[1:])]
+
+
 def reference_blame(scenario, ref):
     """README "Blame", from the reference's own records, for every request that got its
     first token: {id: {"parts": {name: s}, "worst_gap": (s, cause, prompt tokens, batch)
@@ -1082,7 +1090,7 @@ def reference_blame(scenario, ref):
             parts["wire"] = wire
             parts["link_wait"] = max(0.0, (tr.end - after) - wire)
             parts["join_wait"] = s.first_token - tr.end
-        gaps = [b - a for a, b in zip(s.tokens, s.tokens[1:])]
+        gaps = token_gaps(s)
         worst = None
         if gaps:
             k = gaps.index(max(gaps))  # the earliest of the largest

@@ -209,8 +209,8 @@ def test_first_token_at_prefill_moves_only_the_first_token():
         assert b.first_token == b.prefill_end
         if a.output_tokens > 1:
             assert a.first_token == at_decode.transfers[a.transfer].end > b.first_token
-            # the transfer now sits inside the first gap
-            assert request_gaps(at_prefill, b)[0] == request_gaps(at_decode, a)[0] + (a.first_token - b.first_token)
+            # the transfer now sits inside the first gap (in ticks: gaps are tick differences)
+            assert T(request_gaps(at_prefill, b)[0]) == T(request_gaps(at_decode, a)[0]) + T(a.first_token) - T(b.first_token)
 
 
 def test_one_token_request_needs_no_transfer():

@@ -11,7 +11,9 @@ from lab.core import (
     request_metrics, simulate, summarize,
 )
 from lab.core import engine
+from lab.core.blame import request_blame
 from lab.core.metrics import RUN_NAMES, weighted_percentile
+from lab.core.report import gpu_rows
 
 QS = [0, 1, 5, 10, 25, 33.3, 50, 66.7, 75, 90, 95, 99, 99.9, 100]
 
@@ -232,6 +234,18 @@ RUNS = {
 }
 
 
+def tick_rule_gaps(res, rec):
+    """A request's gaps by the README's rule, from the log's ticks and nothing in metrics.py:
+    its first token's tick (its seconds x 10**12, rounded), then the ends of its decode
+    steps; each gap a difference of ticks, divided once by 10**12 (one decode stretch)."""
+    assert not rec.earlier
+    if rec.decode_first_step < 0:
+        return []
+    end_t = res.gpus[rec.decode_gpu].end_t
+    ticks = [round(rec.first_token * 1e12)] + list(end_t[rec.decode_first_step:rec.decode_last_step + 1])
+    return [(b - a) / 10**12 for a, b in zip(ticks, ticks[1:])]
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_summary_equals_numpy_recomputation(name):
     res = simulate(load_scenario(RUNS[name]))
@@ -243,6 +257,7 @@ def test_summary_equals_numpy_recomputation(name):
     for rec, row in zip(res.requests, rows):
         gaps = request_gaps(res, rec)
         assert len(gaps) == rec.output_tokens - 1
+        assert gaps == tick_rule_gaps(res, rec)  # the README's rule, recomputed here
         all_gaps.extend(gaps)
         if gaps:
             tpot = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000
@@ -358,3 +373,42 @@ def test_a_request_waiting_after_its_preemption_has_only_its_earlier_gaps():
     rec.finish = None
     assert request_gaps(res, rec) == [0.125, 0.125]
     assert rec.stretches() == [(0, 1, 2)]
+
+
+# ---------------------------------------------------------------- step times: ticks and seconds
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_runs_logs_keep_ticks_and_metrics_never_make_their_seconds(name):
+    res = simulate(load_scenario(RUNS[name]))
+    summarize(res)
+    request_blame(res)
+    gpu_rows(res, 25)
+    for log in res.gpus:
+        assert "start" not in vars(log) and "end" not in vars(log)  # no seconds made: none read
+        assert all(t == int(t) for t in log.end_t)  # whole ticks, as the engine added them up
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_seconds_are_made_from_the_ticks_once_when_read(name):
+    res = simulate(load_scenario(RUNS[name]))
+    for log in res.gpus:
+        end, start = log.end, log.start
+        assert end == [t / 10**12 for t in log.end_t] and start == [t / 10**12 for t in log.start_t]
+        assert log.end is end and log.start is start  # made once, then kept
+        # a step that starts where the one before it ended shares that end's float
+        shared = [j for j in range(1, len(log)) if log.start_t[j] == log.end_t[j - 1]]
+        assert shared and all(start[j] is end[j - 1] for j in shared)
+
+
+def test_a_log_built_in_seconds_keeps_them_and_reads_its_ticks_from_them():
+    log = GpuLog(0, "colocated", start=[0.0, 0.1], end=[0.1, 0.30000000000000004], decode_seqs=[1, 1],
+                 prefill_tokens=[0, 0], context_tokens=[0, 0])
+    assert log.end == [0.1, 0.30000000000000004]  # as given, not rounded through ticks
+    assert (log.start_t, log.end_t) == ([0, 10**11], [10**11, 3 * 10**11])
+    log.end[1] = 0.5  # editing its seconds in place shows in its ticks
+    assert log.end_t == [10**11, 5 * 10**11] and log.busy_s() == 0.5
+    grown = GpuLog(1, "decode")
+    grown.start.append(0.25)
+    grown.end.append(0.75)
+    assert (grown.start_t, grown.end_t, len(grown)) == ([25 * 10**10], [75 * 10**10], 1)

@@ -15,7 +15,7 @@ import pytest
 from lab.core import load_scenario, request_gaps, simulate
 
 from lab.core.blame import _prompt_pieces
-from reference_sim import reference_simulate
+from reference_sim import reference_simulate, token_gaps
 
 # ---------------------------------------------------------------- comparison
 
@@ -49,7 +49,7 @@ def diff_engine_reference(scenario, requests=None, limit=8):
                 out.append(f"request {rec.id} (P={rec.prompt_tokens}, arrival {rec.arrival}): "
                            f"{f} engine {getattr(rec, f)!r}, reference {getattr(seq, f)!r}")
         gaps = request_gaps(res, rec)
-        ref_gaps = [b - a for a, b in zip(seq.tokens, seq.tokens[1:])]
+        ref_gaps = token_gaps(seq)
         if gaps != ref_gaps:
             k = next((i for i, (a, b) in enumerate(zip(gaps, ref_gaps)) if a != b), min(len(gaps), len(ref_gaps)))
             out.append(f"request {rec.id} (O={rec.output_tokens}, finish engine {rec.finish}): gaps differ at index {k}: "

@@ -68,8 +68,9 @@ from dataclasses import dataclass
 from itertools import compress
 
 from .cost import instance_costs
-from .metrics import step_gaps_of, request_metrics
+from .metrics import first_token_ticks, step_gaps_of, request_metrics
 from .policies import prefill_slice
+from .ticks import to_seconds, to_ticks
 
 __all__ = [
     "TTFT_PARTS", "LINK_PARTS", "GAP_CAUSES", "CAUSES", "BLAME_NAMES", "BLAME_COLUMNS",
@@ -135,9 +136,9 @@ def _prompt_pieces(result):
     pieces = {}
     for g, recs in by_gpu.items():
         log = result.gpus[g]
-        column, starts = log.prefill_tokens, log.start
+        column, starts = log.prefill_tokens, log.start_t  # (ticks: no seconds made per step)
         admitted, count = 0, len(recs)
-        next_start = recs[0].prefill_start if recs else math.inf
+        next_start = to_ticks(recs[0].prefill_start) if recs else math.inf
         # on_demand's re-prefills: admitted ahead of the step's new prompts (they re-enter the
         # front of the queue); their pieces are not their request's own prefill (TTFT's).
         again = log.readmitted
@@ -152,7 +153,7 @@ def _prompt_pieces(result):
                 # A cached head is not computed: only the rest is left (prefix_cache.py).
                 under_way.append([rec.prompt_tokens, rec.prompt_tokens - rec.prefix_hit_tokens, pieces.setdefault(rec.id, [])])
                 admitted += 1
-                next_start = recs[admitted].prefill_start if admitted < count else math.inf
+                next_start = to_ticks(recs[admitted].prefill_start) if admitted < count else math.inf
             budget = column[j]
             ended = False
             for item in under_way:
@@ -235,15 +236,16 @@ def _ttft_parts(result, rec, pieces, step_s, end):
 
 def _worst_gap(result, rec, step_gaps):
     """(gap seconds, GPU, step index that ended it, its stretch's number) or None: the
-    earliest of the largest gaps, over the request's decode stretches in order."""
+    earliest of the largest gaps, over the request's decode stretches in order (in ticks,
+    as metrics' `request_gap_ticks`, the gap converted once)."""
     if rec.first_token is None:
         return None
     best = None
-    prev = rec.first_token
+    prev = first_token_ticks(rec)
     for k, (g, a, b) in enumerate(rec.stretches()):
         if b < a:
             continue  # preempted before it emitted in this stretch
-        end = result.gpus[g].end
+        end = result.gpus[g].end_t
         last = min(b, len(end) - 1)
         if a > last:
             break
@@ -258,7 +260,7 @@ def _worst_gap(result, rec, step_gaps):
             if worst > best[0]:
                 best = (worst, g, a + 1 + rest.index(worst), k)
         prev = end[last]
-    return best
+    return best if best is None else (to_seconds(best[0]),) + best[1:]
 
 
 def _stretch_change(result, rec, k):
@@ -270,8 +272,8 @@ def _stretch_change(result, rec, k):
     log = result.gpus[gpu]
     if (last + 1, rec.id) in log.preempted:
         return "preemption"
-    if len(log.roles) > 1 and last < len(log.end):
-        done = log.end[last]
+    if len(log.roles) > 1 and last < len(log):
+        done = to_seconds(log.end_t[last])
         if any(t == done and role == "switching" for t, role in log.roles):
             return "role_change"
     return None
@@ -313,9 +315,9 @@ def request_blame(result, rows=None):
             first_emitted = rec.stretches()[0][2] >= first_step  # (a preemption may empty it)
             if first_at_prefill and first_emitted:
                 first_log = result.gpus[first_gpu]
-                joined = first_log.start[first_step]
+                joined = to_seconds(first_log.start_t[first_step])
                 split, _ = _link_parts(result.transfers[rec.transfer], rec.prefill_end, joined)
-                split["decode_step"] = first_log.end[first_step] - joined
+                split["decode_step"] = to_seconds(first_log.end_t[first_step]) - joined
                 blame.first_gap_parts = split
         blame.missed = not row["met_slo"]
         if blame.missed:

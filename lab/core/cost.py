@@ -28,8 +28,9 @@ a single GPU as before tensor parallelism existed.
 """
 
 import math
+from operator import sub
 
-from .ticks import TICKS_PER_S, to_ticks
+from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = [
     "PoolCost",
@@ -320,15 +321,15 @@ class PoolCost:
             base = spec["idle_w"] + dynamic * MEMORY_BOUND_SHARE
             slope = dynamic * (1.0 - MEMORY_BOUND_SHARE)
             cap = self.power_cap_w if self.power_cap_w is not None else math.inf
-            terms = []
-            for j, (s, e, n, p, c) in enumerate(zip(log.start, log.end, log.decode_seqs, log.prefill_tokens,
+            terms = []  # watts x ticks (each step's time exact), in seconds once at the end
+            for j, (s, e, n, p, c) in enumerate(zip(log.start_t, log.end_t, log.decode_seqs, log.prefill_tokens,
                                                     log.context_tokens)):
                 args = (n, c, p, *extra.get(j, ())) if extra else (n, c, p)
                 compute_s = parts(*args)[1]
                 step = full_step(*args)
                 watts = base + slope * (compute_s / step)
                 terms.append((watts if watts < cap else cap) * (e - s))
-            active = math.fsum(terms)
+            active = math.fsum(terms) / TICKS_PER_S
         return self.tp * (active + spec["idle_w"] * idle_s)
 
 
@@ -360,8 +361,8 @@ class _Steps:
     """The steps of one log begun in [t0, t1), as `PoolCost.energy_j` reads a log."""
 
     def __init__(self, log, first, last):
-        self.start = log.start[first:last]
-        self.end = log.end[first:last]
+        self.start_t = log.start_t[first:last]
+        self.end_t = log.end_t[first:last]
         self.decode_seqs = log.decode_seqs[first:last]
         self.prefill_tokens = log.prefill_tokens[first:last]
         self.context_tokens = log.context_tokens[first:last]
@@ -369,7 +370,7 @@ class _Steps:
         self.attention_args = {j - first: v for j, v in extra.items() if first <= j < last}
 
     def busy_s(self):
-        return math.fsum(e - s for s, e in zip(self.start, self.end))
+        return to_seconds(sum(map(sub, self.end_t, self.start_t)))  # (whole ticks: exact)
 
 
 def energy_by_role(cost, log, spans):
@@ -377,11 +378,12 @@ def energy_by_role(cost, log, spans):
     was begun in, idle watts for the rest of each span (a planner's pools share one GPU
     type, tp and cap, so one `cost` serves both)."""
     parts = {}
-    starts = log.start
+    starts = log.start_t
     first = 0
     for role, t0, t1 in spans:
         last = first
-        while last < len(starts) and starts[last] < t1:
+        t1_t = to_ticks(t1)
+        while last < len(starts) and starts[last] < t1_t:
             last += 1
         steps = _Steps(log, first, last)
         parts.setdefault(role, []).append(cost.energy_j(steps, t1 - t0, steps.busy_s()))

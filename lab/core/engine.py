@@ -14,8 +14,9 @@ step's end is its start + `cost.step_ticks(...)`, exact arithmetic on whole numb
 any order of adding a stretch's steps gives the same end. They are floats in a run that
 stays under 2**52 ticks (`FLOAT_TICKS_BELOW`: exact there, and cheaper), ints beyond. Seconds become ticks once where they enter
 (`__init__`: arrivals, the cap; `_reserve_and_send`: wire times; `_pop_queue`: prefix
-fetches; the planner's moments) and the Result is turned back into seconds at the end
-(`_in_seconds`).
+fetches; the planner's moments) and the Result's per-request times are turned back into
+seconds at the end (`_in_seconds`); its step columns stay ticks (`GpuLog.start_t`,
+`end_t`), their seconds made only when read (result.py).
 
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
 of their context lengths, and a map from step index to the sequences whose last token
@@ -28,8 +29,6 @@ step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is No
 """
 
 import heapq
-from array import array
-from itertools import chain
 from collections import deque
 
 from . import admission
@@ -77,7 +76,8 @@ class _Gpu:
     def __init__(self, index, role, cost, first_gpu):
         self.index = index
         self.role = role
-        self.log = GpuLog(index, role, tp=cost.tp, gpu_type=cost.gpu,
+        # The log stores its times as ticks (start_t, end_t), and so does the Result.
+        self.log = GpuLog(index, role, tp=cost.tp, gpu_type=cost.gpu, start_t=[], end_t=[],
                           gpu_ids=tuple(range(first_gpu, first_gpu + cost.tp)))
         self.cost = cost
         self.step_t = cost.step_ticks
@@ -344,7 +344,7 @@ class _Simulation(RoleChanges):
                 _cut_kv_logs(self.gpus, stop)
             end_time = stop
         else:
-            end_time = max((g.log.end[-1] for g in self.gpus if g.log.end), default=0)
+            end_time = max((g.log.end_t[-1] for g in self.gpus if g.log.end_t), default=0)
             end_time = stop = max(end_time, self.arrivals_end)
         _in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
         end_s = max(end_time / TICKS_PER_S, self.arrivals_end_s)
@@ -352,7 +352,7 @@ class _Simulation(RoleChanges):
         result = Result(
             scenario=self.scenario,
             requests=self.records,
-            gpus=_compacted([g.log for g in self.gpus]),
+            gpus=_compacted([g.log for g in self.gpus], self.floats),
             transfers=self.transfers,
             end_time=end_s,
             arrivals_end=self.arrivals_end_s,
@@ -472,7 +472,7 @@ class _Simulation(RoleChanges):
             self.skip[rec.id] = hit
             gpu.fetch += self.tick(fetch)  # each prompt's fetch rounded once
         if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
-            gpu.log.readmitted.append((len(gpu.log.start), rec.id, prompt, prompt - hit))
+            gpu.log.readmitted.append((len(gpu.log.start_t), rec.id, prompt, prompt - hit))
             self.src[rec.id] = gpu.index
             return rec
         rec.prefill_gpu = gpu.index
@@ -499,8 +499,8 @@ class _Simulation(RoleChanges):
         else:
             duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens)
         end = t + duration
-        log.start.append(t)
-        log.end.append(end)
+        log.start_t.append(t)
+        log.end_t.append(end)
         log.decode_seqs.append(gpu.decoding)
         log.prefill_tokens.append(prefill_tokens)
         log.context_tokens.append(gpu.context)
@@ -521,21 +521,21 @@ class _Simulation(RoleChanges):
                 units += c * (p + c / 2)
                 reread += p
             gpu.pieces = []
-            log.attention_args[len(log.start)] = (units, reread)
+            log.attention_args[len(log.start_t)] = (units, reread)
             duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens, units, reread)
         else:
             duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens)
         if gpu.fetch:
             # The prompts this step starts fetch their cached KV first, one after another,
             # and the GPU waits for it (README "Prefix caching").
-            log.fetch_s[len(log.start)] = gpu.fetch
+            log.fetch_s[len(log.start_t)] = gpu.fetch
             duration += gpu.fetch
             gpu.fetch = 0
         return duration
 
     def _finish_decode_step(self, gpu, t):
         """Account for the step that just ended on a decoding GPU; returns True if KV was freed."""
-        step = len(gpu.log.start) - 1
+        step = len(gpu.log.start_t) - 1
         gpu.context += gpu.decoding  # every decoding sequence grew by one token
         done = gpu.finish_at.pop(step, None)
         if not done:
@@ -552,7 +552,7 @@ class _Simulation(RoleChanges):
 
     def _start_decoding(self, gpu, rec):
         """`rec` has its first token; from the next step on it emits one token per step."""
-        next_step = len(gpu.log.start)
+        next_step = len(gpu.log.start_t)
         last = next_step + rec.output_tokens - 2
         rec.decode_gpu = gpu.index
         rec.decode_first_step = next_step
@@ -621,7 +621,7 @@ class _Simulation(RoleChanges):
         model without such a line (`model.attention`) is called each step.
         """
         log = gpu.log
-        starts, ends = log.start, log.end
+        starts, ends = log.start_t, log.end_t
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
         finish_at = gpu.finish_at
         records = self.records
@@ -1025,7 +1025,7 @@ class _Simulation(RoleChanges):
             if other is gpu or other.idle or not (other.decoding or other.prefilling or other.completing):
                 continue
             log = other.log
-            pending = log.end[-1] if log.end else 0
+            pending = log.end_t[-1] if log.end_t else 0
             if other.prefilling or other.completing or not other.decoding:
                 when = pending
             else:
@@ -1068,7 +1068,7 @@ class _Simulation(RoleChanges):
 
     def _finish_decode_step_kv(self, gpu, t):
         """`_finish_decode_step` on demand: a finished sequence frees its blocks."""
-        step = len(gpu.log.start) - 1
+        step = len(gpu.log.start_t) - 1
         gpu.context += gpu.decoding
         done = gpu.finish_at.pop(step, None)
         if not done:
@@ -1088,7 +1088,7 @@ class _Simulation(RoleChanges):
         """Give the sequences that need one more block in the next step theirs, preempting
         the most recently admitted decoding ones first while they do not fit (kv.victims).
         Returns True if it preempted (blocks were freed)."""
-        step = len(gpu.log.start)
+        step = len(gpu.log.start_t)
         growers = gpu.grow_at.pop(step, None)
         if not growers:
             return False
@@ -1167,7 +1167,7 @@ class _Simulation(RoleChanges):
         block = self.block
         if gpu.busy:
             self._finish_decode_step_kv(gpu, t)
-            ended = len(gpu.log.start) - 1
+            ended = len(gpu.log.start_t) - 1
             cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
@@ -1255,7 +1255,7 @@ class _Simulation(RoleChanges):
         """`_join_landed` on demand: a re-prefill's KV resumes its stretch; each grows from here."""
         records = self.records
         first_at_decode = self.fleet.first_token == "decode"
-        step = len(gpu.log.start)
+        step = len(gpu.log.start_t)
         for rid in gpu.landed:
             rec = records[rid]
             if rec.preemptions:
@@ -1271,7 +1271,7 @@ class _Simulation(RoleChanges):
         """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
         preempt is handed back to the heap (returned) before anything of it is applied."""
         log = gpu.log
-        starts, ends = log.start, log.end
+        starts, ends = log.start_t, log.end_t
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
         finish_at = gpu.finish_at
         grow_at = gpu.grow_at
@@ -1345,9 +1345,10 @@ def _float_ticks(seconds):
 
 
 def _in_seconds(records, logs, transfers, floats):
-    """A run's times, ticks until now, as seconds (ticks.py: ticks / 10**12, correctly
-    rounded: a whole-number float under 2**53 divided by the float 1e12, or an int by the
-    int 10**12): what a Result holds. Step columns stay lists or become 'd' arrays."""
+    """A run's per-request times, ticks until now, as seconds (ticks.py: ticks / 10**12,
+    correctly rounded: a whole-number float under 2**53 divided by the float 1e12, or an int
+    by the int 10**12): records, transfers, roles, KV traces, fetches. The step columns stay
+    ticks: the Result's GpuLog makes their seconds only if something reads them."""
     per = 1e12 if floats else TICKS_PER_S  # (float / float skips an int's conversion)
     for rec in records:
         if rec.prefill_start is not None:
@@ -1355,20 +1356,11 @@ def _in_seconds(records, logs, transfers, floats):
         if rec.prefill_end is not None:
             rec.prefill_end /= per
         if rec.first_token is not None:
+            rec.first_token_t = rec.first_token  # (kept: metrics take its gaps in ticks)
             rec.first_token /= per
         if rec.finish is not None:
             rec.finish /= per
     for log in logs:
-        ends = log.end
-        ends_s = [t / per for t in ends]
-        # A step that starts where the one before it ended (most steps of a busy GPU) shares
-        # that end's float: no second division or object, a step's start and the previous
-        # end read back as the same value, as they were.
-        starts_s = [e if s == p else s / per for s, p, e in zip(log.start, chain((-1,), ends), chain((0.0,), ends_s))]
-        if isinstance(ends, array):
-            log.start, log.end = array("d", starts_s), array("d", ends_s)
-        else:
-            log.start, log.end = starts_s, ends_s
         log.roles = [(t / per, role) for t, role in log.roles]
         if log.kv_used:
             log.kv_used = [(t / per, used) for t, used in log.kv_used]
@@ -1384,11 +1376,11 @@ def _in_seconds(records, logs, transfers, floats):
             tr.layer_starts = [t / per for t in tr.layer_starts]
 
 
-def _compacted(logs):
+def _compacted(logs, floats):
     """The run's logs, compacted when they are big enough to be worth it (COMPACT_STEPS)."""
     if sum(len(log) for log in logs) >= COMPACT_STEPS:
         for log in logs:
-            log.compact()
+            log.compact(GpuLog.COLUMN_TYPES if floats else GpuLog.TICK_COLUMN_TYPES)
     return logs
 
 
@@ -1409,10 +1401,10 @@ def _cut_at(gpus, records, stop):
     """
     for gpu in gpus:
         log = gpu.log
-        keep = len(log.end)
-        while keep and log.end[keep - 1] > stop:
+        keep = len(log.end_t)
+        while keep and log.end_t[keep - 1] > stop:
             keep -= 1
-        for column in (log.start, log.end, log.decode_seqs, log.prefill_tokens, log.context_tokens):
+        for column in (log.start_t, log.end_t, log.decode_seqs, log.prefill_tokens, log.context_tokens):
             del column[keep:]
         for extra in (log.attention_args, log.fetch_s):
             for j in [j for j in extra if j >= keep]:
@@ -1430,7 +1422,7 @@ def _cut_kv_logs(gpus, stop):
     """on_demand's logs of a run cut at `stop`: nothing after it."""
     for gpu in gpus:
         log = gpu.log
-        steps = len(log.start)
+        steps = len(log.start_t)
         log.kv_used[:] = [(t, used) for t, used in log.kv_used if t <= stop]
         log.preempted[:] = [(j, rid) for j, rid in log.preempted if j <= steps]
         log.readmitted[:] = [item for item in log.readmitted if item[0] < steps]

@@ -6,7 +6,11 @@ Conventions (also in the README):
 - TPOT = (last token - first token) / (output - 1), as vLLM's benchmark; undefined
   (None) for one-token outputs, which then meet any TPOT or gap target.
 - Inter-token gaps: first token -> second, ..., the last two. `worst_gap_ms` is a
-  request's largest; `itl_*` pools every gap of every request.
+  request's largest; `itl_*` pools every gap of every request. A gap is a difference of
+  step ends in ticks (`GpuLog.end_t`: exact), in seconds once where a value is shown
+  (`request_gap_ticks`, the one rule; `request_gaps` is it in seconds). Busy times sum
+  ticks too; loops over steps never read the seconds columns (result.py makes those only
+  when read).
 - A request meets the SLO when it finished and meets every target the SLO sets.
 - Early rejection (`fleet.admission`): a rejected request is a miss in `slo_attainment`
   and `goodput_rps`, is neither finished nor unfinished (`rejected` counts it), has no
@@ -40,6 +44,7 @@ from . import kv
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .prefix_cache import kv_taken_tokens
+from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = [
     "METRIC_NAMES",
@@ -50,6 +55,8 @@ __all__ = [
     "summarize",
     "cost_and_energy",
     "request_gaps",
+    "request_gap_ticks",
+    "first_token_ticks",
     "gap_steps",
     "pooled_gaps",
     "kv_use",
@@ -108,11 +115,14 @@ def percentile(values, q, presorted=False):
     return _lerp(xs[lo], xs[hi], pos - lo)
 
 
-def weighted_percentile(values, counts, qs):
+def weighted_percentile(values, counts, qs, convert=None):
     """Percentiles of the multiset where values[i] appears counts[i] times.
 
     Equal to numpy.percentile on the expanded data; `qs` is a list of percentiles.
-    Returns a list, with None for an empty multiset.
+    Returns a list, with None for an empty multiset. `convert` (e.g. ticks -> seconds),
+    if given, is applied to the values at the wanted ranks before interpolating: the
+    percentiles of the converted data, bit for bit, when it is monotonic (it keeps the
+    order), for two conversions per percentile instead of one per value.
     """
     n = sum(counts)
     if n == 0:
@@ -129,6 +139,8 @@ def weighted_percentile(values, counts, qs):
         for _, lo, hi in wanted:
             if lo not in at_rank or hi not in at_rank:
                 at_rank.update(_select(values, counts, n, lo, hi))
+    if convert is not None:
+        at_rank = {rank: convert(value) for rank, value in at_rank.items()}
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
 
 
@@ -192,14 +204,25 @@ def _select(values, counts, n, lo, hi):
 
 
 def step_gaps_of(log):
-    """gaps[j] = end[j] - end[j-1]: what a sequence decoding in step j waited (j >= 1)."""
-    end = log.end
+    """gaps[j] = end_t[j] - end_t[j-1], in ticks (exact): what a sequence decoding in step j
+    waited (j >= 1). Seconds are `ticks.to_seconds` of a gap, once, where one is shown."""
+    end = log.end_t
     if not end:
         return []
-    # A compacted (big) run's gaps are doubles too: a quarter of a list of floats' memory.
-    gaps = array("d", [0.0]) if isinstance(end, array) else [0.0]
+    # A compacted (big) run's gaps are an array of its ticks' kind: a quarter of a list's memory.
+    # The first is a zero of the ticks' type: a float run's gaps all floats, so sorting them
+    # compares floats directly (one int among them makes every comparison generic).
+    zero = end[0] - end[0]
+    gaps = array(end.typecode, [zero]) if isinstance(end, array) else [zero]
     gaps.extend(map(sub, end[1:], end))
     return gaps
+
+
+def first_token_ticks(rec):
+    """A request's first token, in ticks: the engine's (`RequestRecord.first_token_t`), or
+    a hand-built record's seconds back in ticks."""
+    t = rec.first_token_t
+    return to_ticks(rec.first_token) if t is None else t
 
 
 class RangeMax:
@@ -233,25 +256,31 @@ class RangeMax:
         return tail if tail > best else best
 
 
-def request_gaps(result, rec):
-    """Every inter-token gap of one request, in seconds (for tests and plots): over its
-    decode stretches in order (`RequestRecord.stretches`); the gap into a later stretch
-    runs from the last token of the one before (a preemption's wait, a move)."""
+def request_gap_ticks(result, rec):
+    """Every inter-token gap of one request, in ticks: over its decode stretches in order
+    (`RequestRecord.stretches`); the gap into a later stretch runs from the last token of
+    the one before (a preemption's wait, a move)."""
     if rec.first_token is None:
         return []
     gaps = []
-    prev = rec.first_token
+    prev = first_token_ticks(rec)
     for g, a, b in rec.stretches():
         if b < a:
             continue  # preempted before it emitted in this stretch
-        end = result.gpus[g].end
+        end = result.gpus[g].end_t
         last = min(b, len(end) - 1)
         if a > last:
             break  # (a run cut before this stretch's first token)
         gaps.append(end[a] - prev)
-        gaps.extend(end[j] - end[j - 1] for j in range(a + 1, last + 1))
+        gaps.extend(map(sub, end[a + 1:last + 1], end[a:last]))
         prev = end[last]
     return gaps
+
+
+def request_gaps(result, rec):
+    """Every inter-token gap of one request, in seconds (for tests and plots): each of
+    `request_gap_ticks` converted once, the very values the metrics use."""
+    return [to_seconds(gap) for gap in request_gap_ticks(result, rec)]
 
 
 def gap_steps(result, rec):
@@ -261,7 +290,7 @@ def gap_steps(result, rec):
     for g, a, b in rec.stretches():
         if b < a:
             continue
-        last = min(b, len(result.gpus[g].end) - 1)
+        last = min(b, len(result.gpus[g]) - 1)
         if a > last:
             break
         out.extend((g, j) for j in range(a, last + 1))
@@ -322,16 +351,20 @@ def _request_values(result, step_gaps=None):
         finished = rec.finish is not None  # (rec.finished, without a call)
         if finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
+            # The worst gap: the largest in ticks, converted once.
             if rec.earlier:
-                worst_ms = max(request_gaps(result, rec)) * 1000.0
+                worst_t = max(request_gap_ticks(result, rec))
             else:
-                end = result.gpus[rec.decode_gpu].end
-                first_gap = end[rec.decode_first_step] - rec.first_token
                 g = rec.decode_gpu
+                first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+                if first_t is None:
+                    first_t = first_token_ticks(rec)
+                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
                 if ranges[g] is None:
                     ranges[g] = RangeMax(step_gaps[g])
                 rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
-                worst_ms = (first_gap if first_gap > rest else rest) * 1000.0
+                worst_t = first_gap if first_gap > rest else rest
+            worst_ms = worst_t / TICKS_PER_S * 1000.0  # (to_seconds, inline: it runs per request)
         met = finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -345,7 +378,8 @@ def _request_values(result, step_gaps=None):
 
 
 def pooled_gaps(result, step_gaps):
-    """(values, counts): every emitted token's gap, grouped by the step that emitted it.
+    """(values, counts): every emitted token's gap in ticks (as `request_gap_ticks`),
+    grouped by the step that emitted it; `step_gaps`: each log's `step_gaps_of`.
 
     A token emitted at the end of step j waited end[j] - end[j-1], except the first token
     of each decode stretch, which waited from the token before it (the request's first
@@ -353,8 +387,9 @@ def pooled_gaps(result, step_gaps):
     """
     gpus = result.gpus
     values, counts = [], []
-    if any(isinstance(log.end, array) for log in gpus):
-        values, counts = array("d"), array("i")  # a big run: no float object per step (README "Scale")
+    compacted = [log.end_t for log in gpus if isinstance(log.end_t, array)]
+    if compacted:  # a big run: no number object per step (README "Scale")
+        values, counts = array(compacted[0].typecode), array("i")
     firsts = [dict() for _ in result.gpus]
     in_batch = None
     for rec in result.requests:
@@ -364,9 +399,9 @@ def pooled_gaps(result, step_gaps):
         if rec.earlier:
             if in_batch is None:
                 in_batch = resumed_in_batch(result)
-            prev = rec.first_token
+            prev = first_token_ticks(rec)
             for k, (g, a, b) in enumerate(rec.stretches()):
-                end = gpus[g].end
+                end = gpus[g].end_t
                 if b < a:
                     continue
                 if a >= len(end):
@@ -378,11 +413,15 @@ def pooled_gaps(result, step_gaps):
                 counts.append(1)
                 prev = end[min(b, len(end) - 1)]
             continue
-        if a < 0 or a >= len(gpus[rec.decode_gpu].end):
+        end = gpus[rec.decode_gpu].end_t
+        if a < 0 or a >= len(end):
             continue
         first = firsts[rec.decode_gpu]
         first[a] = first.get(a, 0) + 1
-        values.append(gpus[rec.decode_gpu].end[a] - rec.first_token)
+        first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+        if first_t is None:
+            first_t = first_token_ticks(rec)
+        values.append(end[a] - first_t)
         counts.append(1)
     for g, log in enumerate(gpus):
         first = firsts[g]
@@ -526,7 +565,8 @@ def reconfig_lost_gpu_s(result):
                 drained = min(t, until)
                 break
         if until > t_decided:
-            lost.append(log.tp * ((until - t_decided) - busy_in_window(log.start, log.end, t_decided, drained)))
+            ran = to_seconds(busy_in_window(log.start_t, log.end_t, to_ticks(t_decided), to_ticks(drained)))
+            lost.append(log.tp * ((until - t_decided) - ran))
     return math.fsum(lost)
 
 
@@ -649,7 +689,7 @@ def summarize(result, rows=None):
             transfers.append(transfer_ms)
     for column in (ttfts, tpots, worst, transfers):
         column.sort()
-    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99))
+    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus
@@ -670,13 +710,17 @@ def summarize(result, rows=None):
         # fleet.planner: each step counts in the role the instance had when it started, each
         # instance in a pool for the time it was in it (reloading counts in neither)
         spans = role_spans(log, span)
+        span_t, starts_t = to_ticks(span), [to_ticks(t0) for t0, _, _ in spans]
+        ticks_in = dict.fromkeys(busy, 0)  # this instance's busy ticks per role (exact sums)
         k = 0
-        for start, end in zip(log.start, log.end):
-            if start >= span:
+        for start, end in zip(log.start_t, log.end_t):
+            if start >= span_t:
                 break
-            while k + 1 < len(spans) and spans[k + 1][0] <= start:
+            while k + 1 < len(spans) and starts_t[k + 1] <= start:
                 k += 1
-            busy[spans[k][2]] += (end if end < span else span) - start
+            ticks_in[spans[k][2]] += (end if end < span_t else span_t) - start
+        for role, ticks in ticks_in.items():
+            busy[role] += to_seconds(ticks)
         for t0, t1, role in spans:
             if role in role_time:
                 role_time[role] += t1 - t0

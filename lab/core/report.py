@@ -15,6 +15,7 @@ steps that decode and last longer than `target_ms`, which callers take from
 import csv
 
 from .blame import BLAME_COLUMNS
+from .ticks import to_ticks
 
 __all__ = ["REQUEST_COLUMNS", "RUN_COLUMNS", "REQUESTS_CSV_COLUMNS", "write_requests_csv", "requests_csv_rows",
            "gpu_rows", "GPU_COLUMNS"]
@@ -53,10 +54,10 @@ def write_requests_csv(fh, rows, metrics, blames):
 def gpu_rows(result, target_ms):
     """One dict per GPU (GPU_COLUMNS), in the fleet's order; slow steps are over `target_ms`."""
     span = result.end_time if result.end_time > 0 else 1.0
-    limit = target_ms / 1000.0 if target_ms else float("inf")
+    limit = to_ticks(target_ms / 1000.0) if target_ms else float("inf")  # (ticks: steps are read as ticks)
     out = []
     for log in result.gpus:
-        slow = sum(1 for s, e, b in zip(log.start, log.end, log.decode_seqs) if b > 0 and e - s > limit)
+        slow = sum(1 for s, e, b in zip(log.start_t, log.end_t, log.decode_seqs) if b > 0 and e - s > limit)
         out.append({"gpu": log.index, "role": log.role, "steps": len(log),
                     "busy_share": min(log.busy_s(), span) / span, "slow_steps": slow})
     return out

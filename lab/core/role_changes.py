@@ -62,7 +62,7 @@ class RoleChanges:
             if self.moving:
                 return  # one change at a time
             t0 = t - interval
-            utils = [utilization(math.fsum(busy_in_window(g.log.start, g.log.end, t0, t) for g in pool),
+            utils = [utilization(math.fsum(busy_in_window(g.log.start_t, g.log.end_t, t0, t) for g in pool),
                                  len(pool), interval) for pool in (self.prefill_gpus, self.decode_gpus)]
             to = utilization_move(utils[0], utils[1], len(self.prefill_gpus), len(self.decode_gpus),
                                   planner.threshold, planner.min_per_pool)
@@ -137,7 +137,7 @@ class RoleChanges:
             self._start_step(gpu, t, 0)
             return
         records = self.records
-        done = len(gpu.log.start) - 1  # the step that just ended
+        done = len(gpu.log.start_t) - 1  # the step that just ended
         handed = []
         for rids in gpu.finish_at.values():
             for rid in rids:
@@ -170,7 +170,7 @@ class RoleChanges:
     def _rejoin(self, gpu, t):
         """Moved sequences whose KV arrived: they decode on from the tokens they have."""
         records = self.records
-        next_step = len(gpu.log.start)
+        next_step = len(gpu.log.start_t)
         for rid in gpu.rejoin:
             rec = records[rid]
             _, emitted = self.moved.pop(rid)

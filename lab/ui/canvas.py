@@ -71,6 +71,7 @@ from bokeh.plotting import figure
 from lab.core.cost import instance_costs
 from lab.core.prefix_cache import kv_taken_by_instance
 from lab.core.result import instance_label
+from lab.core.ticks import TICKS_PER_S, to_seconds
 
 from .fleet_words import gpu_type_text
 from .queues import kv_usage, link_queue, prefill_queue, rejections
@@ -396,13 +397,20 @@ def step_range(log, lo, hi):
     that overlaps it, widened to the whole seconds of simulated time its first and last
     start in (decode_runs breaks a run at each whole second, so the runs built from these
     steps are exactly the whole run's runs there). Bisection: the log is in time order."""
-    first = bisect.bisect_left(log.end, lo)  # the first step that ends at or after lo
-    last = bisect.bisect_right(log.start, hi)  # past the last one that starts by hi
+    # On the log's ticks, each read as the seconds step_layers makes of it (t / 10**12), so
+    # the seconds columns are never made.
+    starts, ends = log.start_t, log.end_t
+    first = bisect.bisect_left(ends, lo, key=_seconds)  # the first step that ends at or after lo
+    last = bisect.bisect_right(starts, hi, key=_seconds)  # past the last one that starts by hi
     if first >= last:
         return 0, 0
-    i0 = bisect.bisect_left(log.start, math.floor(log.start[first]))
-    i1 = bisect.bisect_left(log.start, math.floor(log.start[last - 1]) + 1)
+    i0 = bisect.bisect_left(starts, math.floor(_seconds(starts[first])), key=_seconds)
+    i1 = bisect.bisect_left(starts, math.floor(_seconds(starts[last - 1])) + 1, key=_seconds)
     return i0, i1
+
+
+def _seconds(ticks):
+    return ticks / TICKS_PER_S
 
 
 def step_layers(result, target_ms, meta, span=None):
@@ -416,8 +424,10 @@ def step_layers(result, target_ms, meta, span=None):
         i0, i1 = (0, len(log)) if span is None else step_range(log, *span)
         if i0 >= i1:
             continue
-        start = np.asarray(log.start[i0:i1], dtype=float)
-        end = np.asarray(log.end[i0:i1], dtype=float)
+        # The log's ticks, in seconds here (the same doubles as its `start`/`end`, without
+        # making those: README "Time base").
+        start = np.asarray(log.start_t[i0:i1], dtype=float) / TICKS_PER_S
+        end = np.asarray(log.end_t[i0:i1], dtype=float) / TICKS_PER_S
         batch = np.asarray(log.decode_seqs[i0:i1], dtype=np.int32)
         prompt = np.asarray(log.prefill_tokens[i0:i1], dtype=np.int32)
         dur = end - start
@@ -510,8 +520,8 @@ def overview_data(result, target_ms):
     for log in result.gpus:
         if not len(log):
             continue
-        start = np.asarray(log.start, dtype=float)
-        end = np.asarray(log.end, dtype=float)
+        start = np.asarray(log.start_t, dtype=float) / TICKS_PER_S  # (as step_layers)
+        end = np.asarray(log.end_t, dtype=float) / TICKS_PER_S
         starts.append(start)
         ends.append(end)
         slow.append((np.asarray(log.decode_seqs, dtype=np.int32) > 0) & (end - start > limit))
@@ -581,10 +591,10 @@ def _preempt_marks(result, rows):
     xs, ys, reqs = [], [], []
     for log, row in zip(result.gpus, rows):
         for step, rid in log.preempted:
-            if step < len(log.start):
-                xs.append(log.start[step])
+            if step < len(log):
+                xs.append(to_seconds(log.start_t[step]))
             elif step:
-                xs.append(log.end[step - 1])
+                xs.append(to_seconds(log.end_t[step - 1]))
             else:
                 continue
             ys.append(row)

@@ -37,7 +37,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from lab.core.metrics import pooled_gaps, step_gaps_of
+from lab.core.metrics import first_token_ticks, pooled_gaps, step_gaps_of
+from lab.core.ticks import TICKS_PER_S
 
 from .story import nearest_point
 from .theme import CSS, FONT_STACK, PALETTE
@@ -73,15 +74,16 @@ def token_gaps(result):
         # knows where each stretch starts.
         pooled, counts = pooled_gaps(result, [step_gaps_of(g) for g in result.gpus])
         v, c = np.asarray(pooled, dtype=float), np.asarray(counts, dtype=float)
-        return v[c > 0] * 1000.0, c[c > 0]
+        return v[c > 0] / TICKS_PER_S * 1000.0, c[c > 0]
     dgpu = np.fromiter((r.decode_gpu for r in reqs), np.int64, len(reqs))
     first = np.fromiter((r.decode_first_step for r in reqs), np.int64, len(reqs))
-    ftok = np.fromiter((r.first_token if r.first_token is not None else np.nan for r in reqs), float, len(reqs))
+    # In ticks, as the metrics take gaps (metrics.request_gap_ticks), in ms once at the end.
+    ftok = np.fromiter((first_token_ticks(r) if r.first_token is not None else np.nan for r in reqs), float, len(reqs))
     for g, log in enumerate(result.gpus):
         n = len(log)
         if n == 0:
             continue
-        end = np.asarray(log.end, dtype=float)
+        end = np.asarray(log.end_t, dtype=float)
         seqs = np.asarray(log.decode_seqs, dtype=np.int64)
         mine = (dgpu == log.index) & (first >= 0) & (first < n) & ~np.isnan(ftok)
         firsts = np.bincount(first[mine], minlength=n)[:n]
@@ -97,7 +99,7 @@ def token_gaps(result):
         weights.append(np.ones(int(mine.sum()), dtype=np.int64))
     if not values:
         return np.zeros(0), np.zeros(0)
-    return np.concatenate(values) * 1000.0, np.concatenate(weights).astype(float)
+    return np.concatenate(values) / TICKS_PER_S * 1000.0, np.concatenate(weights).astype(float)
 
 
 def itl_histogram(result, target_ms=None, bins=36):
