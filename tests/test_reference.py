@@ -454,6 +454,27 @@ def test_unfinished_request_has_no_token_after_the_run_stopped():
     assert_matches(sc, [(0.0, 100, 10)])
 
 
+@pytest.mark.parametrize("fleet", [
+    {"layout": "colocated", "gpus": 1},
+    {"layout": "colocated", "gpus": 1, "kv_policy": "on_demand"},
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1},
+    {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 1, "kv_policy": "on_demand"},
+], ids=["colocated", "colocated-on-demand", "disaggregated", "disaggregated-on-demand"])
+def test_last_step_running_past_the_cap_with_nothing_after_it_is_cut(fleet):
+    """Minimal case: one request with 2 output tokens, cap at 0.01 s. Its first token
+    comes at about 0.005 s and its second would at about 0.0133 s, after the cap, with no
+    event left on the heap. The decode run-ahead must not take that step's boundary as if
+    it were inside the run: the run is cut at the cap and the request is unfinished."""
+    sc = load_scenario({"workload": {"rate": 1, "duration_s": 0.001, "prompt_tokens": 100, "output_tokens": 2},
+                        "fleet": fleet, "drain_s": 0.009})
+    res = simulate(sc, requests=[(0.0, 100, 2)])
+    rec = res.requests[0]
+    assert rec.first_token is not None and rec.first_token < 0.01
+    assert rec.finish is None, f"finished at {rec.finish}, after the cap at 0.01 s"
+    assert res.capped == "drain_s" and res.end_time == 0.01
+    assert_matches(sc, [(0.0, 100, 2)])
+
+
 def test_prefill_still_running_at_the_cap_has_no_prefill_end():
     """Minimal case: layerwise link, one 8,000-token prompt (0.4 s of prefill), run cap
     at 0.3 s. The prefill never ended inside the run, so the request has no prefill_end

@@ -620,6 +620,8 @@ class _Simulation(RoleChanges):
         whole ticks), worked out again only when sequences finish: no call per step. A cost
         model without such a line (`model.attention`) is called each step.
         """
+        if t > self.time_cap:
+            return t  # a boundary after the cap is the heap's: popping it stops the run there
         log = gpu.log
         starts, ends = log.start_t, log.end_t
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
@@ -1270,6 +1272,8 @@ class _Simulation(RoleChanges):
     def _run_decode_only_kv(self, gpu, t, limit):
         """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
         preempt is handed back to the heap (returned) before anything of it is applied."""
+        if t > self.time_cap:
+            return t  # as in _run_decode_only
         log = gpu.log
         starts, ends = log.start_t, log.end_t
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
