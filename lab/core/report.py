@@ -9,7 +9,8 @@ them to any text file object; both the command line and the page call it.
 `gpu_rows(result, target_ms)`: per GPU its steps, busy share of the run (busy time capped at
 the run's span, over the span: the per-GPU terms of summarize's util_*) and slow steps:
 steps that decode and last longer than `target_ms`, which callers take from
-`Slo.per_token_target_ms` (the ones the canvas draws red, hatched).
+`Slo.per_token_target_ms` (the ones the canvas draws red, hatched). `slow_limit_t` is that
+rule's one threshold, in ticks: a step is slow when its end_t - start_t (exact) exceeds it.
 """
 
 import csv
@@ -18,7 +19,7 @@ from .blame import BLAME_COLUMNS
 from .ticks import to_ticks
 
 __all__ = ["REQUEST_COLUMNS", "RUN_COLUMNS", "REQUESTS_CSV_COLUMNS", "write_requests_csv", "requests_csv_rows",
-           "gpu_rows", "GPU_COLUMNS"]
+           "gpu_rows", "GPU_COLUMNS", "slow_limit_t"]
 
 REQUEST_COLUMNS = (
     "id", "arrival_s", "prompt_tokens", "output_tokens", "prefill_gpu", "decode_gpu",
@@ -51,10 +52,17 @@ def write_requests_csv(fh, rows, metrics, blames):
     writer.writerows(requests_csv_rows(rows, metrics, blames))
 
 
+def slow_limit_t(target_ms):
+    """The ticks a decoding step must exceed to be slow against `target_ms` (None or 0: no
+    step is). Steps are compared by their tick lengths, exact, so the table and the canvas
+    (which both use this) agree on a step that lasts exactly the target."""
+    return to_ticks(target_ms / 1000.0) if target_ms else float("inf")
+
+
 def gpu_rows(result, target_ms):
     """One dict per GPU (GPU_COLUMNS), in the fleet's order; slow steps are over `target_ms`."""
     span = result.end_time if result.end_time > 0 else 1.0
-    limit = to_ticks(target_ms / 1000.0) if target_ms else float("inf")  # (ticks: steps are read as ticks)
+    limit = slow_limit_t(target_ms)
     out = []
     for log in result.gpus:
         slow = sum(1 for s, e, b in zip(log.start_t, log.end_t, log.decode_seqs) if b > 0 and e - s > limit)

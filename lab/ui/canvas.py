@@ -70,6 +70,7 @@ from bokeh.plotting import figure
 
 from lab.core.cost import instance_costs
 from lab.core.prefix_cache import kv_taken_by_instance
+from lab.core.report import slow_limit_t
 from lab.core.result import instance_label
 from lab.core.ticks import TICKS_PER_S, to_seconds
 
@@ -418,21 +419,20 @@ def step_layers(result, target_ms, meta, span=None):
     in `span` (lo, hi) seconds (step_range), or of the whole run (None). `meta`: run_layers'."""
     rows = meta["gpu_rows"]
     costs = instance_costs(result.scenario)
-    limit = (target_ms / 1000.0) if target_ms else math.inf
+    limit = slow_limit_t(target_ms)
     parts = {"decode": [], "slow": [], "prefill": [], "strip": [], "bounds": []}
     for log, row in zip(result.gpus, rows):
         i0, i1 = (0, len(log)) if span is None else step_range(log, *span)
         if i0 >= i1:
             continue
         # The log's ticks, in seconds here (the same doubles as its `start`/`end`, without
-        # making those: README "Time base").
-        start = np.asarray(log.start_t[i0:i1], dtype=float) / TICKS_PER_S
-        end = np.asarray(log.end_t[i0:i1], dtype=float) / TICKS_PER_S
+        # making those: README "Time base"); slow is judged on the ticks, as report's table does.
+        start_t, end_t = np.asarray(log.start_t[i0:i1]), np.asarray(log.end_t[i0:i1])
+        start, end = start_t / TICKS_PER_S, end_t / TICKS_PER_S
         batch = np.asarray(log.decode_seqs[i0:i1], dtype=np.int32)
         prompt = np.asarray(log.prefill_tokens[i0:i1], dtype=np.int32)
-        dur = end - start
         decodes = batch > 0
-        slow = decodes & (dur > limit)
+        slow = decodes & (end_t - start_t > limit)
         groups = {"slow": slow, "prefill": ~decodes}
         for name, mask in groups.items():
             k = int(mask.sum())
@@ -452,7 +452,7 @@ def step_layers(result, target_ms, meta, span=None):
             idx = np.nonzero(mixed)[0]
             ctx = np.asarray(log.context_tokens[i0:i1], dtype=float)[idx]
             decode_only = _decode_only_s(costs[log.index], batch[idx].astype(float), ctx)
-            width = dur[idx]
+            width = end[idx] - start[idx]
             share = np.clip((width - decode_only) / np.where(width > 0, width, 1.0), 0.0, 1.0)
             parts["strip"].append({
                 "left": start[idx], "right": start[idx] + width * share,
@@ -515,16 +515,15 @@ def overview_data(result, target_ms):
     bins = max(1, min(OVERVIEW_BINS, int(math.ceil(span / 0.5))))
     width = span / bins
     edges = np.arange(bins + 1) * width
-    limit = (target_ms / 1000.0) if target_ms else math.inf
+    limit = slow_limit_t(target_ms)
     starts, ends, slow = [], [], []
     for log in result.gpus:
         if not len(log):
             continue
-        start = np.asarray(log.start_t, dtype=float) / TICKS_PER_S  # (as step_layers)
-        end = np.asarray(log.end_t, dtype=float) / TICKS_PER_S
-        starts.append(start)
-        ends.append(end)
-        slow.append((np.asarray(log.decode_seqs, dtype=np.int32) > 0) & (end - start > limit))
+        start_t, end_t = np.asarray(log.start_t), np.asarray(log.end_t)  # (as step_layers)
+        starts.append(start_t / TICKS_PER_S)
+        ends.append(end_t / TICKS_PER_S)
+        slow.append((np.asarray(log.decode_seqs, dtype=np.int32) > 0) & (end_t - start_t > limit))
     if starts:
         start, end, slow = np.concatenate(starts), np.concatenate(ends), np.concatenate(slow)
     else:

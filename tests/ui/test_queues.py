@@ -193,6 +193,25 @@ def test_the_per_token_target_is_the_max_gap_if_set_else_tpot(slo, ms, name):
         assert over_target_label(s).startswith(f"red, hatched: a step longer than the {ms} ms ")
 
 
+def test_a_step_lasting_exactly_the_target_is_slow_nowhere():
+    """The table (report.gpu_rows) and the canvas judge a step by its exact tick length
+    (report.slow_limit_t): a 50 ms step whose seconds, each rounded, differ by a hair more
+    than 0.05 is slow in neither; one tick longer is slow in both."""
+    from lab.core.report import gpu_rows
+    from lab.ui.canvas import overview_data
+
+    target_ms, step_t = 50, 5 * 10**10
+    start_t = 158_380_000_000  # (its seconds and its end's differ by more than 0.05)
+    assert (start_t + step_t) / 1e12 - start_t / 1e12 > target_ms / 1000
+    for length, slow in ((step_t, 0), (step_t + 1, 1)):
+        res = _result("colocated", [])
+        res.gpus[0] = GpuLog(0, "colocated", start_t=[float(start_t)], end_t=[float(start_t + length)],
+                             decode_seqs=[1], prefill_tokens=[0], context_tokens=[100])
+        assert gpu_rows(res, target_ms)[0]["slow_steps"] == slow
+        assert len(timeline_data(res, target_ms)["slow"]["left"]) == slow
+        assert len(overview_data(res, target_ms)[1]) == slow
+
+
 def test_every_view_marks_steps_against_the_max_gap_when_the_slo_sets_one():
     """Mission 5 sets TPOT 30 ms and a 60 ms max gap: a 40 ms step is not "over the target"."""
     from lab.core.report import gpu_rows
