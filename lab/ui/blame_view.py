@@ -16,6 +16,7 @@ import panel as pn
 
 from lab.core.blame import CAUSES
 
+from .panel_shims import Html
 from .theme import CSS, PALETTE
 
 __all__ = ["BlameView", "blame_bar_html", "CAUSE_LABELS", "CAUSE_FILLS", "BLAME_CSS"]
@@ -145,7 +146,7 @@ class BlameView:
 
     def __init__(self, state):
         self.state = state
-        self.pane = pn.pane.HTML(blame_bar_html({}), sizing_mode="stretch_width", stylesheets=[CSS, BLAME_CSS],
+        self.pane = Html(blame_bar_html({}), sizing_mode="stretch_width", stylesheets=[CSS, BLAME_CSS],
                                  margin=(8, 0, 0, 0), css_classes=["stf-blame-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")

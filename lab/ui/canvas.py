@@ -79,6 +79,7 @@ from .queues import kv_usage, link_queue, prefill_queue, rejections
 from .state import WINDOW_S
 from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
 from .story import STEP_TOLERANCE_S, step_at
+from .panel_shims import Html
 from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 from .timers import every
 
@@ -1053,11 +1054,11 @@ class Canvas(param.Parameterized):
         controls = pn.FlexBox(self.play_button, self.speed_select, self.slider, self.next_button,
                               sizing_mode="stretch_width", align_items="center", flex_wrap="wrap", margin=(0, 6))
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", margin=0, css_classes=["stf-canvas"])
-        self.labels_pane = pn.pane.HTML("", width=self._gutter_px, height=self.figure.height, margin=0,
+        self.labels_pane = Html("", width=self._gutter_px, height=self.figure.height, margin=0,
                                         stylesheets=[CSS], css_classes=["stf-row-labels"])
         timeline = pn.Row(self.labels_pane, self.pane, sizing_mode="stretch_width", margin=0)
         overview = pn.pane.Bokeh(self.overview, sizing_mode="stretch_width", margin=0, css_classes=["stf-overview"])
-        keys = self.keys_pane = pn.pane.HTML(_keys_html(""), stylesheets=[CSS], margin=(2, 10, 6, 10),
+        keys = self.keys_pane = Html(_keys_html(""), stylesheets=[CSS], margin=(2, 10, 6, 10),
                                              sizing_mode="stretch_width", css_classes=["stf-keys"])
         return pn.Column(timeline, controls, overview, keys, sizing_mode="stretch_width", margin=0)
 

@@ -21,6 +21,7 @@ from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
 from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
+from .panel_shims import Html
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
 __all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
@@ -230,19 +231,19 @@ class Controls:
             self.widgets[name] = widget
             self._styles[name] = dict(widget.styles or {})
             if control.kind == "choice" and name != "layout":  # a button group shows no name of its own
-                caption = pn.pane.HTML(_caption_html(widget.name, False),
+                caption = Html(_caption_html(widget.name, False),
                                        stylesheets=[CSS], margin=(6, 10, 0, 10), sizing_mode="stretch_width",
                                        styles={"flex": "1 1 100%"} if embed else {})
                 self.captions[name] = caption
                 rows.append(caption)
             rows.append(widget)
-        self.hint = pn.pane.HTML("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
+        self.hint = Html("", margin=(0, 10, 2, 10), css_classes=["stf-hint"], stylesheets=[CSS],
                                  sizing_mode="stretch_width", visible=False)
-        self.locked = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(6, 10, 0, 10),
+        self.locked = Html("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(6, 10, 0, 10),
                                    css_classes=["stf-locked"])
-        self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
+        self.error = Html("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
                                   visible=False, css_classes=["stf-control-error"])
-        self.carried = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
+        self.carried = Html("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(4, 10),
                                     visible=False, css_classes=["stf-control-carried"])
         self.reset_button = pn.widgets.Button(
             name="↺ Back to the start", button_type="light", margin=(8, 10, 4, 10), width=170,
@@ -282,14 +283,14 @@ class Controls:
         state = self.state
         self.upload = TraceUpload(on_file=on_upload, on_refused=lambda why: setattr(state, "upload_error", why),
                                   margin=(10, 10, 0, 10), css_classes=["stf-trace-upload"])
-        self.replay_note = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 0, 10),
+        self.replay_note = Html("", sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 0, 10),
                                         css_classes=["stf-replay-pane"])
         self.clear_replay = pn.widgets.Button(name="Back to the generated workload", button_type="light",
                                               margin=(2, 10, 0, 10), width=230, css_classes=["stf-clear-replay"],
                                               visible=False)
         if on_clear_replay is not None:
             self.clear_replay.on_click(lambda _e: on_clear_replay())
-        sources = pn.pane.HTML(sources_html(), sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 4, 10))
+        sources = Html(sources_html(), sizing_mode="stretch_width", stylesheets=[CSS], margin=(2, 10, 4, 10))
 
         def show(*_):
             self.replay_note.object = replay_html(state)

@@ -10,6 +10,7 @@ import math
 import panel as pn
 
 from .mission_text import brief_html
+from .panel_shims import Html
 from .theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd",
@@ -331,7 +332,7 @@ def _debrief_html(i, star):
 class MetricsView:
     def __init__(self, state):
         self.state = state
-        self.pane = pn.pane.HTML(metrics_html({}, state.scenario), sizing_mode="stretch_width", stylesheets=[CSS],
+        self.pane = Html(metrics_html({}, state.scenario), sizing_mode="stretch_width", stylesheets=[CSS],
                                  margin=0, css_classes=["stf-metrics-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")
@@ -351,7 +352,7 @@ class StarsView:
 
     def __init__(self, state, tools=None):
         self.state = state
-        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS, STARS_CSS], margin=0,
+        self.pane = Html("", sizing_mode="stretch_width", stylesheets=[CSS, STARS_CSS], margin=0,
                                  css_classes=["stf-stars-pane"])
         self.tools = tools
         self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",

@@ -8,8 +8,8 @@ written by whoever wrote the file, so none of it may execute or inject markup:
                                    mailto or a relative address; images shown as their alt text
     plain(text)          -> text   escaped for HTML text and attribute values
 
-The result is shown with `pn.pane.HTML`, never through Panel's `sanitize_html` (it needs
-`nh3`, which has no build for the browser's Pyodide). missions/README.md lists what a
+The result is shown with `Html` (panel_shims: a `pn.pane.HTML`), never through Panel's
+`sanitize_html` (it needs `nh3`, which has no build for the browser's Pyodide). missions/README.md lists what a
 brief may use.
 """
 

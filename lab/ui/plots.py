@@ -41,6 +41,7 @@ from lab.core.metrics import first_token_ticks, pooled_gaps, step_gaps_of
 from lab.core.ticks import TICKS_PER_S
 
 from .story import nearest_point
+from .panel_shims import Html
 from .theme import CSS, FONT_STACK, PALETTE
 
 __all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps", "log_ticks", "thin_ticks", "strip_view",
@@ -290,7 +291,7 @@ class Plots:
         self.sweep_button.on_click(lambda _e: on_sweep())
         self.progress = pn.indicators.Progress(value=0, max=100, visible=False, width=140, margin=(12, 6),
                                                bar_color="primary", css_classes=["stf-sweep-progress"])
-        self.sweep_note = pn.pane.HTML("", stylesheets=[CSS], margin=(8, 6), sizing_mode="stretch_width",
+        self.sweep_note = Html("", stylesheets=[CSS], margin=(8, 6), sizing_mode="stretch_width",
                                        css_classes=["stf-sweep-note"])
         size = {"sizing_mode": "stretch_width", "margin": (0, 4)}
         gap_pane = pn.pane.Bokeh(self.gap_fig, **size)

@@ -39,6 +39,7 @@ from lab.core.missions import ID_PATTERN
 
 from . import progress_code
 from .bridge import Bridge
+from .panel_shims import Html
 from .theme import CSS
 from .timers import every
 
@@ -298,9 +299,9 @@ class ProgressTools:
                                               description="Add the stars of a progress code (never removes any)")
         self.access_button = pn.widgets.Button(label="Keep my stars in this browser", button_type="primary", visible=False,
                                                margin=(4, 4), css_classes=["stf-storage-access"])
-        self.code = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-code-pane"])
-        self.link = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 6), visible=False, css_classes=["stf-open-full-pane"])
-        self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-status"],
+        self.code = Html("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-code-pane"])
+        self.link = Html("", stylesheets=[CSS], margin=(4, 6), visible=False, css_classes=["stf-open-full-pane"])
+        self.status = Html("", stylesheets=[CSS], margin=(0, 6), css_classes=["stf-progress-status"],
                                    sizing_mode="stretch_width")
         self.copy_button.on_click(self._on_copy)
         self.paste_button.on_click(self._on_paste)

@@ -35,6 +35,7 @@ from .blame_view import CAUSE_FILLS, CAUSE_LABELS
 from .fleet_words import instance_name
 from .metrics_view import NBSP, fmt_ms, fmt_seconds
 from .state import WINDOW_S
+from .panel_shims import Html
 from .theme import CSS, INERT_STYLE, LIVE_STYLE
 
 __all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_order", "focus_of", "focus_span", "nearest_point",
@@ -428,11 +429,11 @@ class StoryView:
         self.close_button = pn.widgets.Button(name="Close the story", button_type="light", margin=(4, 6), width=140,
                                               css_classes=["stf-story-close"], visible=False)
         self.close_button.on_click(lambda _e: self.close())
-        self.hint = pn.pane.HTML('<span class="stf-lock">Click a request in the worst-gap plot, or a step on the '
+        self.hint = Html('<span class="stf-lock">Click a request in the worst-gap plot, or a step on the '
                                  'timelines, to see where its time went.</span>', stylesheets=[CSS], margin=(8, 6),
                                  sizing_mode="stretch_width", css_classes=["stf-story-hint"],
                                  styles={"flex": "1 1 240px", "min-width": "0"})  # beside the button when it fits
-        self.pane = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 8, 8, 8), sizing_mode="stretch_width",
+        self.pane = Html("", stylesheets=[CSS], margin=(0, 8, 8, 8), sizing_mode="stretch_width",
                                  visible=False, css_classes=["stf-story-pane"])
         bar = pn.FlexBox(self.next_button, self.close_button, self.hint, flex_wrap="wrap", align_items="center",
                          sizing_mode="stretch_width", margin=0)

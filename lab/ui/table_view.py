@@ -26,6 +26,7 @@ from .blame_view import CAUSE_LABELS
 from .fleet_words import gpu_type_text, pool_text
 from .metrics_view import fmt_joules, fmt_share, fmt_usd, fmt_watts
 from .targets import target_phrase
+from .panel_shims import Html
 from .theme import CSS
 
 __all__ = ["TableView", "gpu_table_html", "pool_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
@@ -121,7 +122,7 @@ class TableView:
     def __init__(self, state):
         self.state = state
         self._built = -1  # the run_id the tables show
-        self.pane = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4),
+        self.pane = Html("", stylesheets=[CSS], sizing_mode="stretch_width", margin=(0, 4),
                                  css_classes=["stf-table-pane"])
         self.download = pn.widgets.FileDownload(
             callback=self._csv, filename=CSV_NAME, label="Download CSV (every request)", stylesheets=[DOWNLOAD_CSS],
@@ -129,7 +130,7 @@ class TableView:
             description="Every request of this run, with the columns of `lab run --requests-csv`",
         )
         # An h2 header (Panel's default title is an h3, a skipped level under the page's h1).
-        header = pn.pane.HTML('<h2 class="stf-card-title">Table view</h2>', stylesheets=[CSS], margin=(0, 4))
+        header = Html('<h2 class="stf-card-title">Table view</h2>', stylesheets=[CSS], margin=(0, 4))
         self.card = pn.Card(self.download, self.pane, header=header, title="Table view", collapsed=True,
                             sizing_mode="stretch_width",
                             margin=(10, 0, 0, 0), css_classes=["stf-table-card"])

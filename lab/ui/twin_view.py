@@ -24,6 +24,7 @@ from .fleet_words import is_plain, pool_text
 from .metrics_view import NBSP, PER_REQUESTS, fmt_joules, fmt_ms, fmt_seconds, fmt_share, fmt_usd, fmt_watts
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
 from .state import fleet_settings, format_value
+from .panel_shims import Html
 from .theme import CSS, PALETTE
 
 __all__ = ["TwinView", "metric_deltas", "request_pairs", "fleet_phrase", "compare_html", "twin_sentence", "TWIN_METRICS",
@@ -227,14 +228,14 @@ class TwinView:
         self.pin_button.on_click(lambda _e: on_pin("current"))
         self.start_button.on_click(lambda _e: on_pin("start"))
         self.unpin_button.on_click(lambda _e: on_unpin())
-        self.head = pn.pane.HTML("", stylesheets=[CSS, TWIN_CSS], margin=(6, 6, 0, 10), sizing_mode="stretch_width",
+        self.head = Html("", stylesheets=[CSS, TWIN_CSS], margin=(6, 6, 0, 10), sizing_mode="stretch_width",
                                  css_classes=["stf-twin-head-pane"])
-        self.compare = pn.pane.HTML("", stylesheets=[CSS, TWIN_CSS], margin=(0, 10), sizing_mode="stretch_width",
+        self.compare = Html("", stylesheets=[CSS, TWIN_CSS], margin=(0, 10), sizing_mode="stretch_width",
                                     css_classes=["stf-twin-compare"])
         self.toggle = pn.widgets.RadioButtonGroup(options=list(MEASURES), value=self.measure, button_type="light",
                                                   margin=(4, 10), css_classes=["stf-twin-measure"])
         self.toggle.param.watch(self._on_measure, "value")
-        self.counts = pn.pane.HTML("", stylesheets=[CSS, TWIN_CSS], margin=(4, 10), sizing_mode="stretch_width",
+        self.counts = Html("", stylesheets=[CSS, TWIN_CSS], margin=(4, 10), sizing_mode="stretch_width",
                                    css_classes=["stf-twin-counts-pane"])
         self.src = {k: ColumnDataSource({"x": [], "y": [], "id": []}) for k in ("worse", "better", "same")}
         self.diag = ColumnDataSource({"x": [], "y": []})
