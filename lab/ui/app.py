@@ -60,6 +60,7 @@ import panel as pn
 
 from lab.core.errors import LabError
 
+from . import collector
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .blame_view import BlameView
 from .canvas import Canvas, legend_html
@@ -69,7 +70,7 @@ from .metrics_view import MetricsView, StarsView
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
 from .paint_speed import PaintSpeed
-from .panel_shims import escape_without_nh3, one_patch_per_update
+from .panel_shims import Html, escape_without_nh3, one_patch_per_update, skip_busy_tracking
 from .plots import Plots
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_pin, parse_search, parse_settings
@@ -199,11 +200,11 @@ class LabApp:
         self.paint_speed = PaintSpeed()
         self.story = StoryView(self.state, self.canvas, say=self.a11y.say, plots=self.plots)
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
-        self.status = pn.pane.HTML("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
+        self.status = Html("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
-        self.notes = pn.pane.HTML("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
+        self.notes = Html("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
                                   css_classes=["stf-notes-pane"])
-        self.header_stars = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
+        self.header_stars = Html("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
         s = self.state
         s.param.watch(self._on_busy, ["busy", "run_id"])
         s.param.watch(self._on_notes, ["notes"])
@@ -273,12 +274,14 @@ class LabApp:
         _debug("run start")
         # The canvas goes first, alone: its patch carries the simulation only, and the
         # browser paints it before this worker measures the run (metrics, blame, stars).
+        collector.hold()  # no garbage collection until the canvas is out (the second half)
         simulated = self._guarded(lambda: self._simulate(first))
         if simulated:  # measured once the page has painted the canvas (_on_painted), or after a wait
             self._finish_iter = state.finish_steps()
             self._paint_awaited = state.sim_id
             self._finish_pending = later(self._finish_step, FINISH_WAIT_MS)
         else:  # failed: the run is over (its reason is out), the plots show that
+            collector.release()
             self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
     def _simulate(self, first):
@@ -313,6 +316,7 @@ class LabApp:
         is dropped (that run is stale) and the plots stay for the newer run."""
         self._finish_pending = None
         self._paint_awaited = None  # begun: a paint heard later changes nothing
+        collector.release()  # the canvas is out: collections put off since the run began happen now
         steps = self._finish_iter
         if steps is None:
             return
@@ -341,6 +345,7 @@ class LabApp:
     def _finish_now(self):
         """The run's whole second half at once (the pre-render, tests)."""
         self._stop_finish()
+        collector.release()
         with_finish = self._guarded(self._finish)
         _debug("run end", with_finish)
         self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
@@ -371,6 +376,7 @@ class LabApp:
             self.canvas.show_whole_run()  # the overview and the slow steps: after the canvas's paint
             self.plots.update()
             self.twin.update()
+        collector.settle()  # the page is up: what lives now lives as long as the page
 
     def on_pin(self, which):
         """"Compare with…": pin this fleet or the mission's start; its run follows in a moment."""
@@ -632,7 +638,7 @@ class LabApp:
         if controls:  # a hidden control keeps its value: say which, and at what
             shown = ", ".join(f"{html.escape(n)} <b>{html.escape(format_value(self.state.value_of(n)))}</b>"
                               for n in controls)
-            self.controls.view.append(pn.pane.HTML(
+            self.controls.view.append(Html(
                 f'<div class="stf-lock stf-hidden-controls" data-hidden="{len(controls)}">Hidden by this link '
                 f'(locked): {shown}</div>', stylesheets=[CSS], margin=(6, 10, 0, 10), css_classes=["stf-hidden-pane"]))
 
@@ -646,20 +652,20 @@ class LabApp:
         kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {total}"
         title = plain(m.title)
         # Mission text never reaches the page as markup: see mission_text.py.
-        brief = pn.pane.HTML(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
+        brief = Html(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",
                              margin=(0, 10), stylesheets=[CSS], css_classes=["stf-brief-pane"])
         may_preempt = s.scenario.fleet.kv_policy == "on_demand" or "kv_policy" in m.controls
         roles = "planner" in m.controls or s.scenario.fleet.planner_on
-        legend = pn.pane.HTML(legend_html(s.scenario.slo, self.embed, rejection=s.can_reject, preemptions=may_preempt,
+        legend = Html(legend_html(s.scenario.slo, self.embed, rejection=s.can_reject, preemptions=may_preempt,
                                           roles=roles),
                               stylesheets=[CSS], sizing_mode="stretch_width",
                               margin=(0, 4), css_classes=["stf-legend-pane"])
-        section = lambda text: pn.pane.HTML(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
+        section = lambda text: Html(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")
         next_m = self.catalog.next_after(m)
         card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px"}
         canvas_card = pn.Column(
-            pn.Row(pn.pane.HTML('<div class="stf-section" style="margin:0">GPU timelines'
+            pn.Row(Html('<div class="stf-section" style="margin:0">GPU timelines'
                                 f'{"" if self.embed else " · 2.5 s window"}</div>',
                                 stylesheets=[CSS], margin=(4, 4)), self.status, sizing_mode="stretch_width", margin=0),
             legend, self.canvas.view, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
@@ -669,7 +675,7 @@ class LabApp:
             return self._embed_layout(kicker, title, brief, canvas_card, section)
         nav = (f'<a href="{plain(lab_href(next_m.id))}">Next: {plain(next_m.title)} →</a>' if next_m else "")
         header = pn.Row(
-            pn.pane.HTML(
+            Html(
                 f'<div class="stf-header">{_brand()}<a href="{hub_href()}">← All missions</a>'
                 f'<span class="stf-spacer"></span>{nav}</div>',
                 stylesheets=[CSS], sizing_mode="stretch_width", margin=(8, 16, 0, 16),
@@ -679,7 +685,7 @@ class LabApp:
         title_row = pn.Row(
             # The title takes the room the stars leave and wraps there (a long title at 390 px
             # pushed the stars past the screen's edge).
-            pn.pane.HTML(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>',
+            Html(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>',
                          stylesheets=[CSS], margin=(10, 10, 0, 16), sizing_mode="stretch_width",
                          styles={"min-width": "0"}),
             self.header_stars, sizing_mode="stretch_width", margin=0,
@@ -708,14 +714,14 @@ class LabApp:
         """The README's 700 x 760 iframe: the folded brief, the controls and the stars in a narrow
         column beside the canvas and the metrics, so all but the plots (below the fold) show
         without scrolling. Under about 550 px the two columns stack (brief and controls first)."""
-        head = pn.pane.HTML(
+        head = Html(
             f'<div class="stf-header"><span class="stf-kicker">{html.escape(kicker)}</span>'
             f'<h1 class="stf-title" style="font-size:17px">{title}</h1><span class="stf-spacer"></span></div>',
             stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 10, 0, 10),
         )
         self.header_stars.margin = (4, 10, 0, 10)
         # The header an h2 (Panel's title is an h3: a skipped heading level under the h1).
-        brief_card = pn.Card(brief, title="Brief", header=pn.pane.HTML('<h2 class="stf-card-title">Brief</h2>',
+        brief_card = pn.Card(brief, title="Brief", header=Html('<h2 class="stf-card-title">Brief</h2>',
                                                                         stylesheets=[CSS], margin=(0, 4)),
                              collapsed=True, sizing_mode="stretch_width", margin=(0, 0, 4, 0),
                              css_classes=["stf-brief-card"])
@@ -763,10 +769,10 @@ class HubApp:
     def __init__(self, catalog):
         self.catalog = catalog
         self.bridge = StarsBridge()
-        self.list = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
+        self.list = Html("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
                                  css_classes=["stf-hub-list"])
-        self.total = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(10, 0, 12, 0), css_classes=["stf-hub-total"])
-        self.note = pn.pane.HTML("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
+        self.total = Html("", stylesheets=[HUB_CSS], margin=(10, 0, 12, 0), css_classes=["stf-hub-total"])
+        self.note = Html("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
                                  css_classes=["stf-hub-note"])
         self._armed = False
         self.reset_button = pn.widgets.Button(
@@ -775,7 +781,7 @@ class HubApp:
         )
         self.reset_button.on_click(self._on_reset)
         # Every backup of old stars is kept until the student clears them (stars_store.js).
-        self.backups = pn.pane.HTML("", stylesheets=[HUB_CSS], margin=(4, 0), visible=False, css_classes=["stf-hub-backups"])
+        self.backups = Html("", stylesheets=[HUB_CSS], margin=(4, 0), visible=False, css_classes=["stf-hub-backups"])
         self._clear_armed = False
         self.clear_button = pn.widgets.Button(name="Clear backups", button_type="light", margin=(0, 0, 4, 0), width=190,
                                               visible=False, css_classes=["stf-clear-backups"],
@@ -854,11 +860,11 @@ class HubApp:
 
     def _layout(self):
         header = pn.Row(
-            pn.pane.HTML(f'<div class="stf-header">{_brand()}</div>', stylesheets=[CSS], sizing_mode="stretch_width",
+            Html(f'<div class="stf-header">{_brand()}</div>', stylesheets=[CSS], sizing_mode="stretch_width",
                          margin=(8, 16, 0, 16)),
             sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
         )
-        hero = pn.pane.HTML(
+        hero = Html(
             f'<div class="stf-hero"><div class="stf-kicker">An interactive lab</div><h1>Split the Fleet</h1>'
             f"<p>{html.escape(TAGLINE)}</p></div>",
             stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
@@ -880,6 +886,7 @@ def hub_page(missions_dir=None):
 def _extension():
     """Panel settings both pages need (idempotent; safe in Pyodide)."""
     escape_without_nh3()
+    skip_busy_tracking()  # the lab shows its own busy status
     if sys.platform == "emscripten":  # the static site: Panel's worker link, one patch per update
         one_patch_per_update()
     pn.config.raw_css = [c for c in pn.config.raw_css if "stf-page" not in c] + [

@@ -325,3 +325,43 @@ def test_the_canvas_holds_data_only_for_runs_the_state_still_keeps(catalog, monk
     state.change("gpus", start + 3)
     assert state.simulate() and len(state._kept) == 1
     assert [e["result"] for e in canvas._built] == [state.result]
+
+
+def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers, monkeypatch):
+    """lab/ui/collector.py: the collector is off from a run's start to its second half, on
+    again from the second half's first turn, and back on when a run fails; the page's heap is
+    frozen once its first run's plots are out."""
+    import gc
+
+    import lab.ui.app as app
+    from lab.ui import collector
+
+    frozen = []
+    monkeypatch.setattr(collector, "_settled", False)
+    monkeypatch.setattr(collector.gc, "freeze", lambda: frozen.append(True))
+    assert gc.isenabled()
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    try:
+        enabled = []
+        simulate = lab.state.simulate
+        monkeypatch.setattr(lab.state, "simulate", lambda: enabled.append(gc.isenabled()) or simulate())
+        lab._run_now()
+        assert enabled == [False] and not gc.isenabled()  # off while simulating, and until the second half
+        app_timers.fire(lab._finish_step)
+        assert gc.isenabled()
+        _finish_turns(lab, app_timers)
+        assert not frozen
+        app_timers.fire(lab._update_plots)
+        assert frozen == [True]  # the first run is up: the heap that lives as long as the page
+        lab._update_plots()
+        assert frozen == [True]  # once
+
+        def fail():
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(lab.state, "simulate", fail)
+        lab._run_now()
+        assert gc.isenabled() and lab.state.run_error  # a failed run holds nothing
+    finally:
+        collector.release()
+        gc.enable()
