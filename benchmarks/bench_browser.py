@@ -1,7 +1,7 @@
 """Browser benchmark (not a test): control change -> redrawn canvas, in Debian's Chromium.
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
-                                       [--fresh] [--screenshots DIR] [--json OUT.json]
+                                       [--fresh] [--think-ms MS] [--screenshots DIR] [--json OUT.json]
                                        [--site DIST [--loads N] [--trace] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
@@ -122,7 +122,14 @@ def _listen_keys(page):
 class _Changes:
     """The figures of a series of control changes: each `press` sends one key to a control,
     waits for the run it starts to be painted, and keeps its keydown -> painted time, the
-    split at the moment its data reached the page, and its status line's run time."""
+    split at the moment its data reached the page, and its status line's run time.
+
+    `think_ms` (--think-ms): how long after a run's status line is out the next key comes.
+    0 (the default) presses at once, while the run's plots are still being made and painted,
+    so a change also waits behind the one before; a student reading the numbers between
+    changes (some hundreds of ms) gives each change the page to itself."""
+
+    think_ms = 0
 
     def __init__(self, page):
         self.page = page
@@ -142,6 +149,8 @@ class _Changes:
         status = page.locator(f'.stf-status[data-run="{self.last}"]')
         status.wait_for(state="attached")
         self.sims.append(float(status.get_attribute("data-run-ms")))
+        if self.think_ms:
+            page.wait_for_timeout(self.think_ms)  # a student's pause before the next change
         return len(self.times)
 
     def figures(self, name):
@@ -373,7 +382,12 @@ import json, statistics, time
 import lab.core as _core
 import lab.ui.canvas as _canvas
 from lab.ui.canvas import timeline_data as _timeline_data
-_lab = [o for o in __import__("gc").get_objects() if type(o).__name__ == "LabState"][0]
+import gc as _gc
+_frozen = _gc.get_freeze_count()  # (the page freezes its heap, lab/ui/collector.py: look there too)
+_gc.unfreeze()
+_lab = [o for o in _gc.get_objects() if type(o).__name__ == "LabState"][0]
+if _frozen:
+    _gc.freeze()
 _sc, _req = _lab.run_input()
 _t = {}
 def _time(key, fn):
@@ -611,6 +625,9 @@ def main(argv=None):
     parser.add_argument("--fresh", action="store_true",
                         help="every change reaches a setting not run before (no kept run reused): "
                              "a slider to its end, the layout, then a snake over two sliders (measure_fresh)")
+    parser.add_argument("--think-ms", type=int, default=0,
+                        help="wait this long after each run's status line before the next key (a student's "
+                             "pause; 0: back to back, each change behind the last one's plots)")
     parser.add_argument("--trace", action="store_true",
                         help="with --site: also count the page's main-thread work (a Chrome trace of each load)")
     parser.add_argument("--loads", type=int, default=1,
@@ -625,6 +642,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} not found (apt-get install chromium)")
+    _Changes.think_ms = max(0, args.think_ms)
 
     from lab.ui.catalog import Catalog
 
@@ -642,6 +660,7 @@ def main(argv=None):
         "control": name,
         "changes": len(times),
         "fresh": args.fresh,
+        "think_ms": _Changes.think_ms,
         "median_ms": statistics.median(times),
         "p90_ms": times_sorted[int(0.9 * (len(times) - 1))],
         "min_ms": times_sorted[0],
@@ -679,7 +698,9 @@ def main(argv=None):
         print("  largest files sent, cold: " + ", ".join(f"{p.rsplit('/', 1)[-1]} {b / 1e6:.2f} MB"
                                                         for b, p in load["cold_largest"]))
     print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes "
-          + (f"each to a setting not run before, from '{name}' on (--fresh)" if args.fresh else f"of '{name}'") + " (keyboard):")
+          + (f"each to a setting not run before, from '{name}' on (--fresh)" if args.fresh else f"of '{name}'")
+          + (f", {_Changes.think_ms} ms between a run's status and the next key" if _Changes.think_ms else ", back to back")
+          + " (keyboard):")
     print(f"  median {report['median_ms']:.0f} ms   p90 {report['p90_ms']:.0f} ms   "
           f"min {report['min_ms']:.0f} ms   max {report['max_ms']:.0f} ms")
     print(f"  of which simulate + metrics in Python: median {report['simulate_median_ms']:.0f} ms "
