@@ -14,7 +14,10 @@ some thirty properties under a single `pn.io.hold()`, became thirty messages, ea
 serialized against every model of the document in the worker and applied with its own
 re-render on the page. The replacement queues the events of one Python turn and sends
 them as one patch when the worker's event loop next runs (Bokeh's patch message is a list
-of events, applied in order). Under `lab serve` nothing changes.
+of events, applied in order). Under `lab serve` nothing changes. `PagePatches` does the
+batching, and applies a patch from the page only after the turn's waiting events have gone;
+`encode_patch` orders a patch's events so that the page meets each model before a change
+to it. Their docstrings say how Bokeh broke each (the lab failed to draw, at random).
 
 `Html`: the lab's `pn.pane.HTML`. When Panel's HTML pane gets a new `object` it sends the
 model all of its properties again, and its stylesheets are rebuilt as new Bokeh models each
@@ -33,10 +36,11 @@ The lab has no template and shows its own busy status (LabState.busy), so it ski
 import asyncio
 import html
 import importlib
+import sys
 
 import panel as pn
 
-__all__ = ["escape_without_nh3", "one_patch_per_update", "skip_busy_tracking", "Html"]
+__all__ = ["escape_without_nh3", "encode_patch", "one_patch_per_update", "skip_busy_tracking", "Html"]
 
 
 class Html(pn.pane.HTML):
@@ -77,6 +81,93 @@ def _ignore_busy_event(event_id):
     return None
 
 
+# The events that name their model by reference only (`model.ref`): the page must have met
+# the model before, in an earlier patch or earlier in this one.
+_EVENTS_BY_REFERENCE = ("ModelChanged", "ColumnDataChanged", "ColumnsStreamed", "ColumnsPatched")
+
+
+def _named_model(event):
+    return event.model if getattr(event, "kind", None) in _EVENTS_BY_REFERENCE else None
+
+
+def encode_patch(doc, events):
+    """Bokeh's patch message for `events` (as Panel's _process_document_events), each event
+    placed after the definition of the model it names; returns (patch JSON, serializer).
+
+    Under a hold, Bokeh combines a change into the earlier event for the same property, so
+    the event that brought a new model may end up before it (or lose it, the model gone
+    again) while a change to that model stays where it was: the page, decoding in order,
+    met a reference it never had ("reference ... isn't known") and the lab was not drawn.
+    Here a change to a model not yet defined waits until it is; a change to a model no
+    longer in the document, which the page never got, is dropped."""
+    from bokeh.core.serialization import Serializer
+    from bokeh.protocol.messages.patch_doc import PatchJson
+
+    serializer = Serializer(references=doc.models.synced_references)
+    encoded, waiting = [], list(events)
+    while waiting:
+        later = []
+        for event in waiting:
+            model = _named_model(event)
+            if model is None or serializer.has_ref(model):
+                encoded.append(serializer.encode(event))
+            else:
+                later.append(event)
+        if len(later) == len(waiting):
+            break
+        waiting = later
+    for event in waiting:
+        if event.model.id in doc.models:  # in the document yet never sent: a change would be lost
+            print(f"Split the Fleet: a change to {event.model!r}.{getattr(event, 'attr', '')} was not sent "
+                  "(the page has never had that model)", file=sys.stderr)
+    doc.models.flush_synced(lambda model: not serializer.has_ref(model))
+    return PatchJson(events=encoded), serializer
+
+
+class PagePatches:
+    """The worker's side of the page link (one_patch_per_update): a Python turn's document
+    events go to the page as one patch when the event loop next runs (`schedule`), and a
+    patch from the page is applied only after the events still waiting have gone.
+
+    Why the second: Bokeh's Document.apply_json_patch marks every model in the document as
+    the page's afterwards (its flush_synced gets all of them as the patch's references).
+    Models made in the turn before, not yet sent, then went out as bare references the page
+    could not resolve, and the static lab failed to draw ("reference ... isn't known") when
+    a message from the page came between a turn and its flush."""
+
+    def __init__(self, doc, dispatch, schedule, setter=None):
+        self.doc, self.dispatch, self.schedule, self.setter = doc, dispatch, schedule, setter
+        self.pending = []
+
+    def link(self):
+        self.doc.on_change(self.on_change)
+        apply_from_page = self.doc.apply_json_patch
+
+        def apply_json_patch(*args, **kwargs):
+            self.flush()
+            return apply_from_page(*args, **kwargs)
+
+        self.doc.apply_json_patch = apply_json_patch
+
+    def on_change(self, event):
+        if self.setter is not None and getattr(event, "setter", None) == self.setter:
+            return  # the page's own change coming back: it has it already
+        if not self.pending:
+            self.schedule(self.flush)
+        self.pending.append(event)
+
+    def flush(self):
+        events, self.pending = self.pending, []
+        if not events:
+            return
+        try:
+            self.dispatch(*encode_patch(self.doc, events))
+        except Exception:  # a lost patch must show in the console, not vanish in the event loop
+            import traceback
+
+            traceback.print_exc()
+
+
 def one_patch_per_update():
     """In Pyodide, make panel.io.pyodide link the page with one patch per Python turn (idempotent)."""
     import panel.io.pyodide as panel_pyodide
@@ -87,35 +178,16 @@ def one_patch_per_update():
 
     def link_docs_worker(doc, dispatch_fn, msg_id=None, setter=None):
         p = panel_pyodide  # Panel's own names (js, pyodide, state, DocumentReady), as its original uses them
-        pending = []
 
-        def flush():
-            try:
-                send(pending[:])
-            except Exception:  # a lost patch must show in the console, not vanish in the event loop
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                pending.clear()
-
-        def send(events):
-            if not events:
-                return
-            json_patch, buffer_map = p._process_document_events(doc, events)
+        def dispatch(json_patch, serializer):  # as Panel's _process_document_events and pysync
+            buffer_map = {buffer.id: p.pyodide.ffi.to_js(buffer.to_bytes()).buffer for buffer in serializer.buffers}
+            json_patch = p._serialize_buffers(json_patch, buffers=buffer_map)
             json_patch = p.pyodide.ffi.to_js(json_patch, dict_converter=p._dict_converter)
             buffers = p.js.Map.new(p.js.Object.entries(p.pyodide.ffi.to_js(buffer_map)))
             dispatch_fn(json_patch, buffers, msg_id)
 
-        def pysync(event):
-            if setter is not None and getattr(event, "setter", None) == setter:
-                return  # the page's own change coming back: it has it already
-            if not pending:
-                asyncio.get_event_loop().call_soon(flush)
-            pending.append(event)
-
+        PagePatches(doc, dispatch, asyncio.get_event_loop().call_soon, setter).link()
         # The rest as Panel's own _link_docs_worker (panel 1.9.4).
-        doc.on_change(pysync)
         doc.unhold()
         doc.on_event("document_ready", p.functools.partial(p.state._schedule_on_load, doc))
         doc.callbacks.trigger_event(p.DocumentReady())
