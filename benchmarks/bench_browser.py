@@ -339,11 +339,12 @@ def _steps(timeline):
 # + now(), epoch ms): the page's patch applied (Document.apply_json_patch), the widget's change (LabApp.on_change), the run's first half
 # (LabState.simulate: the simulation and, as its watchers fire, the canvas's data), its second
 # half (LabState.finish: metrics, blame, stars and the views that show them), the plots, and
-# each patch: panel.io.pyodide's serialization of the queued document events (one per Python
-# turn, see lab/ui/panel_shims.py). Each entry: (phase, start, end).
+# each patch: the serialization of the queued document events (one per Python turn,
+# lab/ui/panel_shims.encode_patch; panel.io.pyodide's own in a tree from before). Each entry: (phase, start, end).
 PHASES_PY = """
 import js
 import panel.io.pyodide as _p
+import lab.ui.panel_shims as _shims
 from lab.ui.app import LabApp
 from lab.ui.state import LabState
 _stf_phases = []
@@ -365,7 +366,7 @@ from lab.ui.controls import Controls
 for _owner, _name, _key in ((_Doc, "apply_json_patch", "apply"), (Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
                             (LabState, "finish", "finish"), (LabApp, "_finish_part", "finish"),
                             (LabApp, "_update_plots", "plots"),
-                            (_p, "_process_document_events", "serialize")):
+                            (_p, "_process_document_events", "serialize"), (_shims, "encode_patch", "serialize")):
     if hasattr(_owner, _name):
         setattr(_owner, _name, _stf_timed(getattr(_owner, _name), _key))
 if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves: the whole run
