@@ -239,9 +239,11 @@ class TwinView:
                                    css_classes=["stf-twin-counts-pane"])
         self.src = {k: ColumnDataSource({"x": [], "y": [], "id": []}) for k in ("worse", "better", "same")}
         self.diag = ColumnDataSource({"x": [], "y": []})
-        self.fig = self._figure()
-        plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width", margin=(0, 6), css_classes=["stf-twin-plot"])
-        scatter = pn.Column(pn.Row(self.toggle, self.counts, sizing_mode="stretch_width", margin=0), plot,
+        # The scatter's figure (some 85 Bokeh models) is made at the first pin: until then the
+        # card shows no plot, and the page need not build it while the lab loads.
+        self.fig = None
+        self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width", margin=(0, 6), css_classes=["stf-twin-plot"])
+        scatter = pn.Column(pn.Row(self.toggle, self.counts, sizing_mode="stretch_width", margin=0), self.plot,
                             sizing_mode="stretch_width", margin=0,
                             styles={"flex": "1 1 300px", "min-width": "min(280px, 100%)"})
         left = pn.Column(self.compare, sizing_mode="stretch_width", margin=0,
@@ -313,6 +315,9 @@ class TwinView:
                             '<span class="hint">Both fleets run on the same requests; change the controls to '
                             'compare.</span></div>')
         self.compare.object = compare_html(s)
+        if self.fig is None:
+            self.fig = self._figure()
+            self.plot.object = self.fig
         ready = s.twin is not None and bool(s.rows)
         if ready:
             row_key, unit, _ = MEASURES[self.measure]

@@ -181,6 +181,7 @@ def test_the_twin_view_shows_both_runs_only_while_pinned(catalog):
     state.run()
     assert not view.body.visible and not view.unpin_button.visible
     assert "Compare with" in view.head.object
+    assert view.fig is None and view.plot.object is None  # the scatter's figure is made at the first pin
     state.pin_fleet("start")
     assert state.change_many(SPLIT)
     state.run()
