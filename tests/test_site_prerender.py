@@ -181,8 +181,12 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         live = page.evaluate(LIVE_SLOW_ROWS)
         assert live is not None
         assert {str(int(float(k))): v for k, v in live["rows"].items()} == drawn  # the same red steps, GPU by GPU
-        stages = [e["stage"] for e in page.evaluate("() => STFLoader.state.timeline")]
-        assert stages.index("prerendered") < stages.index("live") < stages.index("drawn"), stages
+        timeline = page.evaluate("() => STFLoader.state.timeline")
+        stages = [e["stage"] for e in timeline]
+        assert stages.index("prerendered") < stages.index("live") < stages.index("swap") < stages.index("drawn"), stages
+        # The swap came with the first run's plots (the lab's plots mark), not after a quiet wait.
+        assert [e["detail"] for e in timeline if e["stage"] == "swap"] == ["plots"], timeline
+        assert page.locator('#stf-live [data-plots-run="1"]').count() == 1
 
         # Live: a control change re-simulates.
         page.locator("#stf-live").get_by_role("button", name="Split (prefill | decode)").first.click()

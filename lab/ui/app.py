@@ -202,6 +202,9 @@ class LabApp:
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = Html("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
+        # Says which run's plots are out (never shown): the static site's loader swaps its
+        # pre-rendered first view for the live page as soon as the first run's plots are in.
+        self.plots_mark = Html("", visible=False, margin=0, css_classes=["stf-plots-mark"])
         self.notes = Html("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
                                   css_classes=["stf-notes-pane"])
         self.header_stars = Html("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
@@ -376,6 +379,7 @@ class LabApp:
             self.canvas.show_whole_run()  # the overview and the slow steps: after the canvas's paint
             self.plots.update()
             self.twin.update()
+            self.plots_mark.object = f'<span data-plots-run="{self.state.run_id}"></span>'
         collector.settle()  # the page is up: what lives now lives as long as the page
 
     def on_pin(self, which):
@@ -668,7 +672,7 @@ class LabApp:
             pn.Row(Html('<div class="stf-section" style="margin:0">GPU timelines'
                                 f'{"" if self.embed else " · 2.5 s window"}</div>',
                                 stylesheets=[CSS], margin=(4, 4)), self.status, sizing_mode="stretch_width", margin=0),
-            legend, self.canvas.view, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
+            legend, self.canvas.view, self.plots_mark, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
             css_classes=["stf-canvas-card"],
         )
         if self.embed:

@@ -249,30 +249,36 @@
       return Promise.resolve(handler(event)).then(function () {
         state.timeline.push({ stage: "live", done: 1, total: 1, detail: "", ms: Math.round(performance.now()) });
         prerender.waiting = true;
-        prerender.latest = setTimeout(swapNow, SWAP_LATEST_MS);
-      }, function (e) { swapNow(); throw e; });
+        prerender.latest = setTimeout(swapNow, SWAP_LATEST_MS, "late");
+      }, function (e) { swapNow("failed"); throw e; });
     });
   }
 
-  // After Panel applied a patch to the hidden live document: from the first that reports a
-  // run (the status line's data-run), the swap waits for the run's other patches to go quiet.
+  // After Panel applied a patch to the hidden live document: the swap comes with the patch
+  // that says the first run's plots are out (the lab's plots mark, its last patch), or from
+  // the first that reports a run (the status line's data-run), once the run's patches go quiet.
+  var PLOTS_MARK = /data-plots-run=(?:"|&quot;)(\d+)/;
   function livePatched(msg) {
     if (!prerender.waiting) return;
     var events = (msg.patch && msg.patch.events) || [];
-    var ran = events.some(function (e) { return typeof e["new"] === "string" && RUN_MARK.test(e["new"]); });
+    var marked = function (mark) { return events.some(function (e) { return typeof e["new"] === "string" && mark.test(e["new"]); }); };
+    if (marked(PLOTS_MARK)) return swapNow("plots");
+    var ran = marked(RUN_MARK);
     if (!ran && !prerender.ran) return;
     if (!prerender.ran) {
       prerender.ran = true;
       clearTimeout(prerender.latest);
-      prerender.latest = setTimeout(swapNow, SWAP_AFTER_RUN_MS);
+      prerender.latest = setTimeout(swapNow, SWAP_AFTER_RUN_MS, "late");
     }
     clearTimeout(prerender.quiet);
-    prerender.quiet = setTimeout(swapNow, SWAP_QUIET_MS);
+    prerender.quiet = setTimeout(swapNow, SWAP_QUIET_MS, "quiet");
   }
 
-  function swapNow() {
+  // `why` goes into the timeline's "swap" moment: plots (the mark), quiet, late or failed.
+  function swapNow(why) {
     if (!prerender.waiting) return;
     prerender.waiting = false;
+    state.timeline.push({ stage: "swap", done: 1, total: 1, detail: why, ms: Math.round(performance.now()) });
     clearTimeout(prerender.latest);
     clearTimeout(prerender.quiet);
     nextFrame().then(function () {
