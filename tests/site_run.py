@@ -20,7 +20,7 @@ import time
 
 from static_server import Server
 
-__all__ = ["LabRun", "run_lab", "serve", "main"]
+__all__ = ["LabRun", "run_lab", "serve", "main", "PLOTS_IN"]
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -28,6 +28,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 # The lab's status line once a simulation has been drawn (app.py's status pane).
 RAN = '.stf-status[data-busy="false"][data-run]'
 CANVAS = ".stf-canvas canvas"
+# The plots' figures are in the page (they come after the page's first run is judged).
+PLOTS_IN = """() => (window.Bokeh ? Bokeh.documents : []).some(
+    (d) => ["gap_plot", "itl_plot", "sweep_plot"].every((name) => d.get_model_by_name(name) !== null))"""
 
 
 @dataclasses.dataclass

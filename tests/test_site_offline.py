@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mission_text_payloads import DANGEROUS, EASY_ID, poke, pwned, settle, write_hostile_missions
-from site_run import CANVAS, RAN, run_lab
+from site_run import CANVAS, PLOTS_IN, RAN, run_lab
 from test_build import build_site
 from test_site_browser import ARGS, CHROMIUM, KEY, Server, _cards
 
@@ -79,6 +79,7 @@ def _open_lab(page, url):
     if page.get_attribute("#stf-loader", "data-state") == "error":
         pytest.fail(f"{page.inner_text('#stf-error-message')}\n{page.text_content('#stf-error-detail')}")
     page.locator(RAN).first.wait_for(state="attached", timeout=300_000)
+    page.wait_for_function(PLOTS_IN, timeout=120_000)
 
 
 def _run_marker(page):

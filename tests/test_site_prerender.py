@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from site_run import PLOTS_IN
 from test_site_offline import LOADED, browser, mirror, site  # noqa: F401  (fixtures: the offline site)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,9 +185,11 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         timeline = page.evaluate("() => STFLoader.state.timeline")
         stages = [e["stage"] for e in timeline]
         assert stages.index("prerendered") < stages.index("live") < stages.index("swap") < stages.index("drawn"), stages
-        # The swap came with the first run's plots (the lab's plots mark), not after a quiet wait.
-        assert [e["detail"] for e in timeline if e["stage"] == "swap"] == ["plots"], timeline
-        assert page.locator('#stf-live [data-plots-run="1"]').count() == 1
+        # The swap came with the first run's metrics and stars (the lab's judged mark), not after
+        # a quiet wait; the plots follow.
+        assert [e["detail"] for e in timeline if e["stage"] == "swap"] == ["judged"], timeline
+        assert page.locator('#stf-live [data-judged-run="1"]').count() == 1
+        page.wait_for_function(PLOTS_IN, timeout=60_000)
 
         # Live: a control change re-simulates.
         page.locator("#stf-live").get_by_role("button", name="Split (prefill | decode)").first.click()

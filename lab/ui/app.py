@@ -9,19 +9,23 @@ Pyodide conversion can call them from a script ending in `.servable()`. Nothing 
 uses threads, subprocesses or the filesystem beyond reading the mission folder.
 
 Slow work never runs inside a widget callback: a change marks the state busy (the page
-shows it at once) and the run happens in a one-shot callback a moment later: at once
-for a lone change, after DEBOUNCE_MS for one that follows another closely (a held
-arrow key), so a burst coalesces. A run reaches the browser in three document patches
-(`pn.io.hold` each), canvas first: the simulation and the canvas's data (LabState.simulate),
-then, once the page says it has painted that canvas (PageBridge's `on_painted`; at most
+shows it at once) and the run happens in a one-shot callback a moment later: at once for a
+lone change, after DEBOUNCE_MS for one that follows another closely (a held arrow key), so
+a burst coalesces. A run reaches the browser in three document patches (`pn.io.hold`
+each), canvas first: the simulation and the canvas's data (LabState.simulate), then, once
+the page says it has painted that canvas (PageBridge's `on_painted`; at most
 FINISH_WAIT_MS later, for a hidden tab that paints nothing), in callbacks of their own (a
 part per turn: LabState.finish_steps), the metrics, stars, blame, story and tables, then
 PLOTS_LAG_MS after that the two plots and the canvas's overview. So the browser paints the
-canvas first, with the CPU to itself, and Python measures the run after. A change that lands
-before a run's second half is done makes that run stale: the rest of its half and its plots
-are dropped, and the state judges its stars with the next run's finish (every simulated run
-counts, only the newest is shown), so the new canvas never waits on an old run's metrics.
-The rate sweep runs one point per callback so its progress bar moves.
+canvas first, with the CPU to itself, and Python measures the run after. A run judged
+before the page painted its canvas (the page's first run, simulated while the browser
+still builds the page; a hidden tab) has its plots wait for that paint (at most
+PLOTS_WAIT_MS): the metrics and stars go out alone, and the plots' figures, made at the
+first plots, come after. A change that lands before a run's second half is done makes that
+run stale: the rest of its half and its plots are dropped, and the state judges its stars
+with the next run's finish (every simulated run counts, only the newest is shown), so the
+new canvas never waits on an old run's metrics. The rate sweep runs one point per callback
+so its progress bar moves.
 
 What a change costs in the browser matters as much as the simulation: anything that
 changes a component's size, or a button's `disabled` flag or label, makes Bokeh
@@ -80,7 +84,7 @@ from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
-__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS",
+__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS", "PLOTS_WAIT_MS",
            "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
@@ -88,6 +92,7 @@ FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simula
 FINISH_LAG_MS = 1  # a run's metrics, stars and tables follow this long after the page painted its canvas (their own patch)
 FINISH_WAIT_MS = 250  # ... or this long after the canvas's patch, when the page has not said so (a hidden tab paints nothing)
 PLOTS_LAG_MS = 40  # the plots redraw this long after the metrics, in a patch of their own
+PLOTS_WAIT_MS = 2000  # ... or, judged before the page painted the run's canvas, after that paint or this long
 URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
@@ -195,6 +200,8 @@ class LabApp:
         self._finish_pending = None
         self._finish_iter = None  # LabState.finish_steps of the run being finished, a part per turn
         self._paint_awaited = None  # the run (sim_id) whose canvas the page has not said it painted
+        self._painted_run = 0  # the newest run (sim_id) whose canvas the page said it painted
+        self._plots_awaited = None  # the judged run whose plots wait for the page to paint its canvas
         self.table = TableView(self.state)
         self.a11y = A11yBridge(widgets=self._a11y_specs())
         self.paint_speed = PaintSpeed()
@@ -202,9 +209,9 @@ class LabApp:
         self._announced = (list(self.state.stars_now), list(self.state.saved_stars))
         self.status = Html("", stylesheets=[CSS], margin=(0, 4), css_classes=["stf-status-pane"],
                                    sizing_mode="stretch_width")
-        # Says which run's plots are out (never shown): the static site's loader swaps its
-        # pre-rendered first view for the live page as soon as the first run's plots are in.
-        self.plots_mark = Html("", visible=False, margin=0, css_classes=["stf-plots-mark"])
+        # Says which run is judged (never shown): the static site's loader swaps its pre-rendered
+        # first view for the live page as soon as the first run's metrics and stars are in.
+        self.judged_mark = Html("", visible=False, margin=0, css_classes=["stf-judged-mark"])
         self.notes = Html("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
                                   css_classes=["stf-notes-pane"])
         self.header_stars = Html("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
@@ -266,9 +273,7 @@ class LabApp:
 
     def _run_now(self):
         self._pending = None
-        if self._plots_pending is not None:  # they will show this run instead
-            self._plots_pending.stop()
-            self._plots_pending = None
+        self._stop_plots()  # they will show this run instead
         state = self.state
         # A run whose finish has not come is stale now: it is not shown, and the state judges
         # its stars with this run's finish (every run counts), so this canvas does not wait.
@@ -285,7 +290,7 @@ class LabApp:
             self._finish_pending = later(self._finish_step, FINISH_WAIT_MS)
         else:  # failed: the run is over (its reason is out), the plots show that
             collector.release()
-            self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+            self._judged(await_paint=False)  # (no canvas of its own to paint)
 
     def _simulate(self, first):
         with pn.io.hold():  # one document patch for the canvas, not one per model change
@@ -304,8 +309,19 @@ class LabApp:
         self._finish_iter = None
         self._paint_awaited = None
 
+    def _stop_plots(self):
+        if self._plots_pending is not None:
+            self._plots_pending.stop()
+            self._plots_pending = None
+        self._plots_awaited = None
+
     def _on_painted(self, run):
-        """The page painted run `run`'s canvas: its second half starts now, not after the wait."""
+        """The page painted run `run`'s canvas: its second half starts now, not after the wait;
+        plots held for this paint (_judged) follow."""
+        self._painted_run = max(self._painted_run, run)
+        if run == self._plots_awaited:
+            self._stop_plots()
+            self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
         if run != self._paint_awaited or self._finish_iter is None:
             return  # an older run's paint, or this one is under way already
         self._paint_awaited = None
@@ -332,9 +348,7 @@ class LabApp:
             return
         self._finish_iter = None
         _debug("run end", done)
-        # The metrics, stars and tables are out; the plots follow in their own patch once
-        # the browser has had time to paint those (their data and drawing would delay it).
-        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+        self._judged()
 
     def _finish_part(self, steps):
         """The next part of `steps`: None while more follow, True once the run is finished."""
@@ -351,7 +365,21 @@ class LabApp:
         collector.release()
         with_finish = self._guarded(self._finish)
         _debug("run end", with_finish)
-        self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
+        self._judged()
+
+    def _judged(self, await_paint=True):
+        """The run's metrics, stars and tables are out (or its failure): say so, and let the
+        plots follow in their own patch once the browser has had time to paint those (their
+        data and drawing would delay it), or once the page has painted the run's canvas if it has
+        not yet."""
+        self.judged_mark.object = f'<span data-judged-run="{self.state.run_id}"></span>'
+        self._stop_plots()
+        run = self.state.sim_id
+        if await_paint and self._painted_run < run:
+            self._plots_awaited = run
+            self._plots_pending = later(self._update_plots, PLOTS_WAIT_MS)
+        else:
+            self._plots_pending = later(self._update_plots, PLOTS_LAG_MS)
 
     def _finish(self):
         with pn.io.hold():  # the metrics, stars, blame, story and tables in one patch
@@ -374,12 +402,11 @@ class LabApp:
             return False
 
     def _update_plots(self):
-        self._plots_pending = None
+        self._plots_pending = self._plots_awaited = None
         with pn.io.hold():
             self.canvas.show_whole_run()  # the overview and the slow steps: after the canvas's paint
             self.plots.update()
             self.twin.update()
-            self.plots_mark.object = f'<span data-plots-run="{self.state.run_id}"></span>'
         collector.settle()  # the page is up: what lives now lives as long as the page
 
     def on_pin(self, which):
@@ -672,7 +699,7 @@ class LabApp:
             pn.Row(Html('<div class="stf-section" style="margin:0">GPU timelines'
                                 f'{"" if self.embed else " · 2.5 s window"}</div>',
                                 stylesheets=[CSS], margin=(4, 4)), self.status, sizing_mode="stretch_width", margin=0),
-            legend, self.canvas.view, self.plots_mark, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
+            legend, self.canvas.view, self.judged_mark, sizing_mode="stretch_width", styles=card_style, margin=(0, 0, 10, 0),
             css_classes=["stf-canvas-card"],
         )
         if self.embed:

@@ -21,7 +21,8 @@
   focus; `refocus(css_class)` puts it back if it was there.
 - Painted: the canvas dispatches `stf-painted` (detail: the run) on the document once a
   run's data is painted (canvas.py); the bridge hands the run to `on_painted`, so the
-  worker measures the run after the browser has drawn it, not while it draws.
+  worker measures the run after the browser has drawn it, not while it draws. A run
+  painted before the bridge rendered (<html data-canvas-painted>) is handed over when it does.
 
 All of it runs on the page through a tiny `JSComponent`, so it works over the
 server's websocket and from Pyodide's web worker alike.
@@ -97,6 +98,10 @@ export function render({ model }) {
   document.addEventListener("focusin", onFocus, true);
   document.addEventListener("keydown", onKey);
   document.addEventListener("stf-painted", onPainted);
+  // A paint before this bridge rendered (the static page's first run can be painted before
+  // its module is up) is said now: nothing waits its fallback for it.
+  const paintedBefore = Number(document.documentElement.dataset.canvasPainted);
+  if (Number.isInteger(paintedBefore) && paintedBefore > 0) model.send_msg({type: "painted", run: paintedBefore});
   model.on("remove", () => {
     document.removeEventListener("focusin", onFocus, true);
     document.removeEventListener("keydown", onKey);

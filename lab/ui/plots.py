@@ -281,9 +281,10 @@ class Plots:
         self.hist_over = ColumnDataSource({"left": [], "right": [], "share": []})
         self.sweep_src = ColumnDataSource({"rate": [], "goodput": [], "ideal": [], "attainment": []})
         self._shown_sweep = None  # the sweep the plot shows (so a run does not resend it)
-        self.gap_fig = self._gap_figure()
-        self.itl_fig = self._itl_figure()
-        self.sweep_fig = self._sweep_figure()
+        # The figures (202 Bokeh models, a third of the page) are made when first needed, at the
+        # first run's plots: the page's first document, built and drawn before the lab is live,
+        # goes without them. Until then each pane keeps its figure's height.
+        self._figs = None
         self.sweep_button = pn.widgets.Button(
             name="Sweep the request rate", button_type="primary", button_style="outline", margin=(4, 6),
             description="Re-run this fleet at 8 request rates and plot its goodput", css_classes=["stf-sweep"],
@@ -294,9 +295,9 @@ class Plots:
         self.sweep_note = Html("", stylesheets=[CSS], margin=(8, 6), sizing_mode="stretch_width",
                                        css_classes=["stf-sweep-note"])
         size = {"sizing_mode": "stretch_width", "margin": (0, 4)}
-        gap_pane = pn.pane.Bokeh(self.gap_fig, **size)
-        itl_pane = pn.pane.Bokeh(self.itl_fig, **size)
-        self.sweep_pane = pn.pane.Bokeh(self.sweep_fig, **size)
+        self.gap_pane = gap_pane = pn.pane.Bokeh(None, min_height=PLOT_HEIGHT, **size)
+        self.itl_pane = itl_pane = pn.pane.Bokeh(None, min_height=PLOT_HEIGHT, **size)
+        self.sweep_pane = pn.pane.Bokeh(None, min_height=PLOT_HEIGHT - 40, **size)
         sweep_box = pn.Column(
             pn.Row(self.sweep_button, self.progress, self.sweep_note, sizing_mode="stretch_width", margin=0),
             self.sweep_pane, sizing_mode="stretch_width", margin=0,
@@ -320,6 +321,26 @@ class Plots:
         self._on_sweep()
 
     # ------------------------------------------------------------ figures
+
+    def _figures(self):
+        """(gap, itl, sweep) figures, made and put in their panes the first time."""
+        if self._figs is None:
+            self._figs = (self._gap_figure(), self._itl_figure(), self._sweep_figure())
+            for pane, fig in zip((self.gap_pane, self.itl_pane, self.sweep_pane), self._figs):
+                pane.object = fig
+        return self._figs
+
+    @property
+    def gap_fig(self):
+        return self._figures()[0]
+
+    @property
+    def itl_fig(self):
+        return self._figures()[1]
+
+    @property
+    def sweep_fig(self):
+        return self._figures()[2]
 
     def _gap_figure(self):
         fig = figure(title="Worst gap vs prompt length", height=PLOT_HEIGHT, y_axis_type="log",
@@ -434,7 +455,8 @@ class Plots:
     # ------------------------------------------------------------ updates
 
     def update(self):
-        """Show the latest run (no-op if it is already shown)."""
+        """Show the latest run (no-op if it is already shown); the figures, even without one."""
+        self._figures()
         if self.state.result is not None and self._shown_run != self.state.run_id:
             self._on_run()
 
@@ -444,6 +466,7 @@ class Plots:
         if result is None:
             return
         self._shown_run = s.run_id
+        self._figures()
         target = s.scenario.slo.per_token_target_ms
         data = gap_scatter_data(s.rows, seed=s.scenario.seed)
         self.gap_met.data = data["met"]
@@ -525,7 +548,8 @@ class Plots:
         self._shown_sweep = sweep
         if sweep is None:
             self.sweep_src.data = {"rate": [], "goodput": [], "ideal": [], "attainment": []}
-            self.sweep_now.line_alpha = 0
+            if self._figs is not None:  # (a figure made later starts with its marker hidden)
+                self.sweep_now.line_alpha = 0
             return
         rates = np.asarray(sweep["rates"], float)
         gpus = max(sweep["gpus"], 1)

@@ -255,14 +255,15 @@
   }
 
   // After Panel applied a patch to the hidden live document: the swap comes with the patch
-  // that says the first run's plots are out (the lab's plots mark, its last patch), or from
-  // the first that reports a run (the status line's data-run), once the run's patches go quiet.
-  var PLOTS_MARK = /data-plots-run=(?:"|&quot;)(\d+)/;
+  // that says the first run is judged (the lab's judged mark: its metrics and stars are in;
+  // the plots, below them, follow), or from the first that reports a run (the status line's
+  // data-run), once the run's patches go quiet.
+  var JUDGED_MARK = /data-judged-run=(?:"|&quot;)(\d+)/;
   function livePatched(msg) {
     if (!prerender.waiting) return;
     var events = (msg.patch && msg.patch.events) || [];
     var marked = function (mark) { return events.some(function (e) { return typeof e["new"] === "string" && mark.test(e["new"]); }); };
-    if (marked(PLOTS_MARK)) return swapNow("plots");
+    if (marked(JUDGED_MARK)) return swapNow("judged");
     var ran = marked(RUN_MARK);
     if (!ran && !prerender.ran) return;
     if (!prerender.ran) {
@@ -274,7 +275,7 @@
     prerender.quiet = setTimeout(swapNow, SWAP_QUIET_MS, "quiet");
   }
 
-  // `why` goes into the timeline's "swap" moment: plots (the mark), quiet, late or failed.
+  // `why` goes into the timeline's "swap" moment: judged (the mark), quiet, late or failed.
   function swapNow(why) {
     if (!prerender.waiting) return;
     prerender.waiting = false;

@@ -17,6 +17,7 @@ import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.controls import CHOICE_LABELS  # noqa: E402
 from lab.ui.stars_bridge import BACKUP_KEY, STORAGE_KEY  # noqa: E402
+from site_run import PLOTS_IN  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.browser
 
@@ -35,12 +36,13 @@ def wait_painted(page, after=0):
 
 
 def settle(page, after=0):
-    """Wait until the lab is idle and run N (> after) is painted; returns N."""
+    """Wait until the lab is idle, run N (> after) is painted and the plots are in; returns N."""
     wait_painted(page, after)
     status = page.locator('.stf-status[data-busy="false"][data-run]')
     status.wait_for(state="attached")
     run = int(status.get_attribute("data-run"))
     page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) >= {run}")
+    page.wait_for_function(PLOTS_IN, timeout=30_000)
     return run
 
 

@@ -365,3 +365,40 @@ def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers,
     finally:
         collector.release()
         gc.enable()
+
+
+def test_the_first_document_goes_without_the_plots_figures_which_come_after_the_paint(catalog, app_timers):
+    """The three plots' figures (a third of the page's models) are made at the first run's
+    plots. A run judged before the page painted its canvas (the page's first, simulated while
+    the browser still builds the page) sends its metrics, stars and the judged mark (the
+    static site swaps its first view at it) alone; its plots wait for that paint (or
+    PLOTS_WAIT_MS). Judged after the paint, the plots follow PLOTS_LAG_MS later."""
+    import lab.ui.app as app
+
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    doc = Document()
+    lab.view.server_doc(doc)
+    names = lambda: {m.name for m in doc.models if m.name}  # noqa: E731
+    plots = {"gap_plot", "itl_plot", "sweep_plot"}
+    first_models = len(doc.models)
+    assert not plots & names()
+    lab._run_now()
+    _finish_turns(lab, app_timers)  # the page never said it painted: the second half after FINISH_WAIT_MS
+    assert lab.judged_mark.object == '<span data-judged-run="1"></span>'
+    assert not plots & names()  # judged: the metrics and stars are out, the plots not yet
+    waiting = _pending(app_timers, lab._update_plots)
+    assert [t.delay_ms for t in waiting] == [app.PLOTS_WAIT_MS] and app.PLOTS_WAIT_MS > 10 * app.PLOTS_LAG_MS
+    lab.url._handle_msg({"type": "painted", "run": 1})
+    now = _pending(app_timers, lab._update_plots)
+    assert waiting[0].stopped and [t.delay_ms for t in now] == [app.PLOTS_LAG_MS]
+    app_timers.fire(lab._update_plots)
+    assert plots <= names()
+    assert len(doc.models) > first_models * 1.3
+    assert len(lab.plots.gap_met.data["x"]) + len(lab.plots.gap_miss.data["x"]) > 0
+
+    lab.on_change("gpus", lab.state.settings["gpus"] + 1)  # a run the page paints before it is judged
+    lab._run_now()
+    lab.url._handle_msg({"type": "painted", "run": lab.state.sim_id})
+    _finish_turns(lab, app_timers)
+    assert lab.judged_mark.object == '<span data-judged-run="2"></span>'
+    assert [t.delay_ms for t in _pending(app_timers, lab._update_plots)] == [app.PLOTS_LAG_MS]
