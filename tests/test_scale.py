@@ -254,15 +254,41 @@ def _big_multisets():
     yield "ascending", ascending, [0 if i % 7 == 0 else 3 for i in range(k)]
 
 
+def test_a_bracket_that_misses_widens_a_little_at_a_time(monkeypatch):
+    # Brackets one sample value wide miss often: each miss widens its side and takes
+    # another pass, and the answer is still the sort's, without sorting most of the data.
+    monkeypatch.setattr(metrics, "SELECT_MARGIN", 1)
+    monkeypatch.setattr(metrics, "SELECT_SIGMAS", 0)
+    _, values, counts = next(_big_multisets())
+    sorted_sizes, passes = [], []
+    real_sort, real_only = metrics._by_sort, metrics._only
+    monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: sorted_sizes.append(len(v)) or real_sort(v, c, r))
+    monkeypatch.setattr(metrics, "_only", lambda k: (k == 1 and passes.append(k)) or real_only(k))
+    qs = (0, 1, 50, 90, 99, 99.9, 100)
+    assert weighted_percentile(values, counts, qs) == _percentiles_by_walk(values, counts, qs)
+    assert len(passes) > 1  # a bracket missed
+    assert max(sorted_sizes) < len(values) / 10
+
+
+def test_many_percentiles_at_once_are_the_sorts_too():
+    # 201 percentiles: past what one byte a value can bucket, so they come from the one sort
+    _, values, counts = next(_big_multisets())
+    qs = [q / 2 for q in range(201)]
+    assert weighted_percentile(values, counts, qs) == _percentiles_by_walk(values, counts, qs)
+    assert weighted_percentile(values, counts, qs[::8]) == _percentiles_by_walk(values, counts, qs[::8])  # 26: by selection
+
+
 @pytest.mark.parametrize("name, values, counts", list(_big_multisets()), ids=lambda x: x if isinstance(x, str) else "")
 def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, counts):
-    qs = (0, 1, 50, 90, 99, 99.9, 100)
+    qs = (0, 1, 50, 90, 99, 99.9, 100)  # 0, 1 and 99-100: brackets that overlap and merge
     want = _percentiles_by_walk(values, counts, qs)
     widened = []
     real = metrics._by_sort
     monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: widened.append(len(v)) or real(v, c, r))
     assert weighted_percentile(values, counts, qs) == want
     assert weighted_percentile(array("d", values), array("i", counts), qs) == want  # a big run's columns
+    if name == "ties":  # a long run's ticks are ints: its brackets' ends are ints too
+        assert weighted_percentile(array("q", map(int, values)), counts, qs) == want
     if name == "hidden-weight":
         assert max(widened) > len(values) / 2  # the sample missed the copies: a bracket widened
     else:

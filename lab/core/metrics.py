@@ -38,7 +38,7 @@ import math
 from array import array
 from bisect import bisect_right
 from itertools import accumulate, compress, repeat
-from operator import le, lt, ne, not_, sub
+from operator import sub
 
 from . import kv
 from .cost import energy_by_role, pool_costs, role_time
@@ -132,13 +132,7 @@ def weighted_percentile(values, counts, qs, convert=None):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    if len(values) < SELECT_MIN:
-        at_rank = _by_sort(values, counts, [rank for _, lo, hi in wanted for rank in (lo, hi)])
-    else:
-        at_rank = {}
-        for _, lo, hi in wanted:
-            if lo not in at_rank or hi not in at_rank:
-                at_rank.update(_select(values, counts, n, lo, hi))
+    at_rank = _select(values, counts, n, sorted({rank for _, lo, hi in wanted for rank in (lo, hi)}))
     if convert is not None:
         at_rank = {rank: convert(value) for rank, value in at_rank.items()}
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
@@ -155,52 +149,87 @@ def _by_sort(values, counts, ranks):
     return {rank: values[order[bisect_right(cumulative, rank)]] for rank in ranks}
 
 
-# Selection (`_select`): below this many values one sort is as quick; the sample it
-# brackets a rank with, and how many sample values either side of the estimate it keeps.
+# Selection (`_select`): below this many values one sort is as quick. The sample it
+# brackets a rank with has a 64th of the values, at least SELECT_SAMPLE and at most
+# SELECT_SAMPLE_MAX (a bigger sample, a narrower bracket for the same safety); a bracket
+# keeps SELECT_SIGMAS standard deviations of the sample's estimate of the rank either side
+# of it (sqrt(p (1 - p) size) sample values for the p-th quantile), at least SELECT_MARGIN.
 SELECT_MIN = 32768
 SELECT_SAMPLE = 4096
-SELECT_MARGIN = 64
+SELECT_SAMPLE_MAX = 65536
+SELECT_SIGMAS = 4
+SELECT_MARGIN = 32
 
 
-def _select(values, counts, n, lo, hi):
-    """{rank: value} for ranks lo <= hi of the multiset (n copies in all), exact without
-    sorting it all: a strided sample of the values brackets the ranks in [a, b]; counting
-    the copies below a and sorting only the values in [a, b] gives the ranks exactly.
-    When the bracket misses (checked by those counts), its missed side widens to the end
-    of the data, so the worst case is the one sort `_by_sort` does."""
-    if len(values) < SELECT_MIN:
-        return _by_sort(values, counts, (lo, hi))
-    stride = len(values) // SELECT_SAMPLE
+def _select(values, counts, n, ranks):
+    """{rank: value} for the given ranks (ascending) of the multiset (n copies in all),
+    exact without sorting it all. A strided sample of the values brackets each rank in an
+    interval [a, b] (overlapping ones merged); one pass puts every value in its
+    bucket (`bisect_right` over the bounds: a byte a value); the copies in the buckets
+    outside the intervals place each interval among the ranks, and only the values inside
+    are sorted. When an interval misses its ranks (checked by those counts), its missed
+    side widens and the pass is made again, until it reaches the end of the data, so the
+    worst case is the one sort `_by_sort` does."""
+    if len(values) < SELECT_MIN or len(ranks) > 127:  # (a bucket is a byte: at most 255)
+        return _by_sort(values, counts, ranks)
+    stride = len(values) // max(SELECT_SAMPLE, min(SELECT_SAMPLE_MAX, len(values) // 64))
     sample, weights = values[::stride], counts[::stride]
     order = sorted(range(len(sample)), key=sample.__getitem__)
     cumulative = list(accumulate(map(weights.__getitem__, order)))
     scale = cumulative[-1] / n
-    first = bisect_right(cumulative, lo * scale) - SELECT_MARGIN
-    last = bisect_right(cumulative, hi * scale) + SELECT_MARGIN
-    a = sample[order[first]] if first >= 0 else None
-    b = sample[order[last]] if last < len(order) else None
-    while a is not None or b is not None:
-        # One pass per bound: below[i] = values[i] < a, upto[i] = values[i] <= b (bytes of
-        # 0/1: a byte per value, not a list's 8).
-        below = upto = None
-        copies_below, copies_upto = 0, n
-        if a is not None:
-            below = bytes(map(lt, values, repeat(a)))
-            copies_below = sum(compress(counts, below))
-        if b is not None:
-            upto = bytes(map(le, values, repeat(b)))
-            copies_upto = sum(compress(counts, upto))
-        if copies_below <= lo and hi < copies_upto:
-            inside = upto if below is None else map(not_, below) if upto is None else map(ne, below, upto)
-            inside = bytes(inside)
-            found = _by_sort(list(compress(values, inside)), list(compress(counts, inside)),
-                             (lo - copies_below, hi - copies_below))
-            return {lo: found[lo - copies_below], hi: found[hi - copies_below]}
-        if copies_below > lo:
-            a = None  # the bracket missed low: widen it to the smallest value
-        if copies_upto <= hi:
-            b = None
-    return _by_sort(values, counts, (lo, hi))
+
+    def value_at(k):  # the k-th smallest sample value; beyond either end, that end's infinity
+        return -math.inf if k < 0 else math.inf if k >= len(order) else sample[order[k]]
+
+    brackets = []  # [ka, kb, ranks]: values from the ka-th to the kb-th smallest in the sample
+    for rank in ranks:
+        k = bisect_right(cumulative, rank * scale)
+        p = rank / n
+        margin = max(SELECT_MARGIN, math.ceil(SELECT_SIGMAS * math.sqrt(p * (1 - p) * len(order))))
+        brackets.append([k - margin, k + margin, [rank]])
+    while True:
+        merged = []  # disjoint [ka, kb, ranks], in order
+        for ka, kb, inside in sorted(brackets):
+            if merged and value_at(ka) <= value_at(merged[-1][1]):
+                last = merged[-1]
+                last[1] = max(last[1], kb)
+                last[2] = sorted(last[2] + inside)
+            else:
+                merged.append([ka, kb, list(inside)])
+        # bucket 2i + 1 is interval i (a <= value < just above b); even buckets lie outside them
+        bounds = [bound for ka, kb, _ in merged for bound in (value_at(ka), _just_above(value_at(kb)))]
+        buckets = bytes(map(bisect_right, repeat(bounds), values))
+        below, found, before, brackets = 0, {}, brackets, []
+        for i, (ka, kb, inside) in enumerate(merged):
+            if ka >= 0:
+                below += sum(compress(counts, buckets.translate(_only(2 * i))))
+            mask = buckets.translate(_only(2 * i + 1))
+            in_values, in_counts = list(compress(values, mask)), list(compress(counts, mask))
+            copies = sum(in_counts)
+            if below <= inside[0] and inside[-1] < below + copies:
+                at = _by_sort(in_values, in_counts, [rank - below for rank in inside])
+                found.update((rank, at[rank - below]) for rank in inside)
+            # A miss widens its side by four times the interval's width, in the sample's
+            # order (past the sample's end: to the end of the data), so a few more passes
+            # at most, never a sort of nearly everything for a near miss.
+            widen = 4 * (kb - ka)
+            brackets.append([max(ka - widen, -1) if below > inside[0] else ka,
+                             min(kb + widen, len(order)) if inside[-1] >= below + copies else kb, inside])
+            below += copies
+        if len(found) == len(ranks):
+            return found
+        if brackets == sorted(before):  # (nothing widened: cannot happen; never loop)
+            return _by_sort(values, counts, ranks)
+
+
+def _just_above(bound):
+    """The least value above `bound` of its kind (ticks are whole floats or ints)."""
+    return bound + 1 if isinstance(bound, int) else math.nextafter(bound, math.inf)
+
+
+def _only(bucket):
+    """A `bytes.translate` table that turns the byte `bucket` into 1 and every other into 0."""
+    return bytes(bucket) + b"\x01" + bytes(255 - bucket)
 
 
 def step_gaps_of(log):
@@ -484,7 +513,10 @@ def kv_use(result):
         events = {log.index: log.kv_used for log in logs}
         levels = True
     else:
-        events = {log.index: [] for log in logs}
+        # Per instance, the times reservations start and end and their changes, in parallel
+        # lists: a tuple per change would be a container the garbage collector tracks, and
+        # tens of thousands of them kept it collecting through the metrics.
+        changes = {log.index: ([], []) for log in logs}
         split = holder == "decode"
         transfers = result.transfers
         for rec in result.requests:
@@ -494,15 +526,21 @@ def kv_use(result):
                 start, g = transfers[rec.transfer].reserved, rec.decode_gpu
             else:
                 start, g = rec.prefill_start, rec.prefill_gpu
-            if start is None or g not in events:
+            if start is None or g not in changes:
                 continue
             need = rec.prompt_tokens + rec.output_tokens
-            column = events[g]
-            column.append((start, need))
+            times, deltas = changes[g]
+            times.append(start)
+            deltas.append(need)
             if rec.finish is not None:
-                column.append((rec.finish, -need))
-        for column in events.values():
-            column.sort()
+                times.append(rec.finish)
+                deltas.append(-need)
+        # In time order; changes at the same time in any order, as the sweep below adds
+        # time only when it moves on (the level between them lasts no time).
+        events = {}
+        for g, (times, deltas) in changes.items():
+            order = sorted(range(len(times)), key=times.__getitem__)
+            events[g] = zip(map(times.__getitem__, order), map(deltas.__getitem__, order))
         levels = False
     seconds = {}
     for column in events.values():
