@@ -1,7 +1,9 @@
 """The representation that scales (README "Scale"): compact step columns, the worst-gap
 index, the percentile shortcut and the metrics that skip their sweep when their feature is
-off all give exactly what the plain per-step computation gives."""
+off all give exactly what the plain per-step computation gives; and a run's lists start
+where the garbage collector leaves them alone."""
 
+import gc
 import random
 import struct
 from array import array
@@ -361,8 +363,6 @@ def test_int_ticks_give_the_results_of_float_ticks(name, monkeypatch):
 def test_a_runs_step_lists_start_in_the_collectors_oldest_generation():
     # The lists live to the end of the run; made young, every collection the run sets off
     # would walk them as they grow (README "Scale": up to 100 ms of a 350 ms run).
-    import gc
-
     gc.collect()
     junk = [[] for _ in range(5000)]  # young objects, as a page or a sweep leaves behind
     result = simulate(load_scenario(SCENARIOS["disaggregated"]))
