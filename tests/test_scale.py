@@ -370,3 +370,18 @@ def test_a_runs_step_lists_start_in_the_collectors_oldest_generation():
     assert all(id(log.end_t) in oldest and id(log.decode_seqs) in oldest for log in result.gpus)
     assert all(id(rec) in oldest for rec in result.requests[:10])
     del junk
+
+
+def test_a_run_with_the_collector_off_collects_nothing():
+    # The lab page switches the collector off for a run's first half (lab/ui/collector.py):
+    # the run must not collect behind its back.
+    collections = []
+    callback = lambda phase, info: phase == "start" and collections.append(info["generation"])  # noqa: E731
+    gc.callbacks.append(callback)
+    gc.disable()
+    try:
+        simulate(load_scenario(SCENARIOS["disaggregated"]))
+    finally:
+        gc.enable()
+        gc.callbacks.remove(callback)
+    assert collections == []
