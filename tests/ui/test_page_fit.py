@@ -90,10 +90,12 @@ def test_no_sideways_scroll_from_320_to_1600_px(browser, new_page, server, query
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 800})
             page.wait_for_function(f"window.innerWidth === {width}")
-            # Bokeh lays out again after a resize: wait until the page is no wider than the screen
-            # (bounded), then look at every element.
+            # Bokeh lays out again after a resize, and the plots' figures are made after the
+            # first run's paint (lab/ui/plots.py), so they may still be sizing: wait until no
+            # element reaches past the screen (bounded), then look at every element again.
             try:
-                page.wait_for_function("document.scrollingElement.scrollWidth <= window.innerWidth", timeout=5_000)
+                page.wait_for_function(f"() => {{ const f = ({OFF_RIGHT})(); return f.scroll <= f.width && !f.off.length; }}",
+                                       timeout=5_000, polling=100)
             except Exception:
                 pass
             fit = page.evaluate(OFF_RIGHT)
