@@ -71,7 +71,7 @@ class _Gpu:
     __slots__ = (
         "index", "role", "log", "cost", "step_t", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "decode_line", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
-        "held", "grow_at", "moving", "rejoin",
+        "held", "grow_at", "moving", "rejoin", "line_seqs", "line_abf",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -83,6 +83,7 @@ class _Gpu:
         self.cost = cost
         self.step_t = cost.step_ticks
         self.decode_line = cost.decode_line  # a decode-only step as a line in its context (cost.py)
+        self.line_seqs, self.line_abf = -1, None  # the last batch size its line was worked out for, and the line
         kv_tokens = self.kv_tokens = cost.kv_tokens
         self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
         self.busy = False  # a step is running; its outcome is applied at the next boundary
@@ -625,7 +626,8 @@ class _Simulation(RoleChanges):
 
         While the batch stays the same a step's time is a line in its context,
         max(a + b x context, floor) (`cost.decode_line`, the cost model's own rule, exact in
-        whole ticks), worked out again only when sequences finish: no call per step. A cost
+        whole ticks), worked out again only when sequences finish and kept on the GPU between
+        calls (`line_seqs`, `line_abf`): no call per step, nor per call of one step. A cost
         model without such a line (`model.attention`) is called each step.
         """
         if t > self.time_cap:
@@ -641,7 +643,13 @@ class _Simulation(RoleChanges):
         budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
         context = gpu.context
-        a, b, floor = line(decoding) if line else (0, 0, 0)
+        if not line:
+            a = b = floor = 0
+        elif gpu.line_seqs == decoding:  # (at 128 GPUs most calls take one step: no call for it)
+            a, b, floor = gpu.line_abf
+        else:
+            a, b, floor = gpu.line_abf = line(decoding)
+            gpu.line_seqs = decoding
         step = len(starts) - 1  # the step that ends at t
         taken = 0
         while True:
@@ -663,7 +671,8 @@ class _Simulation(RoleChanges):
                     self.steps += taken
                     return None
                 if line:
-                    a, b, floor = line(decoding)
+                    a, b, floor = gpu.line_abf = line(decoding)
+                    gpu.line_seqs = decoding
             if line:
                 duration = a + b * context
                 end = t + (duration if duration > floor else floor)
