@@ -8,6 +8,7 @@ every inter-token gap; per GPU every step; every transfer.
 """
 
 import copy
+from operator import sub
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,11 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             out.append(f"gpu {log.index}: step {k} differs (engine {len(steps)} steps, reference {len(rg.steps)}): "
                        f"engine {steps[k] if k < len(steps) else None}, reference {rg.steps[k] if k < len(rg.steps) else None} "
                        "(start, end, decode_seqs, prefill_tokens, context_tokens)")
+        # The engine's running sum of busy ticks (what the metrics read) is its steps' sum,
+        # which the step comparison above ties to the reference.
+        added_up = sum(map(sub, log.end_t, log.start_t))
+        if (log.busy_t(), type(log.busy_t())) != (added_up, type(added_up)):
+            out.append(f"gpu {log.index}: busy ticks engine {log.busy_t()!r}, its steps add up to {added_up!r}")
         if log.preempted != rg.preempted:
             out.append(f"gpu {log.index}: preemptions (step, request) engine {log.preempted[:4]}, reference {rg.preempted[:4]}")
         if canonical_kv(log.kv_used) != canonical_kv(rg.kv_trace):

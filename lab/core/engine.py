@@ -71,7 +71,7 @@ class _Gpu:
     __slots__ = (
         "index", "role", "log", "cost", "step_t", "kv_tokens", "idle", "busy", "kv_free", "seqs", "decoding", "context",
         "finish_at", "decode_line", "prefilling", "completing", "landed", "queue", "queue_k", "pending", "pieces", "fetch",
-        "held", "grow_at", "moving", "rejoin", "line_seqs", "line_abf",
+        "held", "grow_at", "moving", "rejoin", "line_seqs", "line_abf", "gap_ticks",
     )
 
     def __init__(self, index, role, cost, first_gpu):
@@ -87,6 +87,9 @@ class _Gpu:
         kv_tokens = self.kv_tokens = cost.kv_tokens
         self.idle = True  # no boundary event is scheduled: woken by an arrival or a landing
         self.busy = False  # a step is running; its outcome is applied at the next boundary
+        # Ticks between its first step's start and its last step's end that ran no step:
+        # its busy time is that span less these (GpuLog.busy_ticks), with no sum per step.
+        self.gap_ticks = 0
         self.kv_free = kv_tokens  # tokens not reserved (prompt + output reserved per sequence)
         self.seqs = 0  # sequences holding a slot: prefilling, decoding or landing
         self.decoding = 0  # sequences that emit a token in the next step
@@ -348,11 +351,14 @@ class _Simulation(RoleChanges):
         if self.wire is not None:
             self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
-            _cut_at(self.gpus, self.records, stop)
+            _cut_at(self.gpus, self.records, stop)  # (its logs lose steps: their `busy_t` adds up those kept)
             if self.on_demand:
                 _cut_kv_logs(self.gpus, stop)
             end_time = stop
         else:
+            for gpu in self.gpus:
+                log = gpu.log
+                log.busy_ticks = log.end_t[-1] - log.start_t[0] - gpu.gap_ticks if log.end_t else 0
             end_time = max((g.log.end_t[-1] for g in self.gpus if g.log.end_t), default=0)
             end_time = stop = max(end_time, self.arrivals_end)
         _in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
@@ -501,8 +507,12 @@ class _Simulation(RoleChanges):
             gpu.idle = True
             gpu.busy = False
             return None
-        gpu.busy = True
         log = gpu.log
+        # A step starts where the one before ended unless the GPU stopped in between (idle,
+        # or reloading for a new role: busy is False; the run-ahead loops never stop).
+        if not gpu.busy and log.end_t:
+            gpu.gap_ticks += t - log.end_t[-1]
+        gpu.busy = True
         if prefill_tokens and self.extra_terms:
             duration = self._prefill_step_s(gpu, log, prefill_tokens)
         else:

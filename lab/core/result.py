@@ -89,6 +89,10 @@ class GpuLog:
     kv_used: list = field(default_factory=list)
     start_t: list = None  # ticks (see the class docstring): the engine's logs give these
     end_t: list = None
+    # The engine's sum of its steps' ticks (end - start), added up as it logged them (exact:
+    # whole numbers); None: `busy_t` adds them up from the columns (hand-built logs, a run
+    # cut short). Edit an engine log's step columns and set it to None.
+    busy_ticks: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.roles is None:
@@ -139,6 +143,8 @@ class GpuLog:
     def busy_t(self):
         """Ticks it spent running steps: exact (whole numbers, each step's and their sum
         under 2**53 in a float-tick run)."""
+        if self.busy_ticks is not None:
+            return self.busy_ticks
         return sum(map(sub, self.end_t, self.start_t))
 
     def busy_s(self):
