@@ -263,9 +263,9 @@ def test_a_bracket_that_misses_widens_a_little_at_a_time(monkeypatch):
     monkeypatch.setattr(metrics, "SELECT_SIGMAS", 0)
     _, values, counts = next(_big_multisets())
     sorted_sizes, passes = [], []
-    real_sort, real_only = metrics._by_sort, metrics._only
+    real_sort, real_in_bucket = metrics._by_sort, metrics._in_bucket
     monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: sorted_sizes.append(len(v)) or real_sort(v, c, r))
-    monkeypatch.setattr(metrics, "_only", lambda k: (k == 1 and passes.append(k)) or real_only(k))
+    monkeypatch.setattr(metrics, "_in_bucket", lambda v, c, b, k, s: (k == 1 and passes.append(k)) or real_in_bucket(v, c, b, k, s))
     qs = (0, 1, 50, 90, 99, 99.9, 100)
     assert weighted_percentile(values, counts, qs) == _percentiles_by_walk(values, counts, qs)
     assert len(passes) > 1  # a bracket missed
@@ -295,6 +295,18 @@ def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, count
         assert max(widened) > len(values) / 2  # the sample missed the copies: a bracket widened
     else:
         assert max(widened) < len(values) / 10  # only the values inside a bracket were sorted
+
+
+@pytest.mark.parametrize("sparse_share", [0.0, 2.0], ids=["every-bucket-by-a-pass", "every-bucket-by-positions"])
+def test_a_bucket_read_either_way_gives_the_sorts(monkeypatch, sparse_share):
+    # _select reads a small bucket at its positions and a big one in a pass: forced all one
+    # way, then all the other, the percentiles are still the sort's (lists and arrays).
+    monkeypatch.setattr(metrics, "SPARSE_SHARE", sparse_share)
+    qs = (0, 1, 50, 90, 99, 99.9, 100)
+    for _, values, counts in _big_multisets():
+        want = _percentiles_by_walk(values, counts, qs)
+        assert weighted_percentile(values, counts, qs) == want
+        assert weighted_percentile(array("d", values), array("i", counts), qs) == want
 
 
 def test_a_compacted_run_has_the_same_metrics_in_doubles(run):
