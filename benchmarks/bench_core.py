@@ -1,20 +1,22 @@
 """Time the simulation core in CPython: engine vs the naive reference, and a real trace.
 
-    python benchmarks/bench_core.py [--runs 15] [--traces DIR] [--json FILE]
+    python benchmarks/bench_core.py [--runs 15] [--trace-runs 5] [--traces DIR] [--json FILE]
 
 For each mission-sized scenario (benchmarks/scenarios.py) it reports the median of
 `simulate` and of `summarize` over --runs runs (after one warm-up), and the median of
 the naive per-token reference simulator (tests/reference_sim.py) on the same requests.
 Then it runs the whole Azure conversation trace (19,366 requests) on 1 prefill + 1
-decode GPU and on 2 colocated GPUs, with the process's peak memory after each (maximum
-resident set, `resource.getrusage`). Figures, not assertions: speed is never a test.
+decode GPU and on 2 colocated GPUs, each --trace-runs times in a fresh interpreter, and
+prints the median and range of simulate and of the metrics, how often the metrics took no
+longer than the simulation, and the peak memory (maximum resident set,
+`resource.getrusage`). Figures, not assertions: speed is never a test.
 """
 
 import argparse
 import json
 import os
-import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,12 +39,71 @@ def median_ms(fn, runs):
     return statistics.median(times), min(times), max(times)
 
 
+# One conversation-trace run in a fresh interpreter (what `lab run` on the trace pays: a
+# process's first run; later runs in one process differ, as the collector's generations
+# fill): argv = repo, traces folder, layout; prints one JSON line.
+_TRACE_CHILD = r'''
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/benchmarks")
+from lab import core
+from scenarios import CONVERSATION_TRACE
+raw = CONVERSATION_TRACE if sys.argv[3] == "split" else dict(CONVERSATION_TRACE, fleet={"layout": "colocated", "gpus": 2})
+scenario = core.load_scenario(raw, base_dir=sys.argv[2])
+requests = core.generate_requests(scenario.workload, scenario.seed)
+started = time.perf_counter()
+result = core.simulate(scenario, requests)
+sim_s = time.perf_counter() - started
+metrics = core.summarize(result)
+metrics_s = time.perf_counter() - started - sim_s
+print(json.dumps({"requests": len(requests), "steps": sum(len(g) for g in result.gpus), "simulated_s": result.end_time,
+                  "simulate_s": sim_s, "metrics_s": metrics_s, "slo_attainment": metrics["slo_attainment"],
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+'''
+
+
+def trace_figures(trace_dir, runs):
+    """The Azure conversation trace on 1 + 1 GPUs and on 2 colocated, `runs` fresh
+    interpreters each (alternated, so a slow spell of the machine hits both), with the
+    issue's targets: simulate + metrics <= 0.15 s, metrics never more than the simulation."""
+    layouts = {"split": ("azure_conv_2023", "1P+1D"), "colocated": ("azure_conv_2023_colocated2", "2 colocated GPUs")}
+    seen = {layout: [] for layout in layouts}
+    for _ in range(runs):
+        for layout in layouts:
+            proc = subprocess.run([sys.executable, "-c", _TRACE_CHILD, str(REPO), str(trace_dir), layout],
+                                  capture_output=True, text=True, check=True)
+            seen[layout].append(json.loads(proc.stdout))
+    figures = {}
+    for layout, (key, where) in layouts.items():
+        rows = seen[layout]
+        first = rows[0]
+        sim = [r["simulate_s"] for r in rows]
+        met = [r["metrics_s"] for r in rows]
+        total = [r["simulate_s"] + r["metrics_s"] for r in rows]
+        ratio = [r["metrics_s"] / r["simulate_s"] for r in rows]
+        figures[key] = {"requests": first["requests"], "steps": first["steps"], "simulated_s": first["simulated_s"],
+                        "runs": len(rows), "simulate_s": sim, "metrics_s": met,
+                        "metrics_not_over_simulate": sum(m <= s for m, s in zip(met, sim)),
+                        "peak_mb": max(r["peak_mb"] for r in rows)}
+
+        def spread(xs, unit=" s"):
+            return f"{statistics.median(xs):.2f}{unit} [{min(xs):.2f}-{max(xs):.2f}]"
+
+        print(f"Azure conversation trace: {first['requests']:,} requests over {first['simulated_s']:,.0f} s simulated, "
+              f"{first['steps']:,} steps on {where} (SLO met {first['slo_attainment']:.1%}), {len(rows)} fresh "
+              f"interpreters, median [min-max]: simulate {spread(sim)}, metrics {spread(met)}, together "
+              f"{spread(total)}; metrics / simulate {spread(ratio, ' x')}, not over it in "
+              f"{figures[key]['metrics_not_over_simulate']} of {len(rows)}; peak memory {figures[key]['peak_mb']:,.0f} MB")
+    return figures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--reference-runs", type=int, default=3)
     parser.add_argument("--traces", default=str(REPO.parent / "shared" / "traces"),
                         help="folder holding azure_conv_2023.csv (default ../shared/traces)")
+    parser.add_argument("--trace-runs", type=int, default=5,
+                        help="fresh interpreters per layout for the conversation trace (default 5)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     from reference_sim import reference_simulate
@@ -65,25 +126,7 @@ def main(argv=None):
     trace_file = trace_dir / "azure_conv_2023.csv"
     if trace_file.exists():
         print()
-        colocated = dict(CONVERSATION_TRACE, fleet={"layout": "colocated", "gpus": 2})
-        for key, raw, where in (("azure_conv_2023", CONVERSATION_TRACE, "1P+1D"),
-                                ("azure_conv_2023_colocated2", colocated, "2 colocated GPUs")):
-            scenario = core.load_scenario(raw, base_dir=str(trace_dir))
-            requests = core.generate_requests(scenario.workload, scenario.seed)
-            started = time.perf_counter()
-            result = core.simulate(scenario, requests)
-            sim_s = time.perf_counter() - started
-            metrics = core.summarize(result)
-            total_s = time.perf_counter() - started
-            steps = sum(len(g) for g in result.gpus)
-            peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            figures[key] = {"requests": len(requests), "steps": steps, "simulate_s": sim_s,
-                            "simulate_and_summarize_s": total_s, "simulated_s": result.end_time, "peak_mb": peak_mb}
-            # The issue's targets: simulate + metrics <= 0.15 s, metrics never more than simulate.
-            print(f"Azure conversation trace: {len(requests):,} requests over {result.end_time:,.0f} s simulated, "
-                  f"{steps:,} steps on {where}: simulate {sim_s:.2f} s, with metrics {total_s:.2f} s "
-                  f"(metrics {total_s - sim_s:.2f} s = {(total_s - sim_s) / sim_s:.2f} x simulate; "
-                  f"SLO met {metrics['slo_attainment']:.1%}); peak memory so far {peak_mb:,.0f} MB")
+        figures.update(trace_figures(trace_dir, args.trace_runs))
     else:
         print(f"\n(skipped the conversation trace: {trace_file} not found; pass --traces DIR)")
     if args.json:
