@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from lab import core  # noqa: E402
-from scenarios import CONVERSATION_TRACE, SCENARIOS  # noqa: E402
+from scenarios import SCENARIOS  # noqa: E402
 
 
 def median_ms(fn, runs):
