@@ -235,33 +235,29 @@ def _select(values, counts, n, ranks):
 SPARSE_SHARE = 1 / 16
 
 
-def _positions(buckets, k):
-    """The indices where byte `k` is in `buckets`, in order."""
-    return [m.start() for m in re.finditer(re.escape(bytes((k,))), buckets)]
+def _bucket(buckets, k, share):
+    """How to pick bucket `k`'s entries out of a column, in order (column -> iterator): at
+    their positions when the bucket holds under SPARSE_SHARE of the values, else through its
+    mask in a pass (`share`: the sample's estimate; only the speed depends on it)."""
+    if share < SPARSE_SHARE:
+        at = [m.start() for m in re.finditer(re.escape(bytes((k,))), buckets)]
+        return lambda column: map(column.__getitem__, at)
+    mask = buckets.translate(_only(k))
+    return lambda column: compress(column, mask)
 
 
 def _in_bucket(values, counts, buckets, k, share):
     """(values, counts) of the entries in bucket `k`, in their order, as lists."""
-    if share < SPARSE_SHARE:
-        at = _positions(buckets, k)
-        return list(map(values.__getitem__, at)), list(map(counts.__getitem__, at))
-    mask = buckets.translate(_only(k))
-    return list(compress(values, mask)), list(compress(counts, mask))
+    pick = _bucket(buckets, k, share)
+    return list(pick(values)), list(pick(counts))
 
 
 def _outside_copies(counts, buckets, shares, total):
     """The copies in each even bucket 0, 2, ... (around the intervals), `total` in all: each
-    small one summed at its positions, each big one but the biggest in a pass, and the
-    biggest as `total` less the others (one pass fewer: it is about half of the data)."""
+    but the biggest summed as `_bucket` picks it, and the biggest as `total` less the others
+    (one pass fewer: it is about half of the data)."""
     biggest = max(range(len(shares)), key=shares.__getitem__)
-    out = [0] * len(shares)
-    for i, share in enumerate(shares):
-        if i == biggest:
-            continue
-        if share < SPARSE_SHARE:
-            out[i] = sum(map(counts.__getitem__, _positions(buckets, 2 * i)))
-        else:
-            out[i] = sum(compress(counts, buckets.translate(_only(2 * i))))
+    out = [0 if i == biggest else sum(_bucket(buckets, 2 * i, share)(counts)) for i, share in enumerate(shares)]
     out[biggest] = total - sum(out)
     return out
 
