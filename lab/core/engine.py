@@ -53,11 +53,11 @@ __all__ = ["simulate", "MAX_STEPS"]
 MAX_STEPS = 36_000_000
 # A run's logs become typed arrays (GpuLog.compact) at the first arrival after it has
 # logged this many steps (all GPUs), and at its end if it got there later, so the rest of
-# a big run appends to arrays: a third of the memory, and at millions of steps an
-# array append is quicker than a list's (no float object to allocate and keep; 208 vs
-# 590 ns a float at 2M appends), while below a few thousand a list's is (129 vs 221 ns),
-# so smaller runs, where the memory does not matter, keep their lists (mission-sized
-# runs log 20k-50k steps).
+# a big run appends to arrays: a third of the memory, and at tens of millions of steps no
+# slower than lists (1m-128: 53.8 s against 53.3 s, peak 2.8 against 6.5 GB), though at a
+# few million a list's specialized append is quicker (100k-128: 5.2 s against 4.5 s:
+# README "Scale"); smaller runs, where the memory does not matter, keep their lists
+# (mission-sized runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
 # Runs whose times stay below this many ticks hold them as whole-number floats (exact
 # under 2**53, with room to spare), longer runs as ints (README "Time base", __init__).
