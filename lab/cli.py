@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import time
 
@@ -316,35 +317,43 @@ def cmd_plan(args):
     with _run_map(args) as map_fn:
         result = plan(scenario, constraints, map_fn=map_fn, progress=progress)
     elapsed = time.perf_counter() - started
+    run_winner = None  # the command that runs the written winner
     if args.write_scenario and result.winner is not None:
-        _write_winner(args.write_scenario, scenario, result.winner)
+        run_winner = _write_winner(args.write_scenario, scenario, result.winner)
     if args.json:
-        print(json.dumps(plan_json(args, scenario, what, result, elapsed), indent=2))
+        print(json.dumps(plan_json(args, scenario, what, result, elapsed, run_winner), indent=2))
     else:
-        print("\n".join(format_plan(args, scenario, what, result, elapsed)))
+        print("\n".join(format_plan(args, scenario, what, result, elapsed, run_winner)))
     return 0 if result.winner is not None else 1
 
 
 def _write_winner(path, scenario, winner):
+    """Write the winner's scenario to `path`; returns the command that runs it."""
     from lab.core import LabError
 
     raw = scenario.with_changes(winner["changes"]).to_dict()
     trace = raw["workload"].get("trace")
+    command = f"python -m lab run {shlex.quote(path)}"
     if trace is not None:
         # `lab run` reads a trace inside the scenario's folder or the working directory (Trace
-        # files): beside OUT it is named relative to it, elsewhere by its absolute path.
+        # files): beside OUT it is named relative to it, elsewhere by its absolute path, and
+        # where neither holds it, OUT runs from the trace's folder.
         full = os.path.realpath(os.path.join(scenario.base_dir, trace["path"]))
         folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-        trace["path"] = os.path.relpath(full, folder) if full.startswith(folder + os.sep) else full
+        beside = full.startswith(folder + os.sep)
+        trace["path"] = os.path.relpath(full, folder) if beside else full
+        if not beside and not full.startswith(os.path.realpath(os.getcwd()) + os.sep):
+            command = f"cd {shlex.quote(os.path.dirname(full))} && python -m lab run {shlex.quote(os.path.abspath(path))}"
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(raw, fh, indent=2)
             fh.write("\n")
     except OSError as exc:
         raise LabError("--write-scenario", f"cannot write {path!r}: {exc.strerror or exc}") from None
+    return command
 
 
-def plan_json(args, scenario, what, result, elapsed):
+def plan_json(args, scenario, what, result, elapsed, run_winner=None):
     load = result.load
     clean = lambda row: {k: _json_safe(v) for k, v in row.items()}  # noqa: E731
     return {
@@ -362,10 +371,11 @@ def plan_json(args, scenario, what, result, elapsed):
         "runs": result.runs,
         "seconds": round(elapsed, 3),
         "seconds_by_phase": result.seconds,
+        "winner_scenario": {"path": args.write_scenario, "run": run_winner} if run_winner else None,
     }
 
 
-def format_plan(args, scenario, what, result, elapsed):
+def format_plan(args, scenario, what, result, elapsed, run_winner=None):
     from lab.plan.workload import is_trace_path
 
     load = result.load
@@ -385,8 +395,8 @@ def format_plan(args, scenario, what, result, elapsed):
         lines.append(f"Cheapest fleet meeting the target: {w['fleet']}: ${w['usd_per_hour']:,.2f}/h, "
                      f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")
         sets = " ".join(f"--set '{s}'" for s in w["set"])
-        if args.write_scenario:
-            lines.append(f"  wrote its scenario to {args.write_scenario}: python -m lab run {args.write_scenario}")
+        if run_winner:
+            lines.append(f"  wrote its scenario to {args.write_scenario}: {run_winner}")
         elif is_trace_path(args.workload):
             lines.append("  to run it: --write-scenario OUT.json, then python -m lab run OUT.json")
         else:

@@ -255,6 +255,32 @@ def test_a_trace_plans_winner_runs_from_the_written_scenario(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["slo_attainment"] == winner["slo_attainment"]
 
 
+def test_a_written_winner_whose_trace_lies_elsewhere_says_where_to_run_it(tmp_path, monkeypatch, capsys):
+    """OUT in one folder, the trace in another, the working directory a third: `lab run OUT`
+    would refuse the trace there (Trace files), so the plan prints the command that runs it."""
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{t * 0.2},{600 + 41 * (t % 7)},{25 + t % 13}" for t in range(100)]
+    traces, outs, elsewhere = (tmp_path / name for name in ("traces", "out dir", "elsewhere"))
+    for folder in (traces, outs, elsewhere):
+        folder.mkdir()
+    (traces / "trace.csv").write_text("\n".join(lines) + "\n")
+    out = outs / "winner.json"
+    monkeypatch.chdir(elsewhere)
+    assert main(["plan", str(traces / "trace.csv"), "--max-gpus", "3", "--chunks", "256", "--workers", "1",
+                 "--json", "--write-scenario", str(out)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    command = data["winner_scenario"]["run"]
+    assert command == f"cd {traces} && python -m lab run '{out}'"  # (the space in OUT's folder quoted)
+    assert main(["run", str(out), "--json"]) == 2  # from here: the trace is outside its roots
+    assert "workload.trace.path" in capsys.readouterr().err
+    monkeypatch.chdir(traces)  # as the command says
+    assert main(["run", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["slo_attainment"] == data["winner"]["slo_attainment"]
+    monkeypatch.chdir(elsewhere)  # the text form prints the same command
+    assert main(["plan", str(traces / "trace.csv"), "--max-gpus", "3", "--chunks", "256", "--workers", "1",
+                 "--write-scenario", str(out)]) == 0
+    assert f"wrote its scenario to {out}: {command}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--max-gpus", "0"], "--max-gpus"),
     (["--max-gpus", str(MAX_GPUS + 1)], "--max-gpus"),
