@@ -2,6 +2,7 @@
 
 import json
 import math
+import shlex
 
 import pytest
 
@@ -269,7 +270,8 @@ def test_a_written_winner_whose_trace_lies_elsewhere_says_where_to_run_it(tmp_pa
                  "--json", "--write-scenario", str(out)]) == 0
     data = json.loads(capsys.readouterr().out)
     command = data["winner_scenario"]["run"]
-    assert command == f"cd {traces} && python -m lab run '{out}'"  # (the space in OUT's folder quoted)
+    assert command == f"cd {shlex.quote(str(traces))} && python -m lab run {shlex.quote(str(out))}"
+    assert f"'{out}'" in command  # (the space in OUT's folder, quoted)
     assert main(["run", str(out), "--json"]) == 2  # from here: the trace is outside its roots
     assert "workload.trace.path" in capsys.readouterr().err
     monkeypatch.chdir(traces)  # as the command says
