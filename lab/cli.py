@@ -330,6 +330,7 @@ def cmd_plan(args):
 def _write_winner(path, scenario, winner):
     """Write the winner's scenario to `path`; returns the command that runs it."""
     from lab.core import LabError
+    from lab.core.workload import path_inside
 
     raw = scenario.with_changes(winner["changes"]).to_dict()
     trace = raw["workload"].get("trace")
@@ -340,9 +341,9 @@ def _write_winner(path, scenario, winner):
         # where neither holds it, OUT runs from the trace's folder.
         full = os.path.realpath(os.path.join(scenario.base_dir, trace["path"]))
         folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-        beside = full.startswith(folder + os.sep)
+        beside = path_inside(full, folder)
         trace["path"] = os.path.relpath(full, folder) if beside else full
-        if not beside and not full.startswith(os.path.realpath(os.getcwd()) + os.sep):
+        if not beside and not path_inside(full, os.path.realpath(os.getcwd())):
             command = f"cd {shlex.quote(os.path.dirname(full))} && python -m lab run {shlex.quote(os.path.abspath(path))}"
     try:
         with open(path, "w", encoding="utf-8") as fh:

@@ -207,7 +207,8 @@ def _trace_requests(workload):
     return out
 
 
-def _inside(path, folder):
+def path_inside(path, folder):
+    """Whether real path `path` is `folder` or lies under it (the trace roots' test)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -228,7 +229,7 @@ def resolve_trace_path(trace, field="workload.trace.path"):
         real = os.path.realpath(root or cwd)
         if real not in roots:
             roots.append(real)
-    if not any(_inside(full, root) for root in roots):
+    if not any(path_inside(full, root) for root in roots):
         allowed = " or ".join(roots)
         raise LabError(field, f"{trace.path!r} resolves to {full}, outside {allowed}: a trace file must lie inside the mission's folder "
                               "(a bare scenario's: its folder or the working directory)")
