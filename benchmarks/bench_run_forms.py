@@ -2,7 +2,7 @@
 
     python benchmarks/bench_run_forms.py [--runs 20000] [--repeats 5]
 
-README "Scale" (What the run representation would buy) quotes these figures. Neither
+benchmarks/README.md ("What the run representation would buy") quotes these figures. Neither
 measures the engine itself; each compares the step-at-a-time form the core uses with the
 run form the issue proposes, on runs of the sizes the conversation trace makes.
 

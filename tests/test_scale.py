@@ -374,7 +374,7 @@ def test_int_ticks_give_the_results_of_float_ticks(name, monkeypatch):
 
 def test_a_runs_step_lists_start_in_the_collectors_oldest_generation():
     # The lists live to the end of the run; made young, every collection the run sets off
-    # would walk them as they grow (README "Scale": up to 100 ms of a 350 ms run).
+    # would walk them as they grow (benchmarks/README.md, "Scale": up to 100 ms of a 350 ms run).
     gc.collect()
     junk = [[] for _ in range(5000)]  # young objects, as a page or a sweep leaves behind
     result = simulate(load_scenario(SCENARIOS["disaggregated"]))

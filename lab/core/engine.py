@@ -56,8 +56,8 @@ MAX_STEPS = 36_000_000
 # a big run appends to arrays: a third of the memory, and at tens of millions of steps no
 # slower than lists (1m-128: 53.8 s against 53.3 s, peak 2.8 against 6.5 GB), though at a
 # few million a list's specialized append is quicker (100k-128: 5.2 s against 4.5 s:
-# README "Scale"); smaller runs, where the memory does not matter, keep their lists
-# (mission-sized runs log 20k-50k steps).
+# benchmarks/README.md, "Scale"); smaller runs, where the memory does not matter, keep
+# their lists (mission-sized runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
 # Runs whose times stay below this many ticks hold them as whole-number floats (exact
 # under 2**53, with room to spare), longer runs as ints (README "Time base", __init__).
