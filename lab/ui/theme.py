@@ -168,6 +168,8 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-metrics-compact) .stf-metrics { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)); gap: 6px;
                                           grid-auto-rows: minmax(78px, auto); }
 :host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
+/* a title that does not fit the narrow card wraps: "Goodput per G…" hid which metric it was */
+:host(.stf-metrics-compact) .stf-card .k { white-space: normal; overflow-wrap: normal; }
 :host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
 :host(.stf-stars-compact) .stf-stars { gap: 4px; }
 .stf-stars-note { margin: 0 0 6px 0; font-size: 12.5px; color: var(--ink); background: #eef5fb;

@@ -131,6 +131,12 @@ def test_the_readme_iframe_shows_controls_canvas_headline_metrics_and_stars(brow
             assert box is not None, name
             assert box["y"] >= 0 and box["y"] + box["height"] <= 760, (mission, name, box)
         assert inner.evaluate("window.scrollY") == 0
+        # Every metric card's title is whole in the narrow cards (it wraps; an ellipsis hid
+        # which metric "Goodput per G…" was).
+        titles = frame.locator(".stf-metrics .stf-card .k").evaluate_all(
+            "els => els.map(e => [e.textContent, e.scrollWidth, e.clientWidth])")
+        assert len(titles) >= len(HEADLINE), titles
+        assert [t for t in titles if t[1] > t[2]] == [], (mission, titles)
         shot(host, f"embed-700x760-{mission}.png")
     finally:
         ctx.close()
