@@ -1,4 +1,5 @@
-"""Shared test helpers. Kept small on purpose: one fixture, `run_in_pyodide`."""
+"""Shared test helpers. Kept small on purpose: two fixtures, `run_in_pyodide` and
+`playwright_driver`."""
 
 import os
 import shutil
@@ -52,3 +53,13 @@ def run_in_pyodide():
             pytest.fail(f"bare Pyodide unavailable in CI: {reason}")
         pytest.skip(reason)
     return _run_in_pyodide
+
+
+@pytest.fixture(scope="session")
+def playwright_driver():
+    """The session's one Playwright driver. Its sync API refuses to start a second driver in
+    a thread while one is open, so the UI tests' browser (session-wide) and the site tests'
+    browsers (one a module) all launch from this one: any subset runs in any order."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        yield p

@@ -15,7 +15,7 @@ import pytest
 
 from axe_check import axe_missing, axe_violations, describe
 from test_site_browser import KEY, _missing
-from test_site_browser import browser, dist, page, pw, server  # noqa: F401 (the static site's fixtures)
+from test_site_browser import browser, dist, page, server  # noqa: F401 (the static site's fixtures)
 
 pytestmark = pytest.mark.browser
 

@@ -69,16 +69,8 @@ def server(dist):
 
 
 @pytest.fixture(scope="module")
-def pw():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        yield p
-
-
-@pytest.fixture(scope="module")
-def browser(pw):
-    b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS + [BLOCK_CDN])
+def browser(playwright_driver):
+    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, args=ARGS + [BLOCK_CDN])
     yield b
     b.close()
 

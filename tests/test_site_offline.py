@@ -44,15 +44,12 @@ def mirror():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(playwright_driver):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: bash scripts/setup.sh installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS + [OFFLINE])
-        yield b
-        b.close()
+    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, args=ARGS + [OFFLINE])
+    yield b
+    b.close()
 
 
 @pytest.fixture(scope="module")

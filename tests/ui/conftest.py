@@ -101,16 +101,14 @@ def server():
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(playwright_driver):
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 class PageWatch:
