@@ -87,7 +87,9 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
    last resort, wraps between its parts (number and unit are joined by no-break spaces), never overflows. */
 .stf-card { background: #fff; border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; min-width: 0;
             container-type: inline-size; overflow-wrap: anywhere; }
-.stf-card .k { font-size: 11.5px; color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+/* a title too long for its card wraps (at spaces; mid-word only as the card's last resort): an ellipsis
+   hid which metric it was ("Goodput per G…" in the 700 px embed) */
+.stf-card .k { font-size: 11.5px; color: var(--muted); }
 .stf-card .v { font-size: clamp(14px, 15cqi, 19px); white-space: normal; overflow-wrap: normal; font-weight: 650;
                font-variant-numeric: tabular-nums; line-height: 1.25; }
 .stf-card .v.pair { font-size: clamp(12px, 12.5cqi, 19px); }
@@ -168,8 +170,6 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 :host(.stf-metrics-compact) .stf-metrics { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)); gap: 6px;
                                           grid-auto-rows: minmax(78px, auto); }
 :host(.stf-metrics-compact) .stf-card { padding: 6px 8px; }
-/* a title that does not fit the narrow card wraps: "Goodput per G…" hid which metric it was */
-:host(.stf-metrics-compact) .stf-card .k { white-space: normal; overflow-wrap: normal; }
 :host(.stf-metrics-compact) .stf-card[data-metric="util"] { grid-column: span 2; }  /* "Decode" stays a word */
 :host(.stf-stars-compact) .stf-stars { gap: 4px; }
 .stf-stars-note { margin: 0 0 6px 0; font-size: 12.5px; color: var(--ink); background: #eef5fb;
