@@ -21,7 +21,7 @@ from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
 from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
-from .panel_shims import Html
+from .panel_shims import FloatSlider, Html, IntSlider
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
 __all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
@@ -318,11 +318,11 @@ class Controls:
         common.update(bar_color=PALETTE["decode"], stylesheets=[SLIDER_CSS])
         if control.kind == "int":
             step = int(control.step or 1)
-            widget = pn.widgets.IntSlider(name=label, start=int(control.min), end=int(control.max), step=step,
+            widget = IntSlider(name=label, start=int(control.min), end=int(control.max), step=step,
                                           value=int(value if value is not None else control.min), **common)
         else:
             step = control.step or (control.max - control.min) / 100.0
-            widget = pn.widgets.FloatSlider(name=label, start=float(control.min), end=float(control.max), step=step,
+            widget = FloatSlider(name=label, start=float(control.min), end=float(control.max), step=step,
                                             value=float(value if value is not None else control.min), **common)
         widget.param.watch(lambda e, n=name: self._changed(n, e.new), "value_throttled")
         return widget
@@ -359,7 +359,10 @@ class Controls:
             for name, widget in self.widgets.items():
                 value = state.settings.get(name)
                 if value is not None and widget.value != value:
-                    widget.value = value
+                    if hasattr(widget, "set_value"):  # a slider: its release value too (panel_shims)
+                        widget.set_value(value)
+                    else:
+                        widget.value = value
                 if name in INSTANCE_COUNTS:
                     self._whole_instances(name, widget)
                 idle = not state.applies(name)
