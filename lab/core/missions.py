@@ -295,6 +295,8 @@ class Control:
             raise LabError(where, f"{_fmt(value)} is out of range: must be at least {_fmt(self.min)} and at most {_fmt(self.max)}")
         if not _on_grid(value, self.min, self.step):
             raise LabError(where, f"{_fmt(value)} is not a setting of this control: it moves from {_fmt(self.min)} in steps of {_fmt(self.step)}")
+        if self.kind == "float" and self.step is not None:  # the grid's own value (as grid() gives it), not
+            value = round(self.min + round((value - self.min) / self.step) * self.step, 12)  # a slider's 43.75000000000001
         return value
 
     def grid(self):

@@ -55,6 +55,7 @@ the busy spell too.
 """
 
 import html
+import json
 import os
 import re
 import sys
@@ -140,6 +141,12 @@ def hub_href():
 def lab_href(mission_id):
     base = "lab.html" if _static_build() else "lab"
     return f"{base}?mission={mission_id}"
+
+
+def _settings_attr(settings):
+    """The settings a run simulated, as the status line carries them (`data-settings`): the
+    address's words (format_value), so a test can hold controls = address = run."""
+    return html.escape(json.dumps({k: format_value(v) for k, v in sorted(settings.items()) if v is not None}), quote=True)
 
 
 def _debug(*args):
@@ -501,11 +508,12 @@ class LabApp:
             text = ('<span class="stf-status busy" data-busy="true">'
                     '<span class="stf-spin" aria-hidden="true"></span>Simulating…</span>')
         elif s.run_error:
-            text = (f'<span class="stf-status failed" data-busy="false" '
-                    f'data-run="{s.run_id}" data-failed="true">The simulation failed: see below</span>')
+            text = (f'<span class="stf-status failed" data-busy="false" data-run="{s.run_id}" '
+                    f'data-settings="{_settings_attr(s.run_settings)}" data-failed="true">The simulation failed: see below</span>')
         elif s.metrics and s.result is not None:
             m = s.metrics
-            text = (f'<span class="stf-status" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}">'
+            text = (f'<span class="stf-status" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}" '
+                    f'data-settings="{_settings_attr(s.run_settings)}">'
                     f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms</span>')
         else:
             text = '<span class="stf-status" data-busy="false"></span>'

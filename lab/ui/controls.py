@@ -351,6 +351,8 @@ class Controls:
         if value == self.state.settings.get(name):
             return
         self.on_change(name, value)
+        if self.state.settings.get(name) != value:  # refused: the control goes back to what runs (the note says why)
+            self._sync()
 
     def _sync(self, *_):
         state = self.state

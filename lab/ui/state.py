@@ -332,6 +332,8 @@ class LabState(param.Parameterized):
                       "result, metrics, rows, blames, blame_summary, key}, else None.")
     twin_error = param.String(default="", doc="Why the pinned fleet's run failed (plain text); '' otherwise.")
     twin_id = param.Integer(default=0, doc="Increments after every change of `twin` or `twin_error`.")
+    run_settings = param.Dict(default={}, doc="The settings the shown run simulated (its metrics' and stars'): "
+                              "equal to `settings` once the page is idle; the page writes them on its status line.")
     touched = param.Boolean(default=False, doc="The student changed a control on this page: only then do stars "
                             "count (see the module docstring).")
 
@@ -345,6 +347,7 @@ class LabState(param.Parameterized):
         self.stars_now = [False] * len(mission.stars)
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
         self._pending_run = None  # (result, simulate ms) that `simulate` published and `finish` has not measured
+        self._pending_settings = {}  # ...and the settings it simulated
         # Runs a newer one replaced before their finish: only their stars are judged, at the next
         # finish (or failure), so the new run's canvas never waits on an old run's metrics.
         self._unjudged = []
@@ -456,6 +459,12 @@ class LabState(param.Parameterized):
     def change_many(self, values, by_student=True):
         """Apply several settings at once (all or nothing). `by_student`: the student did it on
         this page (False for a restored history entry), so a change makes stars count."""
+        try:  # each value as its control holds it (a dragged slider's 43.75000000000001 is 43.75)
+            values = {k: self.mission.controls[k].check(v) if k in self.mission.controls and v is not None else v
+                      for k, v in values.items()}
+        except LabError as exc:
+            self.error = str(exc)
+            return False
         new = {**self.settings, **values}
         carried = {}
         try:
@@ -468,8 +477,11 @@ class LabState(param.Parameterized):
                 return False
             new = {**new, **carried}
             scenario = self.mission.apply(self._clean(new))
-        self.error = ""
+        # One batch: a view that saw `error` cleared before `settings` changed would put its
+        # widget back to the old value on the way, and Panel then drops the new value as an
+        # echo of the page's own (the page kept showing the old one).
         with param.parameterized.batch_call_watchers(self):
+            self.error = ""
             if by_student and new != self.settings:
                 self.touched = True
             self.carried = carried_note(self.mission, carried)
@@ -565,6 +577,7 @@ class LabState(param.Parameterized):
             return False
         end = max(result.end_time - WINDOW_S, 0.0)
         self._pending_run = (result, (time.perf_counter() - began) * 1000.0)
+        self._pending_settings = dict(self.settings)
         with param.parameterized.batch_call_watchers(self):
             self.result = result
             if self.window_start > end:
@@ -619,6 +632,7 @@ class LabState(param.Parameterized):
             self.blame_summary = core.blame_summary(blames)
             self.stars_now = now
             self.saved_stars = saved
+            self.run_settings = self._pending_settings
             self.run_ms = elapsed
             self.run_error = ""
             self.run_twin()  # the pinned fleet, when the workload changed (cached otherwise)
@@ -723,6 +737,7 @@ class LabState(param.Parameterized):
             self.stars_now = [False] * len(self.mission.stars)
             self.run_ms = sim_ms + (time.perf_counter() - began) * 1000.0
             self.run_error = message
+            self.run_settings = dict(self.settings)
             self.busy = False
             self.sim_id += 1
             self.run_id = self.sim_id
