@@ -39,11 +39,22 @@ def test_a_random_walk_keeps_controls_address_and_run_equal(new_page, server, mi
         pytest.fail(f"seed {SEED}: {short}\n(first seen after {failure.step + 1} actions)", pytrace=False)
 
 
-def test_back_to_the_start_then_the_same_value_again_runs_that_value(page, server):
-    """Mission 01: GPUs 4 -> 5, Back to the start, 4 -> 5 again ran 4 GPUs with the slider on 5."""
-    lab = Page(page, url_of(server), BY_ID["mixing-hurts"])
+# The reproductions of the report: a value, Back to the start, the same value again.
+REPRODUCTIONS = {
+    "gpus 4 -> 5 (mission 01)": ("mixing-hurts", [("key", "gpus", 1)], {"gpus": "5"}),
+    "the 2 + 2 split (mission 01)": ("mixing-hurts", [("toggle", "layout", "disaggregated"), ("key", "decode_gpus", 1)],
+                                     {"layout": "disaggregated", "decode_gpus": "2"}),
+    "the link at 12.5 GB/s (mission 03)": ("slow-link", [("key", "link_gbytes_per_s", 1)], {"link_gbytes_per_s": "12.5"}),
+}
+
+
+@pytest.mark.parametrize("case", list(REPRODUCTIONS))
+def test_back_to_the_start_then_the_same_change_again_runs_what_the_controls_show(page, server, case):
+    """Each ran the start's fleet with the controls on the new one: the slider said 5, the fleet ran 4."""
+    mission_id, change, want = REPRODUCTIONS[case]
+    lab = Page(page, url_of(server), BY_ID[mission_id])
     lab.open()
-    for action in (("key", "gpus", 1), ("reset",), ("key", "gpus", 1)):
+    for action in change + [("reset",)] + change:
         lab.do(action)
         lab.check_run()
-    assert lab.shown["settings"]["gpus"] == "5" and "gpus=5" in page.url
+    assert {k: lab.shown["settings"].get(k) for k in want} == want

@@ -1,0 +1,51 @@
+"""The static site's lab (Pyodide, offline) keeps one source of truth: the model-based walk
+of tests/ui/state_model.py on the built page, WALK_ACTIONS actions on each of MODEL_MISSIONS
+(300 in all). The seed is printed and named in any failure; STF_MODEL_SEED=N replays a walk.
+"""
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "ui"))
+
+from lab.core.missions import list_missions  # noqa: E402
+from state_model import Failure, shrink, walk  # noqa: E402
+from test_site_offline import browser, mirror, site  # noqa: E402,F401  (fixtures)
+
+pytestmark = pytest.mark.browser
+
+MODEL_MISSIONS = ("mixing-hurts", "decode-drowns", "slow-link", "chunk-it", "tp-per-phase", "memory-on-demand")
+WALK_ACTIONS = int(os.environ.get("STF_MODEL_ACTIONS") or 50)
+SEED = int(os.environ.get("STF_MODEL_SEED") or random.SystemRandom().randrange(1, 10**6))
+BY_ID = {m.id: m for m in list_missions()}
+
+
+@pytest.mark.parametrize("mission_id", MODEL_MISSIONS)
+def test_a_random_walk_on_the_static_lab_keeps_controls_address_and_run_equal(browser, site, mission_id):  # noqa: F811
+    mission = BY_ID[mission_id]
+    contexts = []
+
+    def new_page():
+        ctx = browser.new_context(viewport={"width": 1366, "height": 800})
+        ctx.set_default_timeout(60_000)
+        contexts.append(ctx)
+        return ctx.new_page()
+
+    def url_of(query):
+        return site.url(f"lab.html?{query}")
+
+    print(f"state model (static site): seed {SEED}, mission {mission_id}, {WALK_ACTIONS} actions")
+    try:
+        walk(new_page(), url_of, mission, SEED, WALK_ACTIONS)
+    except Failure as failure:
+        short = shrink(new_page, url_of, mission, failure)
+        pytest.fail(f"seed {SEED}: {short}\n(first seen after {failure.step + 1} actions)", pytrace=False)
+    finally:
+        for ctx in contexts:
+            ctx.close()
