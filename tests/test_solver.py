@@ -306,3 +306,48 @@ def test_controls_waiting_for_another_field_count_as_no_change_and_share_a_run()
     with_idle_threshold = check_mission(mini(controls={**plain, **threshold}, fleet=fleet), time_budget_s=120)
     without = check_mission(mini(controls=plain, fleet=fleet), time_budget_s=120)
     assert with_idle_threshold.runs == without.runs, (with_idle_threshold.runs, without.runs)
+
+
+# ------------------------------------------------------------------ stars earned in passing
+
+def test_a_harder_star_earned_on_the_way_to_an_easier_one_is_not_ok():
+    # Star 1's fix is colocated 4 (gpus 2 -> 3 -> 4); at gpus=3 the student already has star 2
+    # ("70% on three"), whose own fix is the 2 + 1 split: a harder star earned in passing.
+    report = check_mission(mini(stars=[
+        star("95% colocated", ("slo_attainment", ">=", 0.95), ("prefill_gpus", "==", 0)),
+        star("70% on three", ("slo_attainment", ">=", 0.7), ("gpus", "<=", 3)),
+        GOOD_STARS[2],
+    ]), time_budget_s=120)
+    assert report.cheapest[0]["gpus"] == 4 and report.cheapest[1]["layout"] == "disaggregated", report.format()
+    assert not report.ok
+    fall = report.in_passing[0]
+    assert (fall["star"], fall["why"], fall["from"], fall["to"]) == (2, "later", "start", "star 1")
+    assert fall["setting"]["gpus"] == 3 and fall["setting"]["layout"] == "colocated"
+    assert fall["path"] == [{"control": "gpus", "values": [3]}]
+    assert any(p.startswith("star 2 ('70% on three') is earned in passing at layout=colocated, gpus=3, "
+                            "on the way from start to star 1's fix (gpus 2→3)") for p in report.problems), report.problems
+    text = report.format()
+    assert "in passing (later): star 2 at layout=colocated, gpus=3 (from start toward star 1: gpus 2→3)" in text
+    assert report.to_dict()["in_passing"][0]["star"] == 2
+    json.dumps(report.to_dict())
+
+
+def test_stars_that_fall_only_at_their_own_fixes_pass_the_walk():
+    report = check_mission(good_mini(), time_budget_s=120)
+    assert report.in_passing == [] and report.walk_points > 0, report.format()
+    assert not any("in passing" in p for p in report.problems)
+    assert f"in passing: no star ({report.walk_points} settings walked)" in report.format()
+    assert report.to_dict()["in_passing"] == []
+
+
+def test_walk_points_move_each_control_notch_by_notch_in_every_order():
+    from lab.core.solver import _walk_points
+    m = load_mission(mini())
+    start = m.settings()
+    dest = {**start, "layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2}
+    points = [s for s, _ in _walk_points(m, start, dest).values()]
+    splits = {(s["layout"], s["prefill_gpus"], s["decode_gpus"]) for s in points if s["layout"] == "disaggregated"}
+    # Layout first: 1+1, 2+1, 3+1 (prefill, then decode) and 1+2 (decode first); the end (3+2) is left out.
+    assert splits == {("disaggregated", 1, 1), ("disaggregated", 2, 1), ("disaggregated", 3, 1), ("disaggregated", 1, 2),
+                      ("disaggregated", 2, 2)}
+    assert all((s["layout"], s["prefill_gpus"], s["decode_gpus"]) != ("disaggregated", 3, 2) for s in points)

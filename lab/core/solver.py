@@ -13,6 +13,12 @@ Stars that need understanding (each a problem in the report):
   control, the rate only for traffic stars);
 - a star is earned in fewer than SEED_SHARE of `seeds` seeds (the scenario's seed and the
   next ones) at its cheapest setting, or the start earns it in any of them;
+- a star is earned in passing: on a walk from the start to a star's cheapest setting, or
+  from a star's to a later star's, each changed control moved one notch at a time in every
+  order (scenario's seed only), a star the walk's start lacks is earned at a setting that
+  is (later) a later star's but not its own cheapest, or (first notch) the walked-to star's
+  on the first notch of a control its fix moves further, or (other choice) the walked-to
+  star's before a choice switch its fix makes and that changes the run;
 - a star has no debrief, or the mission no outro.
 Each star's margin (per predicate, at its cheapest setting, on the worst seed) is reported.
 
@@ -118,6 +124,8 @@ class CheckReport:
     notes: list = field(default_factory=list)  # worth knowing, not failures
     seeds: list = field(default_factory=list)  # the seeds each star is checked on (the scenario's first)
     one_change: dict = None  # the single control change from the start that earns the most stars
+    in_passing: list = field(default_factory=list)  # stars earned in passing: one dict per star (the first found)
+    walk_points: int = 0  # settings the walks between the start and the stars' fixes passed
 
     @property
     def ok(self):
@@ -143,6 +151,8 @@ class CheckReport:
             "timed_out": self.timed_out,
             "seeds": list(self.seeds),
             "one_change": self.one_change,
+            "in_passing": [dict(f) for f in self.in_passing],
+            "walk_points": self.walk_points,
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
@@ -185,6 +195,12 @@ class CheckReport:
             oc = self.one_change
             lines.append(f"  one change from the start earns at most {oc['stars']} of {len(self.solutions)} stars"
                          + (f" ({oc['control']}={_fmt_value(oc['value'])})" if oc["stars"] else ""))
+        if self.in_passing:
+            for f in self.in_passing:
+                lines.append(f"  in passing ({f['why']}): star {f['star']} at {_settings_text(m, f['setting'])} "
+                             f"(from {f['from']} toward {f['to']}: {f['path_text']})")
+        else:
+            lines.append(f"  in passing: no star ({self.walk_points} settings walked)")
         status = "ok" if self.ok else "NOT OK"
         timing = f"{self.runs} runs in {self.elapsed_s:.1f} s (budget {self.time_budget_s:g} s; one run of the start {self.start_run_s * 1000:.0f} ms)"
         lines.append(f"  {timing}: {status}")
@@ -511,6 +527,7 @@ def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_
             sol.changes = _changes(mission, sol.settings, search.start)
     last_by_one = _scan_one_change(mission, search, report)
     _check_seeds(mission, search, report, seeds)
+    _walk_in_passing(mission, search, report)
     report.runs = search.runs
     report.elapsed_s = clock() - search.t0
     report.timed_out = search.timed_out
@@ -629,6 +646,17 @@ def _verdict_new_rules(mission, report, last_by_one):
         report.problems.append(
             f"star {len(sols)} ({sols[-1].star.label!r}), the last, is earned by one control change from the start "
             f"({name}={_fmt_value(value)}): the last star should need more than one move")
+    for f in report.in_passing:
+        i, d = f["star"], int(f["to"].split()[1])
+        where = f"at {_settings_text(m, f['setting'])}, on the way from {f['from']} to star {d}'s fix ({f['path_text']})"
+        own = _settings_text(m, sols[i - 1].settings)
+        if f["why"] == "later":
+            tail = f"before star {d}: a later star should not fall on the way to an earlier one (its fix: {own})"
+        elif f["why"] == "first notch":
+            tail = f"on the first notch of a control its fix ({own}) moves further: its debrief explains a bigger change"
+        else:
+            tail = f"before the walk switches to its fix's choice ({own}): its debrief explains a choice the student did not make"
+        report.problems.append(f"star {i} ({f['label']!r}) is earned in passing {where}, {tail}")
     for sol in sols:
         if not sol.star.debrief:
             report.problems.append(
@@ -637,3 +665,128 @@ def _verdict_new_rules(mission, report, last_by_one):
     if not m.outro:
         report.problems.append("the mission has no outro: say what it taught and point to the next mission "
                                "(the page shows it when every star is earned)")
+
+
+# ------------------------------------------------------------------ stars earned in passing
+
+MAX_WALK_ORDERS = 24  # orders of the changed controls walked per pair (4 controls: all 24)
+
+
+def _notches(mission, name, a, b):
+    """The values a student passes moving control `name` from `a` to `b`, one notch at a time
+    (ending at `b`): a choice switches at once; a number walks its step grid (a continuous
+    control: the solver's 17 points) between the two."""
+    control = mission.controls[name]
+    if control.kind == "choice" or a == b:
+        return [b]
+    grid = control.grid()
+    if grid is None:
+        grid = _coarse(control, a, 17)
+    lo, hi = min(a, b), max(a, b)
+    between = sorted({v for v in grid if lo < v < hi})
+    if b < a:
+        between.reverse()
+    return between + [b]
+
+
+def _walk_points(mission, origin, dest):
+    """{intermediate setting key: (setting, path)} from `origin` to `dest`, moving each changed
+    control notch by notch, one control after the other, in every order of the changed controls
+    (up to MAX_WALK_ORDERS orders). `path` is [(control, [values passed])] up to the setting.
+    The origin and the destination themselves are left out."""
+    names = [n for n in mission.controls if origin.get(n) != dest.get(n)]
+    # A control that matters in neither end's layout changes no run: set it at once.
+    eff_o, eff_d = _effective(mission, origin), _effective(mission, dest)
+    silent = [n for n in names if n not in eff_o and n not in eff_d]
+    moved = [n for n in names if n not in silent]
+    base = dict(origin)
+    base.update({n: dest[n] for n in silent})
+    points = {}
+    dest_key = _key(mission, dest)
+    for order in itertools.islice(itertools.permutations(moved), MAX_WALK_ORDERS):
+        current, path = dict(base), []
+        for name in order:
+            passed = []
+            for value in _notches(mission, name, origin[name], dest[name]):
+                current[name] = value
+                passed.append(value)
+                key = _key(mission, current)
+                if key != dest_key and key not in points:
+                    points[key] = (dict(current), path + [(name, list(passed))])
+            path = path + [(name, list(passed))]
+    points.pop(_key(mission, origin), None)
+    return points
+
+
+def _key(mission, settings):
+    return tuple(sorted((k, repr(v)) for k, v in _effective(mission, settings).items()))
+
+
+def _path_text(mission, origin_settings, path):
+    parts = []
+    for name, values in path:
+        steps = "→".join(_fmt_value(v) for v in [origin_settings[name], *values])
+        parts.append(f"{name} {steps}")
+    return ", then ".join(parts)
+
+
+def _walk_in_passing(mission, search, report):
+    """Walk from the start and from each star's cheapest setting to each later star's, notch by
+    notch, and record each star earned in passing (the rule: missions/README.md, "Checking a
+    mission"). Runs on the scenario's seed only: the one the student plays."""
+    sols = report.solutions
+    start = search.start
+    vary = [_vary_rate(mission, s.star) for s in sols]
+    found = {}  # star index -> the first fall found for it
+    report.walk_points = 0
+    seen = set()
+    origins = [("start", -1, start)] + [(f"star {s.index + 1}", s.index, s.settings) for s in sols if s.settings is not None]
+    for origin_name, origin_index, origin in origins:
+        origin_metrics = search.metrics(origin)
+        if origin_metrics is None:
+            continue
+        held = mission.evaluate(origin_metrics)
+        for dest in sols[origin_index + 1:]:
+            if dest.settings is None:
+                continue
+            d = dest.index
+            fix = dest.settings
+            long_moves = {n for n in mission.controls if len(_notches(mission, n, origin[n], fix[n])) > 1}
+            switches = [n for n in mission.controls if mission.controls[n].kind == "choice" and origin[n] != fix[n]]
+            for key, (setting, path) in _walk_points(mission, origin, fix).items():
+                if key not in seen:
+                    seen.add(key)
+                    report.walk_points += 1
+                fleet = _fleet_metrics(mission, setting)
+                if not any(_fleet_allows(s.star, fleet) and not held[s.index] and s.index >= d for s in sols):
+                    continue  # no star this walk could drop allows this fleet: nothing to run
+                if search.out_of_time():
+                    report.in_passing = [found[i] for i in sorted(found)]
+                    return
+                metrics = search.metrics(setting)
+                if metrics is None:
+                    continue  # not a valid fleet (e.g. not whole instances): the page skips it too
+                rate_moved = "rate" in setting and setting["rate"] != start.get("rate")
+                first_notch = len(path) == 1 and len(path[0][1]) == 1
+                for sol in sols[d:]:
+                    i = sol.index
+                    if held[i] or i in found or (rate_moved and not vary[i]) or not sol.star.earned(metrics):
+                        continue
+                    if i > d:
+                        if key == _key(mission, sol.settings):
+                            continue  # its own fix lies on the way: its debrief explains what was done
+                        why = "later"  # a harder star, before the one the walk goes to, without its own fix
+                    elif first_notch and path[0][0] in long_moves:
+                        why = "first notch"  # one notch of a control its fix moves further
+                    else:
+                        pending = [n for n in switches if setting[n] == origin[n]]
+                        if not pending or search.metrics({**setting, **{n: fix[n] for n in pending}}) == metrics:
+                            continue  # every switch its fix makes is made, or changes nothing here
+                        why = "other choice"  # earned before a switch its fix makes, which changes the run
+                    found[i] = {
+                        "star": i + 1, "label": sol.star.label, "setting": setting, "why": why,
+                        "from": origin_name, "to": f"star {d + 1}",
+                        "path": [{"control": n, "values": list(v)} for n, v in path],
+                        "path_text": _path_text(mission, origin, path),
+                    }
+    report.in_passing = [found[i] for i in sorted(found)]
