@@ -77,6 +77,7 @@ from .page_bridge import PageBridge, guard_location
 from .paint_speed import PaintSpeed
 from .panel_shims import Html, escape_without_nh3, one_patch_per_update, skip_busy_tracking
 from .plots import Plots
+from .result_strip import ResultStrip
 from .stars_bridge import ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_pin, parse_search, parse_settings
 from .story import StoryView
@@ -219,6 +220,7 @@ class LabApp:
         # Says which run is judged (never shown): the static site's loader swaps its pre-rendered
         # first view for the live page as soon as the first run's metrics and stars are in.
         self.judged_mark = Html("", visible=False, margin=0, css_classes=["stf-judged-mark"])
+        self.strip = ResultStrip(self.state)
         self.notes = Html("", stylesheets=[CSS], margin=(4, 10), sizing_mode="stretch_width",
                                   css_classes=["stf-notes-pane"])
         self.header_stars = Html("", stylesheets=[HUB_CSS], margin=(14, 16, 0, 10), css_classes=["stf-header-stars"])
@@ -744,7 +746,7 @@ class LabApp:
         )
         body = pn.FlexBox(sidebar, main, gap="14px", flex_wrap="wrap", align_items="flex-start",
                           sizing_mode="stretch_width", margin=(6, 8, 16, 8), css_classes=["stf-body"])
-        return pn.Column(header, title_row, self.notes, body, self.bridge, self.url, self.a11y, self.paint_speed,
+        return pn.Column(header, title_row, self.notes, body, self.strip.pane, self.bridge, self.url, self.a11y, self.paint_speed,
                          sizing_mode="stretch_width", margin=0, css_classes=["stf-lab"],
                          styles={"background": PALETTE["page"], "min-height": "100vh"})
 
@@ -782,7 +784,7 @@ class LabApp:
                          sizing_mode="stretch_width", margin=0)
         return pn.Column(
             pn.Row(head, pn.HSpacer(), self.header_stars, sizing_mode="stretch_width", margin=0),
-            self.notes, row, section("Plots"), self.plots.view, self.twin.view,
+            self.notes, row, section("Plots"), self.plots.view, self.twin.view, self.strip.pane,
             self.bridge, self.url, self.a11y, self.paint_speed, sizing_mode="stretch_width", margin=(0, 6),
             css_classes=["stf-lab", "stf-embed"],
         )

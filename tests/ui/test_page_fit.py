@@ -256,3 +256,70 @@ def test_no_empty_goodput_plot_where_a_trace_replays(tmp_path):
     assert "no rate to sweep" in plots.sweep_note.object
     _state, generated = _ran("mixing-hurts")  # a generated workload keeps its sweep
     assert generated.sweep_pane.visible and generated.sweep_button.visible
+
+
+STRIP_MISSIONS = ("mixing-hurts", "slow-link", "memory-on-demand")
+STRIP_VIEWS = {"phone": (390, 844, False), "iframe": (374, 760, True)}
+# The fixed strip (not its invisible twin that keeps its room): its box, run and SLO share.
+STRIP = """() => {
+    const st = [document];
+    while (st.length) {
+        const r = st.pop();
+        const s = r.querySelector(".stf-strip");
+        if (s) { const b = s.getBoundingClientRect(), slo = s.querySelector('[data-metric="slo"]');
+                 return {top: b.top, bottom: b.bottom, height: b.height, display: getComputedStyle(s).display,
+                         run: s.dataset.run, busy: s.dataset.busy, rows: Number(s.dataset.rows || 0),
+                         slo: slo ? slo.textContent : null, H: window.innerHeight}; }
+        for (const e of r.querySelectorAll("*")) if (e.shadowRoot) st.push(e.shadowRoot);
+    }
+    return null;
+}"""
+
+
+@browser_test
+@pytest.mark.parametrize("view", list(STRIP_VIEWS))
+@pytest.mark.parametrize("mission", STRIP_MISSIONS)
+def test_a_change_shows_its_result_on_a_phone_and_in_a_narrow_embed_without_scrolling(browser, new_page, server,
+                                                                                        mission, view):
+    """At 390 px and in a 374 x 760 iframe the controls fill the screen: the result strip at its
+    bottom shows the new run's SLO share and one bar per GPU row, with nothing scrolled."""
+    width, height, embed = STRIP_VIEWS[view]
+    ctx = browser.new_context(viewport={"width": max(width, 420), "height": height + 40})
+    try:
+        page = new_page(ctx)
+        url = f"{server}/lab?mission={mission}" + ("&embed=1" if embed else "")
+        if embed:
+            page.set_content(f'<iframe id="f" src="{url}" width="{width}" height="{height}" style="border:0;display:block"></iframe>')
+            frame = page.frames[1]
+        else:
+            page.set_viewport_size({"width": width, "height": height})
+            page.goto(url)
+            frame = page.main_frame
+        frame.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        status = frame.locator('.stf-status[data-busy="false"][data-run]').first
+        status.wait_for(state="attached")
+        run = status.get_attribute("data-run")
+        slider = next(n for n, c in list_missions_by_id()[mission].controls.items() if c.kind != "choice")
+        frame.locator(f".stf-control-{slider} .noUi-handle").first.focus()  # a student's change, by key
+        frame.page.keyboard.press("ArrowRight")
+        frame.wait_for_function(f"""() => {{ const s = ({STRIP})(); return s && s.busy === "false" && s.run !== "{run}"; }}""",
+                                timeout=30_000)
+        strip = frame.evaluate(STRIP)
+        assert strip["display"] == "block" and strip["height"] > 0, strip
+        assert strip["top"] >= 0 and strip["bottom"] <= strip["H"] + 0.5, strip  # on screen, unscrolled
+        assert frame.evaluate("window.scrollY") == 0
+        new_run = frame.locator('.stf-status[data-busy="false"][data-run]').first.get_attribute("data-run")
+        assert strip["run"] == new_run != run
+        card = frame.locator('.stf-metrics [data-metric="slo"] .v').first.text_content().strip()
+        assert strip["slo"] == f"{card} meet the SLO", (strip, card)
+        assert strip["rows"] >= 1
+        shot(page, f"strip-{mission}-{view}.png")
+        if not embed:  # a wide screen has the cards beside the controls: no strip
+            page.set_viewport_size({"width": 1366, "height": 800})
+            page.wait_for_function(f"() => ({STRIP})().display === 'none'", timeout=10_000)
+    finally:
+        ctx.close()
+
+
+def list_missions_by_id():
+    return {m.id: m for m in MISSIONS}
