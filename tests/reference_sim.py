@@ -1107,14 +1107,19 @@ def reference_blame(scenario, ref):
             worst = (gaps[k], cause, step[3], step[2])
         ttft = s.first_token - s.arrival
         ttft_ok = slo.ttft_s is None or ttft <= slo.ttft_s
-        met = s.finished and ttft_ok
-        if met and s.O > 1:
+        token_ok = True  # the per-token terms (a finished request's)
+        if s.finished and s.O > 1:
             tpot_ms = (s.finish - s.first_token) / (s.O - 1) * 1000.0
-            met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
+            token_ok = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
                 slo.max_gap_ms is None or worst[0] * 1000.0 <= slo.max_gap_ms)
+        met = s.finished and ttft_ok and token_ok
+        # Late and also over a per-token term: the term it missed by more time (README "Blame").
+        per_token = slo.max_gap_ms if slo.max_gap_ms is not None else slo.tpot_ms
+        gap_first = (not ttft_ok and s.finished and not token_ok and worst is not None and per_token is not None
+                     and worst[0] * 1000.0 - per_token > (ttft - slo.ttft_s) * 1000.0)
         dominant = None
         if not met:
-            if not ttft_ok:
+            if not ttft_ok and not gap_first:
                 dominant = max(names, key=lambda n: (parts[n], -names.index(n)))
             elif not s.finished:
                 dominant = "unfinished"

@@ -60,7 +60,11 @@ read over every stretch in order (the step j is then on that stretch's GPU). Non
 a request early rejection turned away at arrival; `kv_capacity` for a dropped request; the largest TTFT part (earliest in `TTFT_PARTS` of equals) when it
 has no first token or its TTFT is over the SLO's target; `unfinished` when its first token
 was in time but the run was cut before its last; else (it missed a TPOT or max-gap
-target) its worst gap's cause.
+target) its worst gap's cause. A finished request that missed both the TTFT target and a
+per-token term is blamed on the one it missed by more: its worst gap's cause when that
+gap's excess over the per-token target (`Slo.per_token_target_ms`) is larger than its
+TTFT's excess over the TTFT target (`gap_outweighs_ttft`): a request a little late after
+waiting for KV room, then frozen for seconds by a preemption, missed because of the preemption.
 """
 
 import math
@@ -289,7 +293,6 @@ def request_blame(result, rows=None):
     pieces = _prompt_pieces(result)
     gaps = [None] * len(result.gpus)
     first_at_prefill = fleet.layout == "disaggregated" and fleet.first_token == "prefill"
-    target = scenario.slo.ttft_s
     out = []
     for rec, row in zip(result.requests, rows):
         step_s = step_fns[rec.prefill_gpu] if rec.prefill_gpu >= 0 else None
@@ -321,7 +324,7 @@ def request_blame(result, rows=None):
                 blame.first_gap_parts = split
         blame.missed = not row["met_slo"]
         if blame.missed:
-            blame.dominant_cause = _dominant(rec, row, blame, target)
+            blame.dominant_cause = _dominant(rec, row, blame, scenario.slo)
         out.append(blame)
     return out
 
@@ -334,12 +337,24 @@ def _largest_part(parts):
     return best
 
 
-def _dominant(rec, row, blame, ttft_target):
+def gap_outweighs_ttft(row, blame, slo):
+    """A finished request late on TTFT that also missed a per-token term by more time: its
+    worst gap over the per-token target exceeds its TTFT over the TTFT target (module docstring)."""
+    per_token = slo.per_token_target_ms
+    if blame.worst_gap_s is None or not per_token or slo.ttft_s is None or row.get("ttft_s") is None:
+        return False
+    missed_token = ((slo.tpot_ms is not None and (row.get("tpot_ms") or 0.0) > slo.tpot_ms)
+                    or (slo.max_gap_ms is not None and (row.get("worst_gap_ms") or 0.0) > slo.max_gap_ms))
+    return missed_token and blame.worst_gap_s * 1000.0 - per_token > (row["ttft_s"] - slo.ttft_s) * 1000.0
+
+
+def _dominant(rec, row, blame, slo):
     if rec.rejected:
         return "rejected"
     if rec.dropped:
         return "kv_capacity"
-    if rec.first_token is None or (ttft_target is not None and row["ttft_s"] > ttft_target):
+    late = rec.first_token is None or (slo.ttft_s is not None and row["ttft_s"] > slo.ttft_s)
+    if late and not (rec.finished and gap_outweighs_ttft(row, blame, slo)):
         return _largest_part(blame.parts)
     if not rec.finished:
         return "unfinished"
