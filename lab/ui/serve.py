@@ -36,15 +36,36 @@ def build_parser(prog="python -m lab serve"):
     return parser
 
 
+# Panel's page template with the viewport meta its own lacks: without it a phone lays the
+# page out 980 px wide and shows it at about 40% (the static site's pages have their own).
+VIEWPORT_META = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+
+
+def _page_template():
+    from panel.io.resources import _env
+
+    return _env.from_string('{% extends "base.html" %}{% block preamble %}' + VIEWPORT_META
+                            + '{{ super() }}{% endblock %}')
+
+
 def make_apps(missions_dir=None):
     """{route: page function} for pn.serve."""
+    import panel as pn
+
     from . import app
 
+    template = _page_template()
+
+    def page(view):
+        if pn.state.curdoc is not None:
+            pn.state.curdoc.template = template
+        return view
+
     def hub():
-        return app.hub_page(missions_dir)
+        return page(app.hub_page(missions_dir))
 
     def lab():
-        return app.lab_page(missions_dir)
+        return page(app.lab_page(missions_dir))
 
     return {"/": hub, "/lab": lab}
 

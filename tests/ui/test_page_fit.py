@@ -323,3 +323,22 @@ def test_a_change_shows_its_result_on_a_phone_and_in_a_narrow_embed_without_scro
 
 def list_missions_by_id():
     return {m.id: m for m in MISSIONS}
+
+
+@browser_test
+@pytest.mark.parametrize("path", ["/", "/lab?mission=mixing-hurts"])
+def test_lab_serve_pages_lay_out_at_a_phones_width_not_at_980_px(browser, new_page, server, path):
+    """A phone lays out a page without a viewport meta 980 px wide and shows it at about 40%."""
+    import urllib.request
+
+    with urllib.request.urlopen(server + path, timeout=30) as resp:
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in resp.read().decode()
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                              device_scale_factor=3)
+    try:
+        page = new_page(ctx)
+        page.goto(server + path)
+        page.wait_for_function("document.readyState === 'complete'")
+        assert page.evaluate("[window.innerWidth, window.visualViewport.scale]") == [390, 1]
+    finally:
+        ctx.close()
