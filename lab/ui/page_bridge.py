@@ -64,6 +64,15 @@ function deepFindAll(root, prefix) {
   return out;
 }
 
+const REFOCUS_FRAMES = 90;  // about 1.5 s at 60 frames a second
+
+function deepActive() {
+  // The focused element, inside open shadow roots too.
+  let a = document.activeElement;
+  while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
+  return a;
+}
+
 function typing(event) {
   for (const el of event.composedPath()) {
     if (!el.tagName) continue;
@@ -148,12 +157,21 @@ export function render({ model }) {
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "refocus" && typeof msg.cls === "string" && lastFocus === msg.cls) {
+      // The label's patch may reach the page after this message, and Bokeh re-renders the
+      // button when it lands: for REFOCUS_FRAMES frames, whenever the focus has fallen to
+      // the page's body (a removed button's), give it to the button now there. A focus the
+      // student moved elsewhere is left alone.
+      let frames = 0;
       const again = () => {
-        const host = deepFind(document.body, msg.cls);
-        const target = host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
-        if (target) target.focus();
+        const active = deepActive();
+        if (!active || active === document.body || active === document.documentElement) {
+          const host = deepFind(document.body, msg.cls);
+          const target = host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
+          if (target) target.focus();
+        }
+        if (++frames < REFOCUS_FRAMES) requestAnimationFrame(again);
       };
-      requestAnimationFrame(() => requestAnimationFrame(again));
+      requestAnimationFrame(again);
     }
   });
   const el = document.createElement("span");

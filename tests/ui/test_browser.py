@@ -557,3 +557,19 @@ def test_step_tooltip_names_the_gpu_and_times_the_step(page, server):
     assert match, text
     start_ms = float(match.group(1).replace(",", ""))
     assert 11_000 <= start_ms <= 13_600 and 0 < float(match.group(2)) < 1000
+
+
+DEEP_FOCUS = """() => { let a = document.activeElement;
+    while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
+    return a && a.tagName === "BUTTON" ? a.textContent.trim() : (a ? a.tagName : null); }"""
+
+
+def test_enter_on_play_keeps_the_focus_on_the_button_through_its_relabel(page, server):
+    """Bokeh re-renders a button whose label changes; the label's patch could land after the
+    page's refocus had run, and the focus stayed on the page's body (a second Enter did nothing)."""
+    open_lab(page, server, f"mission={MISSIONS[0].id}&t=5")
+    page.locator(".stf-play button").focus()
+    for want in ("Pause", "Play", "Pause", "Play", "Pause", "Play"):
+        page.keyboard.press("Enter")
+        page.locator(".stf-play button", has_text=want).wait_for()
+        page.wait_for_function(f"() => ({DEEP_FOCUS})().endsWith({json.dumps(want)})", timeout=5_000)
