@@ -17,8 +17,10 @@
   tabindex at 0, so Tab still stopped on it.)
 - Keyboard shortcuts for the timeline (K play/pause, J/L back/forward one second,
   N next slow step), ignored while typing or while a slider has the focus.
-- Focus: Bokeh re-renders a button whose label changes, which drops the keyboard
-  focus; `refocus(css_class)` puts it back if it was there.
+- Focus: Bokeh re-renders a button whose label changes by replacing its <button>, which
+  dropped the keyboard focus to the page's body. The bridge watches the root of the focused
+  button and moves the focus to its replacement as soon as the re-render lands (however late
+  the label's patch arrives); `refocus(css_class)` is the fallback for a host replaced whole.
 - Painted: the canvas dispatches `stf-painted` (detail: the run) on the document once a
   run's data is painted (canvas.py); the bridge hands the run to `on_painted`, so the
   worker measures the run after the browser has drawn it, not while it draws. A run
@@ -64,8 +66,6 @@ function deepFindAll(root, prefix) {
   return out;
 }
 
-const REFOCUS_FRAMES = 90;  // about 1.5 s at 60 frames a second
-
 function deepActive() {
   // The focused element, inside open shadow roots too.
   let a = document.activeElement;
@@ -83,8 +83,39 @@ function typing(event) {
   return false;
 }
 
+function lost() {
+  // Whether the keyboard focus has fallen to the page itself (its element was removed).
+  const active = deepActive();
+  return !active || active === document.body || active === document.documentElement;
+}
+
+function buttonOf(cls) {
+  const host = deepFind(document.body, cls);
+  return host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
+}
+
 export function render({ model }) {
   let lastFocus = null;  // css class (stf-*) of the widget that last had the focus
+  // Focus follows a re-rendered button: Bokeh re-renders a button whose label changes (Play
+  // to Pause) by replacing its <button>, and the focus on the old one fell to the page's
+  // body. The root the focused button lives in is watched; when the button leaves it while
+  // focused, the focus goes to the button now in its place, whenever the re-render lands.
+  let watched = null;
+  const watch = (el, cls) => {
+    if (watched) watched.disconnect();
+    watched = null;
+    if (!el || el.tagName !== "BUTTON" || !cls) return;
+    const root = el.getRootNode();
+    watched = new MutationObserver(() => {
+      if (el.isConnected || !lost() || lastFocus !== cls) return;
+      const next = (root.querySelector && root.querySelector("button")) || buttonOf(cls);
+      if (next && next !== el) {
+        next.focus();
+        watch(next, cls);
+      }
+    });
+    watched.observe(root, {childList: true, subtree: true});
+  };
   const onFocus = (event) => {
     lastFocus = null;
     for (const el of event.composedPath()) {
@@ -93,6 +124,7 @@ export function render({ model }) {
       }
       if (lastFocus) break;
     }
+    watch(event.composedPath()[0], lastFocus);
   };
   const onKey = (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event)) return;
@@ -115,6 +147,7 @@ export function render({ model }) {
     document.removeEventListener("focusin", onFocus, true);
     document.removeEventListener("keydown", onKey);
     document.removeEventListener("stf-painted", onPainted);
+    if (watched) watched.disconnect();
   });
   const root = document.documentElement;
   let applied = -1;
@@ -157,21 +190,13 @@ export function render({ model }) {
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "refocus" && typeof msg.cls === "string" && lastFocus === msg.cls) {
-      // The label's patch may reach the page after this message, and Bokeh re-renders the
-      // button when it lands: for REFOCUS_FRAMES frames, whenever the focus has fallen to
-      // the page's body (a removed button's), give it to the button now there. A focus the
-      // student moved elsewhere is left alone.
-      let frames = 0;
-      const again = () => {
-        const active = deepActive();
-        if (!active || active === document.body || active === document.documentElement) {
-          const host = deepFind(document.body, msg.cls);
-          const target = host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
-          if (target) target.focus();
-        }
-        if (++frames < REFOCUS_FRAMES) requestAnimationFrame(again);
-      };
-      requestAnimationFrame(again);
+      // A re-render that replaced the host itself (not only its button) escapes the watch
+      // above: if the focus has fallen to the page, the button with that class takes it.
+      requestAnimationFrame(() => {
+        if (!lost()) return;
+        const target = buttonOf(msg.cls);
+        if (target) { target.focus(); watch(target, msg.cls); }
+      });
     }
   });
   const el = document.createElement("span");

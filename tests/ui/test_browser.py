@@ -573,3 +573,27 @@ def test_enter_on_play_keeps_the_focus_on_the_button_through_its_relabel(page, s
         page.keyboard.press("Enter")
         page.locator(".stf-play button", has_text=want).wait_for()
         page.wait_for_function(f"() => ({DEEP_FOCUS})().endsWith({json.dumps(want)})", timeout=5_000)
+
+
+def test_a_focused_button_keeps_the_focus_whenever_its_relabel_lands(page, server):
+    """The root of Enter on Play losing the focus: Bokeh replaces a button's <button> when its
+    label changes. The relabel here lands two seconds after the key, with no refocus message
+    from Python at all (a slow link, a busy worker); the focus must still follow the button."""
+    open_lab(page, server, f"mission={MISSIONS[0].id}&t=5")
+    page.locator(".stf-play button").focus()
+    page.keyboard.press("Enter")
+    page.locator(".stf-play button", has_text="Pause").wait_for()
+    page.wait_for_function(f"() => ({DEEP_FOCUS})().endsWith('Pause')", timeout=5_000)
+    page.wait_for_timeout(2_000)  # past any window a refocus message keeps open
+    relabelled = page.evaluate("""() => {
+        const view = [...Bokeh.index.all_views()].find(v => v.model && Array.isArray(v.model.css_classes)
+                                                           && v.model.css_classes.includes("stf-play"));
+        const old = view.shadow_el.querySelector("button");
+        view.model.label = "❚❚ Pause ";  // a patch as the server sends it: Bokeh re-renders the button
+        return old !== null;
+    }""")
+    assert relabelled
+    page.wait_for_function(f"() => ({DEEP_FOCUS})() === '❚❚ Pause'", timeout=5_000)
+    page.keyboard.press("Enter")  # and the focus is a live one: Enter pauses
+    page.locator(".stf-play button", has_text="Play").wait_for()
+    page.wait_for_function(f"() => ({DEEP_FOCUS})().endsWith('Play')", timeout=5_000)
