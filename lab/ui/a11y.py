@@ -31,7 +31,7 @@ import json
 import param
 
 from .bridge import Bridge
-from .metrics_view import fmt_ms, fmt_seconds, fmt_share
+from .figures import fmt_ms, fmt_seconds, fmt_share
 from .theme import FOCUS_CSS
 
 __all__ = ["A11yBridge", "slider_spec", "choice_spec", "figure_spec", "landmark_spec", "run_summary", "ANNOUNCE_ID", "decimals_for"]

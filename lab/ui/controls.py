@@ -19,6 +19,7 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, co
 
 from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
+from .refusal import refusal_html
 from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
 from .panel_shims import FloatSlider, Html, IntSlider
@@ -263,7 +264,7 @@ class Controls:
         replay = self._replay_block(on_upload, on_clear_replay) if state.mission.id == SANDBOX_ID else []
         self.view = pn.Column(*rows, self.hint, self.error, self.carried, *tail, *replay, sizing_mode="stretch_width",
                               margin=0, css_classes=["stf-controls"])
-        state.param.watch(self._sync, ["settings", "scenario", "error", "carried"])
+        state.param.watch(self._sync, ["settings", "scenario", "error", "refusal", "carried"])
         self._sync()
 
     def a11y_specs(self):
@@ -380,9 +381,7 @@ class Controls:
         self.hint.visible = bool(idle)
         self.locked.object = locked_html(state, compact=self.embed)
         self.locked.visible = bool(self.locked.object)
-        self.error.object = (
-            f'<p class="stf-notes stf-error" role="alert">Not applied: {html.escape(state.error)}</p>' if state.error else ""
-        )
+        self.error.object = refusal_html(state.refusal, state.error)
         self.error.visible = bool(state.error)
         self.carried.object = (f'<p class="stf-notes stf-carried" role="status">{html.escape(state.carried)}</p>'
                                if state.carried and not state.error else "")

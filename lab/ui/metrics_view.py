@@ -5,10 +5,11 @@ formatted here; pass/fail is shown with a tick or a cross as well as a colour.
 """
 
 import html
-import math
 
 import panel as pn
 
+from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_number, fmt_seconds, fmt_share,
+                      fmt_usd, fmt_watts, metric_title, star_test_text)
 from .mission_text import brief_html
 from .panel_shims import Html
 from .theme import CSS, PALETTE
@@ -18,71 +19,7 @@ __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_second
            "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
-NBSP = "\u00a0"  # between a number and its unit: a narrow card wraps between values, never inside one
-
-
-def fmt_seconds(value):
-    if value is None:
-        return "—"
-    if value < 1:
-        return f"{value * 1000:,.0f}{NBSP}ms"
-    return f"{value:,.2f}{NBSP}s"
-
-
-def fmt_ms(value):
-    if value is None:
-        return "—"
-    if value >= 10_000:
-        return f"{value / 1000:,.1f}{NBSP}s"
-    if value >= 100:
-        return f"{value:,.0f}{NBSP}ms"
-    return f"{value:,.1f}{NBSP}ms"
-
-
-def fmt_usd(value):
-    """Dollars: "$20.00", "$1,234"; small sums keep two significant digits ("$0.0016")."""
-    if value is None:
-        return "—"
-    if value >= 1000:
-        return f"${value:,.0f}"
-    if value >= 0.995:
-        return f"${value:,.2f}"
-    return f"${value:.2g}" if value >= 1e-4 else f"${value:.1e}"
-
-
-def fmt_joules(value):
-    """Energy: "2.1 J", "640 J", "3.2 kJ", "1.4 MJ"."""
-    if value is None:
-        return "—"
-    for scale, unit in ((1e6, "MJ"), (1e3, "kJ")):
-        if value >= scale:
-            return f"{value / scale:,.1f}{NBSP}{unit}"
-    if value >= 10:
-        return f"{value:,.0f}{NBSP}J"
-    if value >= 1:
-        return f"{value:.1f}{NBSP}J"
-    return f"{value:.2g}{NBSP}J" if value >= 0.01 else f"{value:.1e}{NBSP}J"
-
-
-def fmt_watts(value):
-    """Power: "310 W", "3.2 kW"."""
-    if value is None:
-        return "—"
-    if value >= 1000:
-        return f"{value / 1000:,.1f}{NBSP}kW"
-    return f"{value:,.0f}{NBSP}W"
-
-
-# Cost per good request is shown per this many requests: a request costs fractions of a cent.
-PER_REQUESTS = 1000
-
-
-def fmt_share(value):
-    if value is None:
-        return "—"
-    return f"{value * 100:.0f}%" if value < 0.995 or value == 1 else f"{value * 100:.1f}%"
-
-
+# Every figure is formatted by lab.ui.figures (imported here for the views that import them from here).
 def _verdict(ok):
     if ok is None:
         return "", ""
@@ -116,20 +53,21 @@ def metrics_html(metrics, scenario):
     ttft99 = m.get("ttft_p99_s")
     cards.append(_card(
         "TTFT p50 / p99",
-        f'{fmt_seconds(m.get("ttft_p50_s"))} <small>/</small> {fmt_seconds(ttft99)}',
+        f'{fmt_metric("ttft_p50_s", m.get("ttft_p50_s"))} <small>/</small> '
+        f'{fmt_metric("ttft_p99_s", ttft99, against=slo.ttft_s)}',
         f"target ≤ {fmt_seconds(slo.ttft_s)}" if slo.ttft_s else "time to first token",
         (ttft99 is not None and ttft99 <= slo.ttft_s) if slo.ttft_s else None, "ttft", pair=True,
     ))
     tpot99 = m.get("tpot_p99_ms")
     cards.append(_card(
-        "TPOT p99", fmt_ms(tpot99),
+        metric_title("tpot_p99_ms"), fmt_metric("tpot_p99_ms", tpot99, against=slo.tpot_ms),
         f"target ≤ {fmt_ms(slo.tpot_ms)}" if slo.tpot_ms else "time per output token",
         (tpot99 is not None and tpot99 <= slo.tpot_ms) if slo.tpot_ms else None, "tpot",
     ))
     gap99 = m.get("worst_gap_p99_ms")
     gap_target = slo.max_gap_ms
     cards.append(_card(
-        "Worst gap p99", fmt_ms(gap99),
+        metric_title("worst_gap_p99_ms"), fmt_metric("worst_gap_p99_ms", gap99, against=gap_target),
         f"target ≤ {fmt_ms(gap_target)}" if gap_target else "longest stall in a stream",
         (gap99 is not None and gap99 <= gap_target) if gap_target else None, "gap",
     ))
@@ -139,10 +77,11 @@ def metrics_html(metrics, scenario):
         rejected = f'{m.get("rejected") or 0:,}'
         served = fmt_share(m.get("served_slo_attainment"))
         counted = f'{_value("rejected", rejected)} rejected · {_value("served_slo_attainment", served)} of the rest'
-    cards.append(_card("Meeting the SLO", fmt_share(share), counted, None, "slo"))
+    cards.append(_card(metric_title("slo_attainment"), fmt_metric("slo_attainment", share), counted, None, "slo"))
+    per_gpu = fmt_metric("goodput_rps_per_gpu", m.get("goodput_rps_per_gpu", 0)).split(NBSP)[0]
     cards.append(_card(
-        "Goodput per GPU", f'{m.get("goodput_rps_per_gpu", 0):.2f}{NBSP}<small>req/s</small>',
-        f'{m.get("gpus")} GPUs · {m.get("goodput_rps", 0):.1f} req/s in all', None, "goodput",
+        metric_title("goodput_rps_per_gpu"), f'{per_gpu}{NBSP}<small>req/s</small>',
+        f'{m.get("gpus")} GPUs · {fmt_metric("goodput_rps", m.get("goodput_rps", 0))} in all', None, "goodput",
     ))
     if getattr(scenario.fleet, "prefix_cache", "off") != "off":
         cards.append(prefix_card(m))
@@ -207,7 +146,7 @@ def prefix_card(m):
     sub = f"{saved:,} prompt tokens not computed"
     if m.get("prefix_fetch_p99_ms") is not None:
         sub += f" · fetch p99 {fmt_ms(m['prefix_fetch_p99_ms'])}"
-    return _card("Prefix cache hits", fmt_share(m.get("prefix_hit_rate")), sub, None, "prefix")
+    return _card(metric_title("prefix_hit_rate"), fmt_share(m.get("prefix_hit_rate")), sub, None, "prefix")
 
 
 def cost_cards(m):
@@ -217,11 +156,11 @@ def cost_cards(m):
     per_good = m.get("usd_per_good_request")
     shown = None if per_good is None else per_good * PER_REQUESTS
     cost = _card(
-        "Cost per good request", _value("usd_per_good_request", fmt_usd(shown)) + f"{NBSP}<small>per 1k</small>",
+        metric_title("usd_per_good_request"), _value("usd_per_good_request", fmt_usd(shown)) + f"{NBSP}<small>per 1k</small>",
         f'{_value("usd_per_hour", fmt_usd(m.get("usd_per_hour")))}/h · '
         f'{_value("usd_per_million_tokens", fmt_usd(m.get("usd_per_million_tokens")))} per M tokens', None, "cost")
     energy = _card(
-        "Energy per token", _value("energy_j_per_token", fmt_joules(m.get("energy_j_per_token"))),
+        metric_title("energy_j_per_token"), _value("energy_j_per_token", fmt_joules(m.get("energy_j_per_token"))),
         f'{_value("power_w_mean", fmt_watts(m.get("power_w_mean")))} drawn · '
         f'{_value("energy_j_per_request", fmt_joules(m.get("energy_j_per_request")))} per request', None, "energy")
     return [cost, energy] if "usd_per_hour" in m else []
@@ -266,27 +205,30 @@ STARS_WAIT_NOTE = "Stars count once you change a control"
 
 
 def fmt_test_value(actual):
-    """A star test's value as it is now: three significant digits, never e-notation
-    (a fleet's 1,243 W read "1.24e+03")."""
-    if actual is None:
-        return "—"
-    if not isinstance(actual, float):
-        return f"{actual:,}"
-    text = f"{actual:,.3g}"
-    if "e" in text:
-        text = f"{actual:,.0f}" if abs(actual) >= 1 else f"{actual:.3g}"
-        if "e" in text:  # below 0.0001: as many decimals as three significant digits need
-            text = f"{actual:.{2 - math.floor(math.log10(abs(actual)))}f}"
-    return text
+    """A number with no card of its own: three significant digits, never e-notation (figures)."""
+    return fmt_number(actual)
 
 
-def stars_html(mission, metrics, now, saved, counting=True):
+def star_now_text(earned, live, ran=True, counting=True):
+    """(text, ok) of a star's line for the latest run: an earned star says so first, whether
+    or not these settings meet it; `ran` False (no run yet): an ellipsis."""
+    if earned:
+        return ("✓ earned" if live or not ran else "✓ earned · these settings miss it"), True
+    if not ran:
+        return "…", False
+    if live:
+        return ("✓ this run earns it" if counting else "✓ met here: change a control to earn it"), True
+    return "✗ not with these settings", False
+
+
+def stars_html(mission, metrics, now, saved, counting=True, from_link=False):
     """One row per star: saved (★/☆), live tick for the latest run, and each test's value.
 
     An earned star also shows its debrief (why its fix works); once every star is earned,
     the mission's outro follows the list. Both are the mission's Markdown, rendered safely.
-    `counting` False (LabState.touched not yet): a note says stars count once a control
-    changes, and a star the run meets reads "met" rather than earned."""
+    `counting` False (LabState.touched not yet): a star the run meets reads "met" rather than
+    earned; if the page also opened a link's settings (`from_link`, LabState.from_link), a note
+    says stars count once a control changes (opened from the hub, there is no link to explain)."""
     if not mission.stars:
         return '<p class="stf-lock">The sandbox has no stars: play freely.</p>'
     items = []
@@ -295,28 +237,27 @@ def stars_html(mission, metrics, now, saved, counting=True):
         live = i < len(now) and now[i]
         tests = []
         for pred, actual, holds in star.explain(metrics or {}):
-            shown = fmt_test_value(actual)
             mark = "✓" if holds else "✗"
+            test, now_part = star_test_text(pred, actual).rsplit(" (now ", 1)
             tests.append(
-                f'<span class="stf-tick {"ok" if holds else "no"}">{mark} {html.escape(pred.describe())} '
-                f'<span style="color:#5b6472">(now {html.escape(shown)})</span></span>'
+                f'<span class="stf-tick {"ok" if holds else "no"}" data-metric="{html.escape(pred.metric)}">'
+                f'{mark} {html.escape(test)} <span style="color:#5b6472">(now {html.escape(now_part)}</span></span>'
             )
         status = "earned" if earned else "not yet earned"
-        met_text = "✓ this run earns it" if counting else "✓ met here: change a control to earn it"
-        now_text = (met_text if live else "✗ not with these settings") if metrics else "…"
+        now_text, now_ok = star_now_text(earned, live, bool(metrics), counting)
         items.append(
             f'<li class="stf-star{" earned" if earned else ""}" data-star="{i}" data-earned="{str(bool(earned)).lower()}" '
             f'data-live="{str(bool(live)).lower()}">'
             f'<span class="glyph" role="img" aria-label="star {i + 1} {status}">{"★" if earned else "☆"}</span>'
             f'<span class="label">{html.escape(star.label)}</span>'
-            f'<span class="now {"ok" if live else "no"}">{now_text}</span>'
+            f'<span class="now {"ok" if now_ok else "no"}">{now_text}</span>'
             f'<span class="tests">{"".join(tests)}</span>{_debrief_html(i, star) if earned else ""}</li>'
         )
     all_earned = len(saved) >= len(mission.stars) and all(saved[:len(mission.stars)])
     outro = getattr(mission, "outro", "") if all_earned else ""
     outro_html = (f'<div class="stf-outro" role="status" data-outro="true"><div class="head">★ Every star earned</div>'
                   f'{brief_html(outro)}</div>') if outro else ""
-    note = "" if counting else (
+    note = "" if counting or not from_link else (
         f'<p class="stf-stars-note" role="note" data-stars-wait="true">{STARS_WAIT_NOTE}.<span class="more"> '
         'A link opens its fleet as sent; only a change you make here earns a star.</span></p>')
     return f'{note}<ul class="stf-stars">{"".join(items)}</ul>{outro_html}'
@@ -362,4 +303,5 @@ class StarsView:
 
     def _update(self, *_):
         s = self.state
-        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars, counting=s.touched)
+        self.pane.object = stars_html(s.mission, s.metrics, s.stars_now, s.saved_stars, counting=s.touched,
+                                      from_link=s.from_link)

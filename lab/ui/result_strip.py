@@ -16,7 +16,7 @@ import html
 
 import numpy as np
 
-from .metrics_view import NBSP, fmt_ms, fmt_seconds, fmt_share
+from .figures import NBSP, fmt_ms, fmt_seconds, fmt_share
 from .panel_shims import Html
 from .theme import PALETTE
 

@@ -58,6 +58,7 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, con
 from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
+from .refusal import refusal_text, short_label
 
 __all__ = [
     "LabState",
@@ -270,6 +271,16 @@ def parse_pin(mission, raw, start):
     return pin, []
 
 
+def control_words(name, value):
+    """A control's value as the page shows it ("Split (prefill | decode)", "8 GPUs"): the
+    controls' own words (lab.ui.controls, imported when first needed: it builds widgets)."""
+    try:
+        from .controls import _pretty
+    except ImportError:  # no widget library: the value as the address writes it
+        return format_value(value)
+    return _pretty(name, value)
+
+
 def carried_note(mission, carried):
     """The sentence for tp controls a layout switch set too (LabState._carry_tp), or ''."""
     if not carried:
@@ -336,6 +347,11 @@ class LabState(param.Parameterized):
                               "equal to `settings` once the page is idle; the page writes them on its status line.")
     touched = param.Boolean(default=False, doc="The student changed a control on this page: only then do stars "
                             "count (see the module docstring).")
+    from_link = param.Boolean(default=False, doc="The page opened a link's settings (its query set controls off "
+                              "the mission's start): the stars then say why the link's fleet earns nothing yet. "
+                              "False for a mission opened from the hub.")
+    refusal = param.String(default="", doc="`error` in the student's words (plain text): which control, which value "
+                           "works; '' when `error` is.")
 
     def __init__(self, mission, position=0, **params):
         super().__init__(mission=mission, position=position, **params)
@@ -392,6 +408,7 @@ class LabState(param.Parameterized):
             else:
                 state.settings = {**state._start, **settings}
                 state.scenario = scenario
+                state.from_link = state.settings != state._start
         if "hide" in params:
             state.hidden, bad = parse_hide(params["hide"])
             notes.extend(bad)
@@ -452,7 +469,8 @@ class LabState(param.Parameterized):
     def change(self, name, value):
         """Move one control. True if accepted (the state turns busy until `run()`)."""
         if name not in self.mission.controls:
-            self.error = str(LabError(f"controls.{name}", f"this mission keeps {name} locked"))
+            self._refuse(LabError(f"controls.{name}", f"this mission keeps {name} locked"),
+                         f"{short_label(self.mission, name)} is locked in this mission.")
             return False
         return self.change_many({name: value})
 
@@ -463,7 +481,7 @@ class LabState(param.Parameterized):
             values = {k: self.mission.controls[k].check(v) if k in self.mission.controls and v is not None else v
                       for k, v in values.items()}
         except LabError as exc:
-            self.error = str(exc)
+            self._refuse(exc, self._refusal(values, exc))
             return False
         new = {**self.settings, **values}
         carried = {}
@@ -473,7 +491,7 @@ class LabState(param.Parameterized):
             carried = self._carry_tp(new) if by_student and values.get("layout", self.settings.get("layout")) != \
                 self.settings.get("layout") else {}
             if not carried:
-                self.error = str(exc)
+                self._refuse(exc, self._refusal(values, exc))
                 return False
             new = {**new, **carried}
             scenario = self.mission.apply(self._clean(new))
@@ -482,6 +500,7 @@ class LabState(param.Parameterized):
         # echo of the page's own (the page kept showing the old one).
         with param.parameterized.batch_call_watchers(self):
             self.error = ""
+            self.refusal = ""
             if by_student and new != self.settings:
                 self.touched = True
             self.carried = carried_note(self.mission, carried)
@@ -489,6 +508,19 @@ class LabState(param.Parameterized):
             self.scenario = scenario
             self.busy = True
         return True
+
+    def _refuse(self, exc, words):
+        """A refused change: the spec's message (`error`, the detail line) and the student's
+        words for it (`refusal`), in one batch."""
+        with param.parameterized.batch_call_watchers(self):
+            self.refusal = words
+            self.error = str(exc)
+
+    def _refusal(self, values, exc):
+        """`refusal_text` for this page: values as the controls show them; the fixes only
+        among the controls the student can move now (not hidden, not greyed out)."""
+        return refusal_text(self.mission, self.settings, values, exc, control_words,
+                            movable=lambda n: n not in self.hidden and self.applies(n))
 
     def _carry_tp(self, new):
         """A layout switch the spec refuses for the new layout's tp (70B on TP 1, a GPU count in

@@ -33,7 +33,7 @@ from lab.core.metrics import gap_steps, request_gaps
 
 from .blame_view import CAUSE_FILLS, CAUSE_LABELS
 from .fleet_words import instance_name
-from .metrics_view import NBSP, fmt_ms, fmt_seconds
+from .figures import NBSP, fmt_ms, fmt_seconds
 from .state import WINDOW_S
 from .panel_shims import Html
 from .theme import CSS, INERT_STYLE, LIVE_STYLE

@@ -24,7 +24,7 @@ from lab.core.report import gpu_rows, write_requests_csv
 
 from .blame_view import CAUSE_LABELS
 from .fleet_words import gpu_type_text, pool_text
-from .metrics_view import fmt_joules, fmt_share, fmt_usd, fmt_watts
+from .figures import fmt_joules, fmt_share, fmt_usd, fmt_watts
 from .targets import target_phrase
 from .panel_shims import Html
 from .theme import CSS

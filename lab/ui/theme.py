@@ -73,6 +73,9 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
              font-size: 13px; margin: 0; }
 .stf-notes ul { margin: 2px 0 0 0; padding-left: 18px; }
 .stf-error { border-left-color: var(--slow); background: #fdeee6; }
+.stf-refusal-detail { margin-top: 4px; font-size: 12px; }
+.stf-refusal-detail summary { cursor: pointer; }
+.stf-refusal-detail code { overflow-wrap: anywhere; }
 .stf-status { display: inline-flex; align-items: center; gap: 8px; font-size: 13px; color: var(--muted); min-height: 22px; }
 .stf-status.busy { color: var(--ink); font-weight: 600; }
 .stf-spin { width: 12px; height: 12px; border-radius: 50%%; border: 2px solid #c9d2de; border-top-color: var(--decode);

@@ -21,7 +21,8 @@ from lab.core.missions import CONTROL_SPECS
 
 from .blame_view import BLAME_CSS, blame_bar_html
 from .fleet_words import is_plain, pool_text
-from .metrics_view import NBSP, PER_REQUESTS, fmt_joules, fmt_ms, fmt_seconds, fmt_share, fmt_usd, fmt_watts
+from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, fmt_usd,
+                      fmt_watts)
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
 from .state import fleet_settings, format_value
 from .panel_shims import Html
@@ -39,7 +40,7 @@ TWIN_METRICS = (
     ("ttft_p99_s", "TTFT p99", -1, fmt_seconds, None),
     ("tpot_p99_ms", "TPOT p99", -1, fmt_ms, None),
     ("worst_gap_p99_ms", "Worst gap p99", -1, fmt_ms, None),
-    ("goodput_rps_per_gpu", "Goodput per GPU", +1, lambda v: f"{v:.2f}{NBSP}req/s", lambda d: f"{d:+.2f}"),
+    ("goodput_rps_per_gpu", "Goodput per GPU", +1, lambda v: fmt_metric("goodput_rps_per_gpu", v), lambda d: f"{d:+.2f}"),
     ("gpus", "GPUs", -1, lambda v: f"{v:,}", lambda d: f"{d:+,}"),
     ("usd_per_good_request", f"Cost per {PER_REQUESTS:,} good requests", -1, lambda v: fmt_usd(v * PER_REQUESTS), None),
     ("usd_per_hour", "Cost per hour", -1, fmt_usd, None),

@@ -1,7 +1,7 @@
 """Fleets as they are built, in a real browser (`lab serve --missions tests/ui/fleet_missions` +
 Chromium): rows per TP instance with their labels and GPU types, the cost card following a change
-of GPU type, a GPU count that is not whole instances refused with the spec's own message (the
-page keeps its run and its stars), and screenshots of the 70B fleet at 1366 and 390 px
+of GPU type, a GPU count that is not whole instances refused in the student's words, the spec's own message
+under Details (the page keeps its run and its stars), and screenshots of the 70B fleet at 1366 and 390 px
 (STF_SCREENSHOTS=DIR keeps them). Waits are on DOM conditions, never sleeps."""
 
 import json
@@ -77,8 +77,15 @@ def test_a_count_that_is_not_whole_instances_is_refused_with_the_specs_message(p
     page.locator(".stf-control-decode_tp").get_by_role("button", name="8", exact=True).click()
     error = page.locator(".stf-control-error .stf-error")
     error.wait_for()
-    assert error.inner_text() == ("Not applied: fleet.decode_gpus: 4 GPUs is not a whole number of instances of "
-                                  "decode_tp = 8 GPUs: use a multiple of 8")
+    # In the student's words (the slider, a value that works); the spec's message folded under Details.
+    assert error.locator(".stf-refusal").inner_text() == (
+        "Decode tensor parallel 8 was not applied: 4 Decode GPUs do not split into instances of 8 GPUs. "
+        "Set Decode GPUs to 8 first, or choose Decode tensor parallel 2 or 4.")
+    detail = error.locator("details.stf-refusal-detail")
+    assert not detail.locator("code").is_visible()
+    detail.locator("summary").click()
+    assert detail.locator("code").inner_text() == ("fleet.decode_gpus: 4 GPUs is not a whole number of instances of "
+                                                   "decode_tp = 8 GPUs: use a multiple of 8")
     assert page.locator(".stf-control-decode_tp button.bk-active").inner_text() == "4"  # snapped back
     assert page.locator('[data-metric="slo"] .v').inner_text() == before
     assert page.locator(".stf-star").count() == stars and painted(page) == run

@@ -371,10 +371,27 @@ def test_only_a_student_change_that_alters_the_settings_makes_stars_count(catalo
 
 def test_the_stars_say_they_count_after_a_change_only_while_that_applies(catalog):
     mission = catalog.get(M1)
-    waiting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=False)
+    waiting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=False, from_link=True)
     assert STARS_WAIT_NOTE in waiting and "change a control to earn it" in waiting
-    counting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=True)
+    counting = stars_html(mission, {"gpus": 4}, [True, False, False], [False] * 3, counting=True, from_link=True)
     assert STARS_WAIT_NOTE not in counting and "this run earns it" in counting
+
+
+def test_the_shared_link_note_shows_only_for_a_link_with_settings_not_from_the_hub(catalog):
+    """The hub opens /lab?mission=ID: no link's fleet to explain, so no note about links."""
+    from lab.ui.metrics_view import StarsView
+
+    hub = LabState.from_query(catalog, f"?mission={M1}")
+    assert not hub.from_link
+    hub.run()
+    assert STARS_WAIT_NOTE not in StarsView(hub).pane.object
+    link = LabState.from_query(catalog, f"?mission={M1}&layout=disaggregated")
+    assert link.from_link
+    link.run()
+    assert STARS_WAIT_NOTE in StarsView(link).pane.object and "A link opens its fleet" in StarsView(link).pane.object
+    # Settings in the link equal to the start: the page is the hub's; no note either.
+    same = LabState.from_query(catalog, f"?mission={M1}&layout=colocated")
+    assert not same.from_link
 
 
 def test_merge_saved_ignores_garbage(catalog):
