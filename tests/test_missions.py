@@ -789,3 +789,13 @@ def test_a_gpu_count_control_end_needs_whole_instances_at_some_offered_tp():
                                        r"number of instances of decode_tp = 4 GPUs: use a multiple of 4$"):
         _fleet_mission({"layout": {}, "decode_gpus": {"min": 2, "max": 8}},
                        fleet={"layout": "disaggregated", "decode_gpus": 4, "decode_tp": 4})
+
+
+def test_a_star_label_names_every_share_of_the_slo_its_tests_ask():
+    """A star that asks for a share meeting the SLO says which (mission 12's star 3 left out its 90%)."""
+    for mission in list_missions():
+        for i, star in enumerate(mission.stars):
+            for pred in star.when:
+                if pred.metric == "slo_attainment" and pred.op in (">=", ">"):
+                    pct = f"{pred.value * 100:g}%"
+                    assert pct in star.label, (mission.id, i + 1, star.label, pct)
