@@ -670,3 +670,81 @@ def test_the_hub_and_the_lab_bridge_share_one_copy_of_the_storage_logic(dist):
     store = STORE_JS.read_text(encoding="utf-8")
     assert (dist / "assets" / "stars.js").read_text(encoding="utf-8") == store
     assert _ESM.startswith(store)
+
+
+# ------------------------------------------------------------------ a blog with the lab and the hub embedded
+
+# Chromium with third-party storage allowed (partitioned by the top-level site), as Firefox and
+# Safari give it and as a Chrome with third-party cookies allowed does. Debian's headless
+# Chromium blocks it by default (test_a_cross_site_embed_gets_no_storage_in_chromium).
+PARTITIONED = "--disable-features=TrackingProtection3pcd"
+
+
+def _blog(pg, server, *frames):
+    """A page of the blog (localhost: another site than the lab's 127.0.0.1) embedding `frames`."""
+    pg.goto(f"http://localhost:{server.port}/site.webmanifest")
+    tags = "".join(f'<iframe id="f{i}" src="{server.url(src)}" width="600" height="500"></iframe>'
+                   for i, src in enumerate(frames))
+    pg.set_content(f"<h1>My serving series</h1>{tags}")
+    pg.wait_for_function(f"document.querySelectorAll('iframe').length === {len(frames)}")
+    out = []
+    for i in range(len(frames)):
+        loc = pg.frame_locator(f"#f{i}")
+        loc.locator('#stf-missions[data-loaded="true"]').wait_for()
+        out.append(loc)
+    return out
+
+
+def _earn_in(pg, index, mission, stars):
+    """What the lab embed's storage bridge does when a star is earned: STFStars.earn (stars_store.js)."""
+    frame = pg.query_selector(f"#f{index}").content_frame()
+    frame.evaluate("([m, s]) => STFStars.earn(m, s)", [mission, stars])
+
+
+def test_a_blogs_hub_embed_shows_the_star_earned_in_its_lab_embed_in_chromium_without_storage(browser, server):
+    """Third-party storage blocked: the star lives for the visit, and the hub embed beside the lab
+    embed shows it at once (the lab posts it to its sibling frames of the same site)."""
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        lab, hub = _blog(pg, server, "index.html?embed=1", "index.html?embed=1")
+        assert hub.locator(".stf-hero").is_hidden() and hub.locator(".stf-topbar").is_hidden()  # compact
+        href = hub.locator('a[data-mission="mixing-hurts"]').get_attribute("href")
+        assert href == "lab.html?mission=mixing-hurts&embed=1"  # a mission opens as an embed, in the frame
+        assert hub.locator("#stf-note").get_attribute("data-status") == "unavailable"
+        _earn_in(pg, 0, "mixing-hurts", [False, True])
+        hub.locator('a[data-mission="mixing-hurts"][data-stars="1"]').wait_for()
+        pg.reload()  # no storage: gone after the visit (the README says so: copy the progress code)
+        hub = _blog(pg, server, "index.html?embed=1")[0]
+        assert hub.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "0"
+        # Another site's frame cannot add stars: only this origin's messages are taken.
+        pg.evaluate("() => document.querySelector('#f0').contentWindow.postMessage("
+                    "{type: 'stf-stars:v1', stars: {'mixing-hurts': [true, true, true]}}, '*')")
+        hub.locator("#stf-missions").wait_for()
+        assert hub.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "0"
+    finally:
+        context.close()
+
+
+def test_a_blogs_series_page_keeps_the_stars_of_its_posts_lab_embeds_where_storage_is_partitioned(playwright_driver,
+                                                                                                  server):
+    """Partitioned third-party storage: a star earned in a lab embed on one post shows in the hub
+    embed on the blog's series page on a later visit, and not on the lab's own site (another
+    partition), where a progress code carries it."""
+    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, args=ARGS + [BLOCK_CDN, PARTITIONED])
+    try:
+        context = b.new_context()
+        post = context.new_page()
+        hub = _blog(post, server, "index.html?embed=1")[0]
+        assert hub.locator("#stf-note").get_attribute("data-status") != "unavailable"
+        _earn_in(post, 0, "mixing-hurts", [True, False, True])
+        post.close()
+        series = context.new_page()  # the series page, later
+        hub = _blog(series, server, "index.html?embed=1")[0]
+        assert hub.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "2"
+        top = context.new_page()  # the lab's own site, top level: the blog's stars are not there
+        _open_hub(top, server.url("index.html"))
+        assert top.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "0"
+        context.close()
+    finally:
+        b.close()

@@ -181,14 +181,56 @@ var STFStars = (function () {
   }
 
   function earn(id, list) {
-    if (typeof id !== "string" || !ID.test(id) || !Array.isArray(list)) return read();
+    var state = keep(id, list);
+    if (state.added) tellSiblings(state.added);
+    return state.read;
+  }
+
+  function keep(id, list) {
+    if (typeof id !== "string" || !ID.test(id) || !Array.isArray(list)) return { read: read(), added: null };
     var current = load();
     var add = dict();
     add[id] = list.slice(0, MAX_STARS).map(function (v) { return v === true; });
     var merged = merge(current.stars, add);
     if (current.kept) memory = merge(memory || dict(), add);  // never overwrite what was not backed up
     else write(merged);
-    return read();
+    changed();
+    return { read: read(), added: add };
+  }
+
+  // Embeds on one page (a blog post's lab beside its series hub) share its storage partition
+  // where the browser gives third-party frames storage, and nothing where it does not (Chromium
+  // with third-party cookies blocked). So a star earned in an embed is also posted to the
+  // page's other frames of this site (targetOrigin: this origin only); theirs is taken from
+  // this origin only. Stars are only ever added, so a message can add, never remove.
+  var RELAY = "stf-stars:v1";
+
+  function tellSiblings(add) {
+    if (typeof window === "undefined" || window.parent === window) return;
+    var frames;
+    try { frames = window.parent.frames; } catch (e) { return; }
+    for (var i = 0; i < Math.min(frames.length, 64); i++) {
+      if (frames[i] === window) continue;
+      try { frames[i].postMessage({ type: RELAY, stars: add }, window.location.origin); } catch (e) { /* gone */ }
+    }
+  }
+
+  function onMessage(event) {
+    if (event.origin !== window.location.origin || !event.data || event.data.type !== RELAY) return;
+    var got = clean({ version: 1, stars: event.data.stars });
+    Object.keys(got.stars).slice(0, MAX_MISSIONS).forEach(function (id) { keep(id, got.stars[id]); });
+  }
+
+  // Pages that show stars listen for "stf-stars-changed" on window: a star earned here, in a
+  // sibling embed (onMessage) or in another tab of this storage partition (the storage event).
+  function changed() {
+    if (typeof window === "undefined" || typeof window.dispatchEvent !== "function") return;
+    try { window.dispatchEvent(new Event("stf-stars-changed")); } catch (e) { /* very old browser */ }
+  }
+
+  if (typeof window !== "undefined" && typeof window.addEventListener === "function") {
+    window.addEventListener("message", onMessage);
+    window.addEventListener("storage", function (event) { if (event.key === KEY || event.key === null) changed(); });
   }
 
   // Forget every star (the old ones go to a new backup). {stars, status, reset}: `reset`

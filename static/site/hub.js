@@ -22,7 +22,10 @@
 
   function $(id) { return document.getElementById(id); }
   function text(value) { return value === undefined || value === null ? "" : String(value); }
-  function labHref(id) { return "lab.html?mission=" + encodeURIComponent(text(id)); }
+  // `?embed=1`: the hub in a blog's iframe (a series page), compact; its missions open in the
+  // frame as embeds, so the lab and the hub share the blog's storage partition.
+  var EMBED = /^(1|true|yes)$/i.test(new URLSearchParams(window.location.search).get("embed") || "");
+  function labHref(id) { return "lab.html?mission=" + encodeURIComponent(text(id)) + (EMBED ? "&embed=1" : ""); }
   function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
 
   // el("span", {class: "x", "data-n": 1}, child, "text", ...): children are nodes or text.
@@ -227,6 +230,7 @@
   }
 
   function start() {
+    if (EMBED) document.body.classList.add("stf-hub-embed");
     if (window.location.protocol === "file:") $("stf-file-note").hidden = false;
     var carried = window.STFStars ? window.STFStars.takeFragment() : null;
     render();
@@ -253,6 +257,8 @@
     window.addEventListener("storage", function (e) {
       if (e.key === null || (window.STFStars && e.key.indexOf(window.STFStars.KEY) === 0)) render();
     });
+    // ...and stars a lab embed beside this one posted (stars_store.js: tellSiblings).
+    window.addEventListener("stf-stars-changed", render);
     // Coming back with the browser's Back button: the page may come from the bfcache.
     window.addEventListener("pageshow", function (e) { if (e.persisted) render(); });
     if ("serviceWorker" in navigator && /^https?:$/.test(window.location.protocol)) {
