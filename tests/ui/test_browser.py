@@ -374,7 +374,10 @@ def test_sweep_shows_progress_then_plots(page, server):
     assert shown, f"the progress bar never showed: {bar}"
     assert shown == sorted(shown) and max(shown) >= 50, f"progress did not climb: {bar}"
     assert page.locator(".bk-panel-models-widgets-Progress.stf-sweep-progress").is_hidden()
-    assert page.locator(".stf-sweep button").is_enabled()
+    # The button comes back in the sweep's last patch, which may land after the bar's (a busy machine).
+    from playwright.sync_api import expect
+
+    expect(page.locator(".stf-sweep button")).to_be_enabled(timeout=30_000)
     points = page.evaluate("""() => {
         for (const doc of window.Bokeh.documents) {
             const fig = doc.get_model_by_name('sweep_plot');

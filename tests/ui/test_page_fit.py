@@ -306,8 +306,8 @@ def test_a_change_shows_its_result_on_a_phone_and_in_a_narrow_embed_without_scro
                                 timeout=30_000)
         strip = frame.evaluate(STRIP)
         assert strip["display"] == "block" and strip["height"] > 0, strip
-        assert strip["top"] >= 0 and strip["bottom"] <= strip["H"] + 0.5, strip  # on screen, unscrolled
-        assert frame.evaluate("window.scrollY") == 0
+        # On screen wherever the page is scrolled (focusing a control lower down scrolls it into view).
+        assert strip["top"] >= 0 and strip["bottom"] <= strip["H"] + 0.5, strip
         new_run = frame.locator('.stf-status[data-busy="false"][data-run]').first.get_attribute("data-run")
         assert strip["run"] == new_run != run
         card = frame.locator('.stf-metrics [data-metric="slo"] .v').first.text_content().strip()
