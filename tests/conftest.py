@@ -63,3 +63,17 @@ def playwright_driver():
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         yield p
+
+
+def pytest_report_header(config):
+    """The seed of this session's model-based walks (tests/ui/state_model.py): STF_MODEL_SEED=N replays them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "ui"))
+    try:
+        from state_model import SEED, WALK_ACTIONS, MODEL_MISSIONS
+    except ImportError as exc:  # no playwright: the walks skip
+        return f"state model walks: not run ({exc})"
+    return (f"state model walks: seed {SEED} (STF_MODEL_SEED={SEED} replays them), {WALK_ACTIONS} actions "
+            f"on each of {len(MODEL_MISSIONS)} missions, under lab serve and on the static site")

@@ -3,8 +3,6 @@ of tests/ui/state_model.py on the built page, WALK_ACTIONS actions on each of MO
 (300 in all). The seed is printed and named in any failure; STF_MODEL_SEED=N replays a walk.
 """
 
-import os
-import random
 import sys
 from pathlib import Path
 
@@ -15,14 +13,11 @@ pytest.importorskip("playwright.sync_api")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ui"))
 
 from lab.core.missions import list_missions  # noqa: E402
-from state_model import Failure, shrink, walk  # noqa: E402
+from state_model import MODEL_MISSIONS, SEED, WALK_ACTIONS, Failure, shrink, walk  # noqa: E402
 from test_site_offline import browser, mirror, site  # noqa: E402,F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
-MODEL_MISSIONS = ("mixing-hurts", "decode-drowns", "slow-link", "chunk-it", "tp-per-phase", "memory-on-demand")
-WALK_ACTIONS = int(os.environ.get("STF_MODEL_ACTIONS") or 50)
-SEED = int(os.environ.get("STF_MODEL_SEED") or random.SystemRandom().randrange(1, 10**6))
 BY_ID = {m.id: m for m in list_missions()}
 
 

@@ -25,6 +25,7 @@ sequence found that reproduces it. Actions are written down as they were taken (
 import dataclasses
 import html as html_mod
 import json
+import os
 import random
 import re
 import time
@@ -39,8 +40,13 @@ from lab.ui.metrics_view import metrics_html
 from lab.ui.state import format_value, parse_pin, parse_search, parse_settings
 from lab.ui.twin_view import fleet_phrase
 
-__all__ = ["Walk", "Failure", "walk", "shrink", "replay", "SETTLE_S"]
+__all__ = ["Failure", "Page", "walk", "shrink", "replay", "SETTLE_S", "SEED", "WALK_ACTIONS", "MODEL_MISSIONS"]
 
+# One seed for the session's walks, printed in pytest's header (tests/conftest.py) and in any failure.
+SEED = int(os.environ.get("STF_MODEL_SEED") or random.SystemRandom().randrange(1, 10**6))
+WALK_ACTIONS = int(os.environ.get("STF_MODEL_ACTIONS") or 50)  # a walk's length, on each mission
+# Sliders by key and drag, the layout toggle, TP pools, a link, KV on demand.
+MODEL_MISSIONS = ("mixing-hurts", "decode-drowns", "slow-link", "chunk-it", "tp-per-phase", "memory-on-demand")
 SETTLE_S = 15  # a page that has not agreed with itself this long after an action is wrong
 LOAD_S = 180  # ...or this long after a page load (Pyodide starts in the static site)
 SHRINK_BUDGET_S = 300  # how long a failure's shrinking may take, at most

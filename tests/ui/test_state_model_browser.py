@@ -5,22 +5,15 @@ the reproduction the issue reported, as a named regression test. The seed is pri
 named in any failure; STF_MODEL_SEED=N replays a walk.
 """
 
-import os
-import random
-
 import pytest
 
 pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
-from state_model import Failure, Page, shrink, walk  # noqa: E402
+from state_model import MODEL_MISSIONS, SEED, WALK_ACTIONS, Failure, Page, shrink, walk  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-# Sliders by key and drag, the layout toggle, TP pools, a link, KV on demand, a trace.
-MODEL_MISSIONS = ("mixing-hurts", "decode-drowns", "slow-link", "chunk-it", "tp-per-phase", "memory-on-demand")
-WALK_ACTIONS = int(os.environ.get("STF_MODEL_ACTIONS") or 50)
-SEED = int(os.environ.get("STF_MODEL_SEED") or random.SystemRandom().randrange(1, 10**6))
 BY_ID = {m.id: m for m in list_missions()}
 
 
