@@ -240,7 +240,7 @@ def stars_html(mission, metrics, now, saved, counting=True, from_link=False):
             mark = "✓" if holds else "✗"
             test, now_part = star_test_text(pred, actual).rsplit(" (now ", 1)
             tests.append(
-                f'<span class="stf-tick {"ok" if holds else "no"}" data-metric="{html.escape(pred.metric)}">'
+                f'<span class="stf-tick {"ok" if holds else "no"}" data-test-metric="{html.escape(pred.metric)}">'
                 f'{mark} {html.escape(test)} <span style="color:#5b6472">(now {html.escape(now_part)}</span></span>'
             )
         status = "earned" if earned else "not yet earned"

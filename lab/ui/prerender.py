@@ -392,9 +392,9 @@ def first_view_html(query, missions_dir=None, stamp=""):
                    f'<div style="margin:0 4px">{legend}</div>{canvas_html(state, embed)}{play_bar}{keys}</div>')
     metrics = (f'<div class="stf-metrics-pane{" stf-metrics-compact" if embed else ""}">'
                f'{metrics_html(state.metrics, s) if state.metrics else ""}</div>')
-    stars = (f'<div class="stf-stars-pane{" stf-stars-compact" if embed else ""}">'
-             f'{stars_html(m, state.metrics, state.stars_now, state.saved_stars, counting=state.touched,
-                        from_link=state.from_link)}</div>'
+    star_rows = stars_html(m, state.metrics, state.stars_now, state.saved_stars, counting=state.touched,
+                           from_link=state.from_link)
+    stars = (f'<div class="stf-stars-pane{" stf-stars-compact" if embed else ""}">{star_rows}</div>'
              + _progress_tools(embed))
     brief = f'<div class="stf-brief" style="margin:0 10px">{brief_html(m.brief)}</div>'
     if embed:

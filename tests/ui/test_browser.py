@@ -378,14 +378,17 @@ def test_sweep_shows_progress_then_plots(page, server):
     from playwright.sync_api import expect
 
     expect(page.locator(".stf-sweep button")).to_be_enabled(timeout=30_000)
-    points = page.evaluate("""() => {
+    points = """() => {
         for (const doc of window.Bokeh.documents) {
             const fig = doc.get_model_by_name('sweep_plot');
             if (fig) return fig.renderers.map(r => r.data_source.data.rate ? r.data_source.data.rate.length : 0);
         }
         return null;
-    }""")
-    assert points and max(points) == 8
+    }"""
+    # ...and the plot's points in the plots' own patch, after it (a busy machine: they were not in yet).
+    page.wait_for_function(f"() => {{ const p = ({points})(); return p !== null && Math.max(...p) > 0; }}", timeout=30_000)
+    counts = page.evaluate(points)
+    assert counts and max(counts) == 8, counts
 
 
 def test_embed_fits_a_700px_iframe_without_hub_chrome(browser, new_page, server):
