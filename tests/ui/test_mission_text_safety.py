@@ -303,7 +303,8 @@ def test_object_prototype_names_do_not_break_the_lab_serve_hub(page, hostile):
     _hub(page, base)
     assert page.locator(f'a.stf-mission[data-mission="{CONSTRUCTOR_ID}"]').get_attribute("data-stars") == "1"
     assert page.locator(f'a.stf-mission[data-mission="{EASY_ID}"]').get_attribute("data-stars") == "1"
-    assert page.locator(".stf-hub-total .stf-total").get_attribute("data-earned") == "2"
+    # The total is its own pane, which may come a patch after the cards on a busy machine.
+    page.locator('.stf-hub-total .stf-total[data-earned="2"]').wait_for()
     assert "could not be read" in page.locator(".stf-hub-note .stf-notes").inner_text()
     assert page.evaluate(f"localStorage.getItem({json.dumps(BACKUP_KEY)})") == raw
     assert _stored(page) == {"version": 1, "stars": {CONSTRUCTOR_ID: [True, False], EASY_ID: [True, False]}}
