@@ -8,7 +8,7 @@ import html
 
 import panel as pn
 
-from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_number, fmt_seconds, fmt_share,
+from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share,
                       fmt_usd, fmt_watts, metric_title, star_test_text)
 from .mission_text import brief_html
 from .panel_shims import Html
@@ -202,11 +202,6 @@ STARS_CSS = """
 """
 
 STARS_WAIT_NOTE = "Stars count once you change a control"
-
-
-def fmt_test_value(actual):
-    """A number with no card of its own: three significant digits, never e-notation (figures)."""
-    return fmt_number(actual)
 
 
 def star_now_text(earned, live, ran=True, counting=True):

@@ -190,10 +190,10 @@ def test_money_energy_and_power_formats():
 
 
 def test_a_star_tests_value_never_reads_in_e_notation():
-    from lab.ui.metrics_view import fmt_test_value
+    from lab.ui.figures import fmt_number  # a number with no card of its own
 
     values = (None, 3, 0.0, 0.95, 0.00225, 1.8e-05, 1243.5, -2500.0, 12345678.0)
-    shown = [fmt_test_value(v) for v in values]
+    shown = [fmt_number(v) for v in values]
     assert shown == ["—", "3", "0", "0.95", "0.00225", "0.0000180", "1,244", "-2,500", "12,345,678"]
     assert not any("e" in text for text in shown)
 
