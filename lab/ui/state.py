@@ -362,8 +362,7 @@ class LabState(param.Parameterized):
         self.saved_stars = [False] * len(mission.stars)
         self.stars_now = [False] * len(mission.stars)
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
-        self._pending_run = None  # (result, simulate ms) that `simulate` published and `finish` has not measured
-        self._pending_settings = {}  # ...and the settings it simulated
+        self._pending_run = None  # (result, simulate ms, its settings) that `simulate` published and `finish` has not measured
         # Runs a newer one replaced before their finish: only their stars are judged, at the next
         # finish (or failure), so the new run's canvas never waits on an old run's metrics.
         self._unjudged = []
@@ -608,8 +607,7 @@ class LabState(param.Parameterized):
             self._failed(self._why(exc), began)
             return False
         end = max(result.end_time - WINDOW_S, 0.0)
-        self._pending_run = (result, (time.perf_counter() - began) * 1000.0)
-        self._pending_settings = dict(self.settings)
+        self._pending_run = (result, (time.perf_counter() - began) * 1000.0, dict(self.settings))
         with param.parameterized.batch_call_watchers(self):
             self.result = result
             if self.window_start > end:
@@ -640,7 +638,7 @@ class LabState(param.Parameterized):
         if self._unjudged:
             self._judge_unjudged()
             yield None
-        result, sim_ms = self._pending_run
+        result, sim_ms, run_settings = self._pending_run
         try:
             rows, metrics, now = self._measured(result)
         except Exception as exc:
@@ -664,7 +662,7 @@ class LabState(param.Parameterized):
             self.blame_summary = core.blame_summary(blames)
             self.stars_now = now
             self.saved_stars = saved
-            self.run_settings = self._pending_settings
+            self.run_settings = run_settings
             self.run_ms = elapsed
             self.run_error = ""
             self.run_twin()  # the pinned fleet, when the workload changed (cached otherwise)
