@@ -37,7 +37,7 @@ from lab.core.errors import LabError
 from lab.ui.canvas import run_layers
 from lab.ui.controls import CHOICE_LABELS
 from lab.ui.metrics_view import metrics_html
-from lab.ui.state import format_value, parse_pin, parse_search, parse_settings
+from lab.ui.state import fleet_settings, format_value, parse_pin, parse_search, parse_settings
 from lab.ui.twin_view import fleet_phrase
 
 __all__ = ["Failure", "Page", "walk", "shrink", "replay", "SETTLE_S", "SEED", "WALK_ACTIONS", "MODEL_MISSIONS"]
@@ -331,9 +331,21 @@ class Page:
 
     def _pin(self):
         button = self.page.locator(".stf-pin-current button").first
-        if button.count() and button.is_visible():
-            button.click()
-            self.page.wait_for_function("location.search.includes('pin=')", timeout=SETTLE_S * 1000)
+        if not (button.count() and button.is_visible()):
+            return
+        button.click()
+        # Wait for the address to pin the fleet it shows: a pin already in the address (a second
+        # pin) says nothing about whether this click has been answered yet.
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            search = self.page.evaluate("location.search")
+            raw = parse_search(search).get("pin")
+            if raw is not None:
+                pinned, _notes = parse_pin(self.mission, raw, self.start)
+                if pinned == fleet_settings(address_settings(self.mission, search)):
+                    return
+            assert time.monotonic() < deadline, f"pin: the address never pinned its own fleet ({search})"
+            self.page.wait_for_timeout(100)
 
     def _unpin(self):
         button = self.page.locator(".stf-unpin button").first

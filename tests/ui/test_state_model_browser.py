@@ -51,3 +51,14 @@ def test_back_to_the_start_then_the_same_change_again_runs_what_the_controls_sho
         lab.do(action)
         lab.check_run()
     assert {k: lab.shown["settings"].get(k) for k in want} == want
+
+
+def test_a_second_pin_pins_the_fleet_now_shown(page, server):
+    """Seed 522720's walk (mission 12): pin, 2 fewer decode GPUs, pin again. The twin must name
+    the new fleet, and the address must carry it (the walk once read the first pin's address)."""
+    lab = Page(page, url_of(server), BY_ID["tp-per-phase"])
+    lab.open()
+    for action in [("pin",), ("key", "decode_gpus", -2), ("pin",)]:
+        lab.do(action)
+        lab.check_run()
+    assert "pin=decode_gpus" in page.evaluate("location.search")
