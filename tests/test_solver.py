@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import pathlib
 
 import pytest
 
@@ -10,6 +11,8 @@ from lab.core.errors import LabError
 from lab.core.missions import Control, load_mission
 from lab.core.solver import CheckReport, _changes, _coarse, check_mission
 from mini_missions import GOOD_STARS, SEEDS, good_mini, mini, star
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def all_settings(m):
@@ -327,7 +330,9 @@ def test_a_harder_star_earned_on_the_way_to_an_easier_one_is_not_ok():
     assert any(p.startswith("star 2 ('70% on three') is earned in passing at layout=colocated, gpus=3, "
                             "on the way from start to star 1's fix (gpus 2→3)") for p in report.problems), report.problems
     text = report.format()
-    assert "in passing (later): star 2 at layout=colocated, gpus=3 (from start toward star 1: gpus 2→3)" in text
+    seed = report.seeds[0]
+    assert fall["seed"] == seed
+    assert f"in passing (later, seed {seed}): star 2 at layout=colocated, gpus=3 (from start toward star 1: gpus 2→3)" in text
     assert report.to_dict()["in_passing"][0]["star"] == 2
     json.dumps(report.to_dict())
 
@@ -336,8 +341,30 @@ def test_stars_that_fall_only_at_their_own_fixes_pass_the_walk():
     report = check_mission(good_mini(), time_budget_s=120)
     assert report.in_passing == [] and report.walk_points > 0, report.format()
     assert not any("in passing" in p for p in report.problems)
-    assert f"in passing: no star ({report.walk_points} settings walked)" in report.format()
+    n = len(report.seeds)
+    assert n == 5 and report.seeds_without_falls == n, report.format()
+    assert f"in passing: no star on {n} of {n} seeds ({report.walk_points} settings walked)" in report.format()
     assert report.to_dict()["in_passing"] == []
+    assert [d["seed"] for d in report.to_dict()["in_passing_by_seed"]] == report.seeds
+
+
+def test_falls_on_other_seeds_than_the_students_count_too():
+    """Mission 5 with its first star at 95% (as shipped before the 5-seed walk): on its own seed
+    the 128-token chunk misses star 1, but on two of the next four it earns it on the first notch
+    of a slider the fix moves to 384."""
+    raw = json.loads((ROOT / "missions" / "05-chunk-it.json").read_text(encoding="utf-8"))
+    raw["stars"][0]["when"][0]["value"] = 0.95
+    report = check_mission(load_mission(raw), time_budget_s=120)
+    assert report.in_passing == [], report.format()  # the student's seed is clean...
+    falls = {sd: f for sd, f in report.in_passing_by_seed.items() if f}
+    assert len(falls) == 2 and report.seeds_without_falls == 3, report.format()
+    for sd, (fall,) in falls.items():
+        assert (fall["star"], fall["why"], fall["setting"]["chunk_tokens"], fall["seed"]) == (1, "first notch", 128, sd)
+    assert not report.ok
+    assert any(p.startswith("stars are earned in passing on 2 of 5 seeds") and p.endswith("at most 1 may")
+               for p in report.problems), report.problems
+    shipped = check_mission(load_mission(str(ROOT / "missions" / "05-chunk-it.json")), time_budget_s=120)
+    assert shipped.ok and shipped.seeds_without_falls == 5, shipped.format()
 
 
 def test_walk_points_move_each_control_notch_by_notch_in_every_order():

@@ -15,10 +15,12 @@ Stars that need understanding (each a problem in the report):
   next ones) at its cheapest setting, or the start earns it in any of them;
 - a star is earned in passing: on a walk from the start to a star's cheapest setting, or
   from a star's to a later star's, each changed control moved one notch at a time in every
-  order (scenario's seed only), a star the walk's start lacks is earned at a setting that
-  is (later) a later star's but not its own cheapest, or (first notch) the walked-to star's
-  on the first notch of a control its fix moves further, or (other choice) the walked-to
-  star's before a choice switch its fix makes and that changes the run;
+  order, a star the walk's start lacks is earned at a setting that is (later) a later
+  star's but not its own cheapest, or (first notch) the walked-to star's on the first notch
+  of a control its fix moves further, or (other choice) the walked-to star's before a
+  choice switch its fix makes and that changes the run. Any fall on the scenario's seed
+  (the one the student plays) is a problem; so are falls on more seeds of `seeds` than
+  SEED_SHARE allows;
 - a star has no debrief, or the mission no outro.
 Each star's margin (per predicate, at its cheapest setting, on the worst seed) is reported.
 
@@ -124,8 +126,14 @@ class CheckReport:
     notes: list = field(default_factory=list)  # worth knowing, not failures
     seeds: list = field(default_factory=list)  # the seeds each star is checked on (the scenario's first)
     one_change: dict = None  # the single control change from the start that earns the most stars
-    in_passing: list = field(default_factory=list)  # stars earned in passing: one dict per star (the first found)
+    in_passing: list = field(default_factory=list)  # stars earned in passing on the scenario's seed (the first found per star)
+    in_passing_by_seed: dict = field(default_factory=dict)  # seed -> its falls, for each seed walked
     walk_points: int = 0  # settings the walks between the start and the stars' fixes passed
+
+    @property
+    def seeds_without_falls(self):
+        """How many of the walked seeds earn no star in passing."""
+        return sum(1 for falls in self.in_passing_by_seed.values() if not falls)
 
     @property
     def ok(self):
@@ -152,6 +160,8 @@ class CheckReport:
             "seeds": list(self.seeds),
             "one_change": self.one_change,
             "in_passing": [dict(f) for f in self.in_passing],
+            "in_passing_by_seed": [{"seed": sd, "falls": [dict(f) for f in falls]}
+                                   for sd, falls in self.in_passing_by_seed.items()],
             "walk_points": self.walk_points,
             "problems": list(self.problems),
             "notes": list(self.notes),
@@ -195,12 +205,13 @@ class CheckReport:
             oc = self.one_change
             lines.append(f"  one change from the start earns at most {oc['stars']} of {len(self.solutions)} stars"
                          + (f" ({oc['control']}={_fmt_value(oc['value'])})" if oc["stars"] else ""))
-        if self.in_passing:
-            for f in self.in_passing:
-                lines.append(f"  in passing ({f['why']}): star {f['star']} at {_settings_text(m, f['setting'])} "
+        walked = len(self.in_passing_by_seed)
+        clean = self.seeds_without_falls
+        for seed, falls in self.in_passing_by_seed.items():
+            for f in falls:
+                lines.append(f"  in passing ({f['why']}, seed {seed}): star {f['star']} at {_settings_text(m, f['setting'])} "
                              f"(from {f['from']} toward {f['to']}: {f['path_text']})")
-        else:
-            lines.append(f"  in passing: no star ({self.walk_points} settings walked)")
+        lines.append(f"  in passing: no star on {clean} of {walked} seeds ({self.walk_points} settings walked)")
         status = "ok" if self.ok else "NOT OK"
         timing = f"{self.runs} runs in {self.elapsed_s:.1f} s (budget {self.time_budget_s:g} s; one run of the start {self.start_run_s * 1000:.0f} ms)"
         lines.append(f"  {timing}: {status}")
@@ -646,6 +657,13 @@ def _verdict_new_rules(mission, report, last_by_one):
         report.problems.append(
             f"star {len(sols)} ({sols[-1].star.label!r}), the last, is earned by one control change from the start "
             f"({name}={_fmt_value(value)}): the last star should need more than one move")
+    walked, clean = len(report.in_passing_by_seed), report.seeds_without_falls
+    if walked and clean < need:
+        other = next(f for falls in report.in_passing_by_seed.values() for f in falls)
+        report.problems.append(
+            f"stars are earned in passing on {walked - clean} of {walked} seeds (on seed {other['seed']}, star "
+            f"{other['star']} at {_settings_text(m, other['setting'])}, from {other['from']} toward {other['to']}); "
+            f"at most {walked - need} may")
     for f in report.in_passing:
         i, d = f["star"], int(f["to"].split()[1])
         where = f"at {_settings_text(m, f['setting'])}, on the way from {f['from']} to star {d}'s fix ({f['path_text']})"
@@ -733,37 +751,50 @@ def _path_text(mission, origin_settings, path):
 def _walk_in_passing(mission, search, report):
     """Walk from the start and from each star's cheapest setting to each later star's, notch by
     notch, and record each star earned in passing (the rule: missions/README.md, "Checking a
-    mission"). Runs on the scenario's seed only: the one the student plays."""
+    mission"), on each of the report's seeds. `report.in_passing` holds the falls on the
+    scenario's seed (the one the student plays); `in_passing_seeds` how many seeds had none."""
+    report.walk_points = 0
+    report.in_passing_by_seed = {}
+    for seed in report.seeds or [mission.scenario.seed]:
+        falls = _walk_one_seed(mission, search, report, seed)
+        if falls is None:  # out of time
+            break
+        report.in_passing_by_seed[seed] = falls
+    first = mission.scenario.seed
+    report.in_passing = report.in_passing_by_seed.get(first, [])
+
+
+def _walk_one_seed(mission, search, report, seed):
+    """The stars earned in passing on `seed`'s walks (one dict per star, the first found), or
+    None when the time budget ran out."""
     sols = report.solutions
     start = search.start
     vary = [_vary_rate(mission, s.star) for s in sols]
     found = {}  # star index -> the first fall found for it
-    report.walk_points = 0
+    count_points = not report.in_passing_by_seed  # the settings walked are the same on every seed
     seen = set()
     origins = [("start", -1, start)] + [(f"star {s.index + 1}", s.index, s.settings) for s in sols if s.settings is not None]
     for origin_name, origin_index, origin in origins:
-        origin_metrics = search.metrics(origin)
+        dests = [dest for dest in sols[origin_index + 1:] if dest.settings is not None]
+        origin_metrics = search.metrics(origin, seed) if dests else None
         if origin_metrics is None:
             continue
         held = mission.evaluate(origin_metrics)
-        for dest in sols[origin_index + 1:]:
-            if dest.settings is None:
-                continue
+        for dest in dests:
             d = dest.index
             fix = dest.settings
             long_moves = {n for n in mission.controls if len(_notches(mission, n, origin[n], fix[n])) > 1}
             switches = [n for n in mission.controls if mission.controls[n].kind == "choice" and origin[n] != fix[n]]
             for key, (setting, path) in _walk_points(mission, origin, fix).items():
-                if key not in seen:
+                if count_points and key not in seen:
                     seen.add(key)
                     report.walk_points += 1
                 fleet = _fleet_metrics(mission, setting)
                 if not any(_fleet_allows(s.star, fleet) and not held[s.index] and s.index >= d for s in sols):
                     continue  # no star this walk could drop allows this fleet: nothing to run
                 if search.out_of_time():
-                    report.in_passing = [found[i] for i in sorted(found)]
-                    return
-                metrics = search.metrics(setting)
+                    return None
+                metrics = search.metrics(setting, seed)
                 if metrics is None:
                     continue  # not a valid fleet (e.g. not whole instances): the page skips it too
                 rate_moved = "rate" in setting and setting["rate"] != start.get("rate")
@@ -780,13 +811,13 @@ def _walk_in_passing(mission, search, report):
                         why = "first notch"  # one notch of a control its fix moves further
                     else:
                         pending = [n for n in switches if setting[n] == origin[n]]
-                        if not pending or search.metrics({**setting, **{n: fix[n] for n in pending}}) == metrics:
+                        if not pending or search.metrics({**setting, **{n: fix[n] for n in pending}}, seed) == metrics:
                             continue  # every switch its fix makes is made, or changes nothing here
                         why = "other choice"  # earned before a switch its fix makes, which changes the run
                     found[i] = {
                         "star": i + 1, "label": sol.star.label, "setting": setting, "why": why,
-                        "from": origin_name, "to": f"star {d + 1}",
+                        "from": origin_name, "to": f"star {d + 1}", "seed": seed,
                         "path": [{"control": n, "values": list(v)} for n, v in path],
                         "path_text": _path_text(mission, origin, path),
                     }
-    report.in_passing = [found[i] for i in sorted(found)]
+    return [found[i] for i in sorted(found)]
