@@ -319,7 +319,7 @@ class _Sim:
         self.link_free = 0
         self.wire_waiting = []  # layer-wise fifo: chunks not yet on the wire
         self.transfer_of = {}
-        self.attention_on = scenario.model.attention and scenario.model.cost == "roofline"
+        self.attention_on = scenario.model.reads_attention
         self.plans = []  # planner: pending (time, key) moments; key < GPUs: that GPU is ready
         self.reconfigurations = []
         # Routing: which queue each prompt-taking GPU takes from.

@@ -227,7 +227,8 @@ def test_decode_attention_does_not_slow_memory_bound_decode():
 
 
 def test_step_ticks_are_integers_and_step_s_is_them_in_seconds():
-    for m in (model(), model(cost="roofline"), model(cost="roofline", attention=True), model(tp_efficiency=0.7)):
+    for m in (model(), model(cost="roofline"), model(cost="roofline", attention=True), model(tp_efficiency=0.7),
+              model(cost="calibrated"), model(cost="calibrated", dtype="fp8", stack="vllm-2023")):
         ticks, seconds = step_ticks_fn(m), step_time_fn(m)
         for args in [(1, 0, 0), (32, 64_000, 0), (0, 0, 2000), (10, 20_000, 512)]:
             assert type(ticks(*args)) is int
@@ -251,24 +252,27 @@ def test_a_decode_step_is_affine_in_the_context_with_whole_tick_coefficients():
 
 
 def test_a_batchs_decode_line_gives_every_decode_step_time_exactly():
-    """The engine's decode run-ahead reads a step's time off `decode_line` (a line in the
-    context, floored), worked out once per batch: it must equal `step_ticks` for every
-    context, on both sides of the roofline's compute/memory crossover, as ints and floats."""
+    """The engine's decode run-ahead reads a step's time off `decode_line` (the larger of two
+    lines in the context), worked out once per batch: it must equal `step_ticks` for every
+    context, on both sides of the compute/memory crossover, as ints and floats."""
     rng = random.Random(7)
     costs = [PoolCost(model(), "h100", 1), PoolCost(model(), "a100", 2),
-             PoolCost(model(cost="roofline"), "h100", 1), PoolCost(model(cost="roofline"), "h200", 8)]
+             PoolCost(model(cost="roofline"), "h100", 1), PoolCost(model(cost="roofline"), "h200", 8),
+             PoolCost(model(cost="calibrated"), "h100", 1), PoolCost(model(cost="calibrated", dtype="fp8"), "h200", 4),
+             PoolCost(model(cost="calibrated", stack="vllm-2023", llm="llama2-70b"), "a100", 8)]
     for cost in costs:
         sides = set()
         for _ in range(400):
-            n = rng.choice([1, 2, 7, 64, 256, 600, 1024])
+            n = rng.choice([1, 2, 7, 64, 256, 600, 1024, 4096])
             ctx = rng.choice([0, n, rng.randint(0, 2_000), rng.randint(0, 500_000)])
-            a, b, floor = cost.decode_line(n)
-            line = a + b * ctx
-            assert (line if line > floor else floor) == cost.step_ticks(n, ctx, 0)
-            fa, fb, ffloor = cost.decode_line_float(n)
-            fline = fa + fb * ctx
-            assert (fline if fline > ffloor else ffloor) == cost.step_ticks_float(n, ctx, 0)
-            sides.add(line > floor)
-        if cost.model.cost == "roofline":
-            assert sides == {True, False}  # both the memory-bound and the compute-bound side
+            a, b, floor, slope = cost.decode_line(n)
+            line, bound = a + b * ctx, floor + slope * ctx
+            assert (line if line > bound else bound) == cost.step_ticks(n, ctx, 0)
+            fa, fb, ffloor, fslope = cost.decode_line_float(n)
+            fline, fbound = fa + fb * ctx, ffloor + fslope * ctx
+            assert (fline if fline > fbound else fbound) == cost.step_ticks_float(n, ctx, 0)
+            sides.add(line > bound)
+        if cost.model.cost != "linear":
+            assert sides == {True, False}, cost.model  # both the memory-bound and the compute-bound side
+        assert (slope > 0) == (cost.model.cost == "calibrated")  # decode attention FLOPs: the calibrated model's
     assert PoolCost(model(cost="roofline", attention=True)).decode_line is None

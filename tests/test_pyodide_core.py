@@ -56,6 +56,18 @@ SCENARIOS = {
         workload={"prompt_tokens": {"dist": "uniform", "low": 200, "high": 4000}},
         seed=5,
     ),
+    "calibrated-fp8-tp2-chunked": _scenario(
+        {"layout": "colocated", "gpus": 4, "tp": 2, "chunk_tokens": 512, "power_cap_w": 450},
+        model={"cost": "calibrated", "gpu": "h100", "dtype": "fp8"},
+        workload={"prompt_tokens": {"dist": "uniform", "low": 200, "high": 4000}},
+        seed=6,
+    ),
+    "calibrated-vllm-2023-disagg": _scenario(
+        {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2, "decode_gpu": "a100", "prefill_chunk_tokens": 1024},
+        model={"cost": "calibrated", "gpu": "h100", "stack": "vllm-2023"},
+        workload={"rate": 10, "prompt_tokens": {"dist": "uniform", "low": 200, "high": 6000}},
+        seed=8,
+    ),
     # Exercises the other random paths: mixes, uniform lengths, rate phases.
     "mixed-phases": _scenario(
         {"layout": "colocated", "gpus": 3, "chunk_tokens": 256},

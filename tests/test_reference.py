@@ -317,6 +317,19 @@ CASES.update({
         "fleet.long_prefill_tokens": 128}),
 })
 
+# The calibrated model (README "The calibrated model"): attention terms on every prompt
+# step, decode lines whose compute bound grows with the context, per-step host overheads.
+CASES.update({
+    "colocated-calibrated-chunked": scenario(COLOCATED, **{"model.cost": "calibrated", "fleet.chunk_tokens": 512,
+                                                           "workload.rate": 10}),
+    "colocated-calibrated-fp8-tp2-capped-partial": scenario(COLOCATED, **{**PARTIAL,
+        "model.cost": "calibrated", "model.dtype": "fp8", "fleet.gpus": 4, "fleet.tp": 2, "fleet.power_cap_w": 400,
+        "fleet.chunk_tokens": 2048, "fleet.long_prefill_tokens": 512}),
+    "disagg-calibrated-vllm-2023-70b-tp": scenario(DISAGG, **{"model.cost": "calibrated", "model.stack": "vllm-2023",
+        "model.llm": "llama2-70b", "fleet.prefill_gpus": 4, "fleet.prefill_tp": 4, "fleet.decode_gpus": 4,
+        "fleet.decode_tp": 4, "fleet.decode_gpu": "a100", "fleet.prefill_chunk_tokens": 1024, "workload.rate": 3}),
+})
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_reference(name):

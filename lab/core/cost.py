@@ -12,9 +12,10 @@ decodes one token for each of `decode_seqs` running sequences (whose KV caches h
   base"), so without attention a step is an integer affine function of its columns:
   linear a + b x seqs + c x context (+ d x prompt tokens); roofline the max of a memory
   term a + c x (context + prompt) and a compute term f x tokens, plus all-reduces;
-- `decode_line(decode_seqs) -> (a, b, floor)`: a decode-only step of that batch
-  attending c tokens, `step_ticks(n, c, 0)`, is max(a + b x c, floor) (linear: floor 0;
-  roofline: the compute term, plus all-reduces in both): so the engine's decode run-ahead
+- `decode_line(decode_seqs) -> (a, b, floor, slope)`: a decode-only step of that batch
+  attending c tokens, `step_ticks(n, c, 0)`, is max(a + b x c, floor + slope x c) (linear:
+  floor and slope 0; roofline: the compute term, plus all-reduces in both, slope 0;
+  calibrated: the compute term's attention FLOPs grow with c): so the engine's decode run-ahead
   works out a batch's line once, not a call per step (README "Scale"). None with attention;
   `decode_line_float` gives the same whole numbers as floats;
 - `step_s(...) -> seconds`: the same step, `step_ticks / 10**12` (for rates, blame, plots);
@@ -30,6 +31,7 @@ a single GPU as before tensor parallelism existed.
 import math
 from operator import sub
 
+from .stacks import STACK_PRESETS
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = [
@@ -103,6 +105,8 @@ class PoolCost:
         self.kv_tokens = model.kv_tokens_per_instance(self.gpu, tp)
         if model.cost == "linear":
             self._linear()
+        elif model.cost == "calibrated":
+            self._calibrated()
         else:
             self._roofline()
         # A capped step draws what it would uncapped, at most the cap: the share comes from
@@ -168,7 +172,7 @@ class PoolCost:
                 return ticks
 
             def decode_line(decode_seqs):
-                return fixed + one_seq * decode_seqs, one_ctx, zero
+                return fixed + one_seq * decode_seqs, one_ctx, zero, zero
             return step_ticks, decode_line
 
         self._set_step(make)
@@ -188,7 +192,7 @@ class PoolCost:
         shape = m.shape
         tp = self.tp
         bandwidth = hw["hbm_tb_s"] * 1e12 * tp
-        flops_per_s = hw["peak_tflops"] * 1e12 * m.efficiency * tp * self.clock
+        flops_per_s = m.peak_tflops(hw) * 1e12 * m.efficiency * tp * self.clock
         weights = m.weight_bytes
         kv_per_token = m.kv_bytes_per_token
         flops_per_token = 2.0 * shape["params"]
@@ -223,7 +227,7 @@ class PoolCost:
         self.decode_affine = ticks
 
         def make(num):  # (_set_step)
-            w, kv, fl, cf, cm = map(num, ticks)
+            w, kv, fl, cf, cm, zero = map(num, (*ticks, 0))
 
             def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
                 tokens = decode_seqs + prefill_tokens
@@ -233,7 +237,7 @@ class PoolCost:
 
             def decode_line(decode_seqs):
                 comm = cf + cm * decode_seqs
-                return w + comm, kv, fl * decode_seqs + comm
+                return w + comm, kv, fl * decode_seqs + comm, zero
             return step_ticks, decode_line
 
         self._set_step(make)
@@ -266,6 +270,81 @@ class PoolCost:
             return step_ticks, None  # the attention term is rounded per step: no line
 
         self.parts = parts
+        self._set_step(make)
+
+    # ---------------------------------------------------------------- calibrated
+
+    def _calibrated(self):
+        # The roofline's two bounds with what measured GPUs add (README "The calibrated
+        # model"; the stack's constants: stacks.py). A step of n tokens (decoding sequences
+        # plus prompt tokens) takes
+        #   host: step overhead + host per token x n
+        #   + max(memory: (weights + KV read and written) / (HBM x hbm_share),
+        #         compute: matmul FLOPs x (n + ramp) / n + attention FLOPs, at peak x compute_share)
+        #   + all-reduces (tp > 1): 2 per layer, each latency + payload / (NVLink x nvlink_share).
+        # KV read: each decoding sequence's context, and each prompt chunk's earlier tokens
+        # (a chunk re-reads what came before it). Attention FLOPs: each decode token over its
+        # context, each chunk over its earlier tokens and half its own. A power cap slows the
+        # clocked compute only: HBM, NVLink and the host keep their pace.
+        m = self.model
+        hw = self.spec
+        stack = STACK_PRESETS[m.stack]
+        shape = m.shape
+        tp = self.tp
+        bandwidth = hw["hbm_tb_s"] * 1e12 * stack["hbm_share"] * tp
+        flops_per_s = m.peak_tflops(hw) * 1e12 * stack["compute_share"] * tp * self.clock
+        weights = m.weight_bytes
+        kv_per_token = m.kv_bytes_per_token
+        flops_per_token = 2.0 * shape["params"]
+        attention_flops = attention_flops_per_unit(m)
+        ramp = stack["ramp_tokens"]
+        allreduces = 2 * shape["layers"]
+        if tp > 1:
+            nvlink = hw["nvlink_gbytes_per_s"] * 1e9 * stack["nvlink_share"]
+            # Activations stay BF16 (2 bytes) whatever the weights' dtype.
+            comm_per_token = allreduces * (2.0 * (tp - 1) / tp) * shape["hidden"] * 2 / nvlink
+            comm_fixed = allreduces * stack["allreduce_latency_us"] * 1e-6
+        else:
+            comm_per_token = comm_fixed = 0.0
+        host_fixed = stack["step_overhead_us"] * 1e-6
+        host_per_token = stack["host_us_per_token"] * 1e-6
+        attention_s = attention_flops / flops_per_s
+
+        def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            tokens = decode_seqs + prefill_tokens
+            memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens + reread_tokens)) / bandwidth
+            compute_s = (flops_per_token * (tokens + ramp) + attention_flops * (context_tokens + attention_units)) / flops_per_s
+            host_s = host_fixed + host_per_token * tokens
+            comm_s = comm_fixed + comm_per_token * tokens if tp > 1 else 0.0
+            return memory_s, compute_s, comm_s + host_s
+
+        self.parts = parts
+        self.decode_affine = None  # two bounds, each a line: see decode_line
+        # Ticks: every per-unit term rounded to whole picoseconds once, here; the prompt
+        # chunks' attention units (a float) in seconds, rounded once per step.
+        w, kv, fl, att, cf, cm, hf, ht = (to_ticks(weights / bandwidth), to_ticks(kv_per_token / bandwidth),
+                                          to_ticks(flops_per_token / flops_per_s), to_ticks(attention_s),
+                                          to_ticks(comm_fixed), to_ticks(comm_per_token),
+                                          to_ticks(host_fixed), to_ticks(host_per_token))
+
+        def make(num):  # (_set_step)
+            w_, kv_, fl_, att_, cf_, cm_, hf_, ht_, ramp_ = map(num, (w, kv, fl, att, cf, cm, hf, ht, ramp))
+            fixed_, per_token_ = hf_ + cf_, ht_ + cm_
+
+            def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+                tokens = decode_seqs + prefill_tokens
+                memory = w_ + kv_ * (context_tokens + prefill_tokens + reread_tokens)
+                compute = fl_ * (tokens + ramp_) + att_ * context_tokens
+                if attention_units:
+                    compute += num(to_ticks(attention_s * attention_units))
+                return (memory if memory > compute else compute) + fixed_ + per_token_ * tokens
+
+            def decode_line(decode_seqs):
+                # max(memory line, compute line) in the batch's context, plus the step's fixed terms.
+                extra = fixed_ + per_token_ * decode_seqs
+                return w_ + extra, kv_, fl_ * (decode_seqs + ramp_) + extra, att_
+            return step_ticks, decode_line
+
         self._set_step(make)
 
     def _set_step(self, make):
@@ -305,7 +384,7 @@ class PoolCost:
         spec = self.spec
         dynamic = spec["tdp_w"] - spec["idle_w"]
         attention_args = getattr(log, "attention_args", None)
-        if self.power_cap_w is None and not self.model.attention:
+        if self.power_cap_w is None and not self.model.reads_attention and self.model.cost != "calibrated":
             # Uncapped, power x time = (idle + 0.35 dyn) x time + 0.65 dyn x compute time,
             # and (without attention terms) compute time is linear in the log's columns.
             compute = (self._compute_per_decode_seq * sum(log.decode_seqs)

@@ -229,8 +229,8 @@ class _Simulation(RoleChanges):
         self.moving = 0  # instances draining or reloading
         self.moved = {}  # request id -> (source GPU, tokens emitted) of a sequence being moved
         self.reconfigurations = []  # [t decided, GPU, from, to, t ready]
-        # Attention terms only where the cost model reads them (roofline, model.attention).
-        self.attention = scenario.model.attention and scenario.model.cost == "roofline"
+        # Attention terms only where the cost model reads them (Model.reads_attention).
+        self.attention = scenario.model.reads_attention
         # Prefix caching (prefix_cache.py): None when off, so the default path only tests it
         # once per prompt; a shared pool's fetch time joins attention in the one per-step
         # test of prefill steps that need extra terms.
@@ -635,7 +635,7 @@ class _Simulation(RoleChanges):
         heap, or None when the GPU went idle.
 
         While the batch stays the same a step's time is a line in its context,
-        max(a + b x context, floor) (`cost.decode_line`, the cost model's own rule, exact in
+        max(a + b x context, floor + slope x context) (`cost.decode_line`, the cost model's own rule, exact in
         whole ticks), worked out again only when sequences finish and kept on the GPU between
         calls (`line_seqs`, `line_abf`): no call per step, nor per call of one step. A cost
         model without such a line (`model.attention`) is called each step.
@@ -654,11 +654,11 @@ class _Simulation(RoleChanges):
         decoding = gpu.decoding
         context = gpu.context
         if not line:
-            a = b = floor = 0
+            a = b = floor = slope = 0
         elif gpu.line_seqs == decoding:  # (at 128 GPUs most calls take one step: no call for it)
-            a, b, floor = gpu.line_abf
+            a, b, floor, slope = gpu.line_abf
         else:
-            a, b, floor = gpu.line_abf = line(decoding)
+            a, b, floor, slope = gpu.line_abf = line(decoding)
             gpu.line_seqs = decoding
         step = len(starts) - 1  # the step that ends at t
         taken = 0
@@ -681,11 +681,12 @@ class _Simulation(RoleChanges):
                     self.steps += taken
                     return None
                 if line:
-                    a, b, floor = gpu.line_abf = line(decoding)
+                    a, b, floor, slope = gpu.line_abf = line(decoding)
                     gpu.line_seqs = decoding
             if line:
                 duration = a + b * context
-                end = t + (duration if duration > floor else floor)
+                bound = floor + slope * context if slope else floor
+                end = t + (duration if duration > bound else bound)
             else:
                 end = t + step_t(decoding, context, 0)
             starts.append(t)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from . import fields as F
 from .errors import LabError
+from .stacks import DEFAULT_STACK, STACK_PRESETS
 
 __all__ = [
     "LengthDist",
@@ -52,23 +53,33 @@ REQUEST_MARGIN_SD = 10
 
 # Model shapes: KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes.
 # `hidden` sizes the tensor-parallel all-reduces; `heads` (query heads) the attention FLOPs.
+# `bytes_per_value` is BF16's; `model.dtype: "fp8"` stores weights and KV in one byte.
 LLM_PRESETS = {
     "llama3-8b": {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2,
                   "hidden": 4096, "heads": 32},
     "llama3-70b": {"params": 70.6e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2,
+                   "hidden": 8192, "heads": 64},
+    # Splitwise's model (its calibration rows): the 70B shape with Llama 2's smaller vocabulary.
+    "llama2-70b": {"params": 69.0e9, "layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_value": 2,
                    "hidden": 8192, "heads": 64},
 }
 # GPUs: HBM capacity (GB), HBM bandwidth (TB/s), dense BF16 peak (TFLOP/s), NVLink
 # bandwidth for tensor-parallel all-reduces (GB/s) and each all-reduce's fixed latency (us),
 # board power at full load and idle (W), and an hourly price (USD). Power and prices are
 # illustrative defaults, not quotes: a scenario overrides them with `model.gpu_overrides`.
+# `fp8_tflops` is the dense FP8 peak (NVIDIA's H100 and H200 datasheets: 1,979, half the
+# sparse figure); the A100 has no FP8 tensor cores, so FP8 weights are widened and
+# multiplied at its BF16 peak there (README "The calibrated model").
 GPU_PRESETS = {
-    "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0, "nvlink_gbytes_per_s": 450.0,
-             "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0, "usd_per_hour": 2.50},
-    "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0, "nvlink_gbytes_per_s": 300.0,
-             "allreduce_latency_us": 10.0, "tdp_w": 400.0, "idle_w": 60.0, "usd_per_hour": 1.30},
-    "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0, "nvlink_gbytes_per_s": 450.0,
-             "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0, "usd_per_hour": 3.50},
+    "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0, "fp8_tflops": 1979.0,
+             "nvlink_gbytes_per_s": 450.0, "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0,
+             "usd_per_hour": 2.50},
+    "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0, "fp8_tflops": 312.0,
+             "nvlink_gbytes_per_s": 300.0, "allreduce_latency_us": 10.0, "tdp_w": 400.0, "idle_w": 60.0,
+             "usd_per_hour": 1.30},
+    "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0, "fp8_tflops": 1979.0,
+             "nvlink_gbytes_per_s": 450.0, "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0,
+             "usd_per_hour": 3.50},
 }
 GPU_KEYS = tuple(GPU_PRESETS["h100"])
 MAX_TP = 8  # GPUs one instance spans (one NVLink domain)
@@ -406,8 +417,11 @@ class Model:
     attention: bool = False  # roofline: add attention FLOPs and chunks' re-read of earlier KV
     tp_efficiency: float = 0.9  # linear: an instance of tp GPUs runs tp x this as fast
     gpu_overrides: dict = None  # {gpu name: {preset key: number}} over GPU_PRESETS
+    dtype: str = "bf16"  # weights and KV: "bf16" (2 bytes) or "fp8" (1 byte, FP8 tensor cores)
+    stack: str = DEFAULT_STACK  # calibrated: the serving software's overheads (stacks.py)
 
-    COSTS = ("linear", "roofline")
+    COSTS = ("linear", "roofline", "calibrated")
+    DTYPES = ("bf16", "fp8")
 
     @classmethod
     def from_dict(cls, data, path="model"):
@@ -429,8 +443,24 @@ class Model:
             attention=F.read_bool(data, "attention", path, default=d.attention),
             tp_efficiency=F.read_number(data, "tp_efficiency", path, default=d.tp_efficiency, lo=0, hi=1, lo_open=True),
             gpu_overrides=_read_gpu_overrides(data, path),
+            dtype=F.read_choice(data, "dtype", path, cls.DTYPES, default=d.dtype),
+            stack=F.read_choice(data, "stack", path, tuple(STACK_PRESETS), default=d.stack),
         )
         return model
+
+    @property
+    def reads_attention(self):
+        """Whether steps carry attention terms: the calibrated model always, the roofline with
+        `attention` on (engine.py logs the terms only then)."""
+        return self.cost == "calibrated" or (self.cost == "roofline" and self.attention)
+
+    @property
+    def bytes_per_value(self):
+        return 1 if self.dtype == "fp8" else self.shape["bytes_per_value"]
+
+    def peak_tflops(self, spec):
+        """The dense peak a step's matrix multiplies run at on GPU `spec`, in this dtype."""
+        return spec["fp8_tflops"] if self.dtype == "fp8" else spec["peak_tflops"]
 
     @property
     def shape(self):
@@ -449,11 +479,11 @@ class Model:
     @property
     def kv_bytes_per_token(self):
         s = self.shape
-        return 2 * s["layers"] * s["kv_heads"] * s["head_dim"] * s["bytes_per_value"]
+        return 2 * s["layers"] * s["kv_heads"] * s["head_dim"] * self.bytes_per_value
 
     @property
     def weight_bytes(self):
-        return self.shape["params"] * self.shape["bytes_per_value"]
+        return self.shape["params"] * self.bytes_per_value
 
     def derived_kv_capacity_tokens(self, gpu=None, tp=1):
         """KV tokens one instance of `tp` GPUs of type `gpu` holds: tp x usable HBM - weights."""
@@ -472,7 +502,11 @@ class Model:
         return self.kv_tokens_per_instance()
 
     def to_dict(self):
-        return _frozen_dict_of(self)
+        out = _frozen_dict_of(self)
+        for key in ("dtype", "stack"):  # the defaults: keep older scenarios' JSON as it was
+            if out.get(key) == getattr(Model, key):
+                del out[key]
+        return out
 
 
 def _read_gpu_overrides(data, path):

@@ -1,0 +1,108 @@
+"""The calibration table: published measurements of LLM serving, and the calibrated model's
+figure for each (README "The calibrated model").
+
+    for row, model_value, error in evaluate_rows():
+        print(row["id"], row["value"], model_value, error)
+
+Each row of calibration.json names its source, its conditions (stack, LLM, GPU, TP, dtype,
+prompt and output tokens, batch) and the published figure. `model_value(row)` puts the
+same conditions to the model:
+
+- ttft_ms: one prompt of `prompt_tokens` alone on an idle instance: one prefill step;
+- tbt_ms: one decode step of `batch` sequences, each `prompt_tokens` + half its
+  `output_tokens` into its answer;
+- prefill_tok_s: one prefill step of `batch` prompts of `prompt_tokens` (`batch_tokens`
+  in all), its tokens over its time;
+- throughput_out_tok_s: an offline benchmark run through the engine: `requests`
+  requests (default 2,000) of fixed lengths arriving at once on one instance, chunked
+  prefill at the stack's token budget, at most `batch` sequences at once; output tokens
+  over the span from the first arrival to the last finish;
+- throughput_total_tok_s: the same run, prompt and output tokens over that span.
+"""
+
+import json
+import os
+
+from .cost import PoolCost
+from .engine import simulate
+from .loading import load_scenario
+from .spec import Model
+
+__all__ = ["TABLE_PATH", "load_rows", "model_value", "evaluate_rows", "model_for", "KINDS", "expected_error"]
+
+TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
+KINDS = ("ttft_ms", "tbt_ms", "prefill_tok_s", "throughput_out_tok_s", "throughput_total_tok_s")
+BENCH_REQUESTS = 2000  # an offline benchmark's requests, when its row does not say
+BENCH_CHUNK_TOKENS = 8192  # the token budget of a step (TensorRT-LLM's and vLLM's max_num_tokens)
+
+
+def load_rows(path=TABLE_PATH):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["rows"]
+
+
+def model_for(row, cost="calibrated"):
+    return Model.from_dict({"cost": cost, "llm": row["llm"], "gpu": row["gpu"], "dtype": row.get("dtype", "bf16"),
+                            **({"stack": row["stack"]} if cost == "calibrated" else {})})
+
+
+def model_value(row, cost="calibrated"):
+    """The model's figure for `row`'s conditions, in the row's unit."""
+    kind = row["kind"]
+    model = model_for(row, cost)
+    tp = row.get("tp", 1)
+    step = PoolCost(model, row["gpu"], tp).step_s
+    prompt = row.get("prompt_tokens") or 0
+    if kind == "ttft_ms":
+        return step(0, 0, prompt, prompt * prompt / 2, 0) * 1000.0
+    if kind == "tbt_ms":
+        batch = row.get("batch") or 1
+        context = prompt + (row.get("output_tokens") or 0) // 2
+        return step(batch, batch * context, 0) * 1000.0
+    if kind == "prefill_tok_s":
+        batch = row.get("batch") or 1
+        tokens = batch * prompt
+        return tokens / step(0, 0, tokens, batch * prompt * prompt / 2, 0)
+    if kind in ("throughput_out_tok_s", "throughput_total_tok_s"):
+        return _benchmark(row, model, tp, total=kind == "throughput_total_tok_s")
+    raise ValueError(f"row {row.get('id')}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+
+
+def _benchmark(row, model, tp, total):
+    n = row.get("requests") or BENCH_REQUESTS
+    rate = 10_000.0  # the lab's highest rate: n requests arrive within n / 10,000 s
+    scenario = load_scenario({
+        "workload": {"rate": rate, "duration_s": n / rate,
+                     "prompt_tokens": {"dist": "fixed", "value": row["prompt_tokens"]},
+                     "output_tokens": {"dist": "fixed", "value": row["output_tokens"]}},
+        "fleet": {"layout": "colocated", "gpus": tp, "tp": tp, "chunk_tokens": BENCH_CHUNK_TOKENS,
+                  "prefill_batch_tokens": BENCH_CHUNK_TOKENS, "max_batch_seqs": row.get("batch") or 2048},
+        "model": model.to_dict(),
+        "seed": 1,
+        "drain_s": 3600,
+    })
+    result = simulate(scenario)
+    done = [r for r in result.requests if r.finished]
+    start = min(r.arrival for r in result.requests)
+    span = max(r.finish for r in done) - start
+    tokens = sum(r.output_tokens + (r.prompt_tokens if total else 0) for r in done)
+    return tokens / span
+
+
+def evaluate_rows(rows=None, cost="calibrated"):
+    """[(row, model value, relative error)] for every row (error: model / published - 1)."""
+    out = []
+    for row in rows if rows is not None else load_rows():
+        value = model_value(row, cost)
+        out.append((row, value, value / row["value"] - 1.0))
+    return out
+
+
+def expected_error(llm, gpu, rows=None):
+    """The largest |error| of the calibrated model on the table's rows for this LLM and GPU
+    (the default stack's rows), or over every default-stack row when none match: what `lab
+    plan` quotes beside a plan."""
+    from .stacks import DEFAULT_STACK
+    rows = [r for r in (rows if rows is not None else load_rows()) if r["stack"] == DEFAULT_STACK]
+    matching = [r for r in rows if r["llm"] == llm and r["gpu"] == gpu] or rows
+    return max(abs(err) for _, _, err in evaluate_rows(matching)), len(matching)
