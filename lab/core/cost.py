@@ -311,9 +311,12 @@ class PoolCost:
         attention_s = attention_flops / flops_per_s
 
         def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
+            # For the power model: compute_s is the time the step's own FLOPs need, without the
+            # ramp (tiles a small step leaves idle draw little), so a batch-1 decode step reads
+            # as memory-bound in watts too.
             tokens = decode_seqs + prefill_tokens
             memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens + reread_tokens)) / bandwidth
-            compute_s = (flops_per_token * (tokens + ramp) + attention_flops * (context_tokens + attention_units)) / flops_per_s
+            compute_s = (flops_per_token * tokens + attention_flops * (context_tokens + attention_units)) / flops_per_s
             host_s = host_fixed + host_per_token * tokens
             comm_s = comm_fixed + comm_per_token * tokens if tp > 1 else 0.0
             return memory_s, compute_s, comm_s + host_s
