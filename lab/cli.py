@@ -354,6 +354,15 @@ def _write_winner(path, scenario, winner):
     return command
 
 
+def _plan_model(model):
+    from lab.core.calibration import expected_error, model_note
+
+    error, rows, matched = expected_error(model) if model.cost == "calibrated" else (None, 0, False)
+    return {"cost": model.cost, "llm": model.llm, "gpu": model.gpu, "dtype": model.dtype,
+            "stack": model.stack if model.cost == "calibrated" else None, "expected_error": error,
+            "calibration_rows": rows, "rows_match": matched, "note": model_note(model)}
+
+
 def plan_json(args, scenario, what, result, elapsed, run_winner=None):
     load = result.load
     clean = lambda row: {k: _json_safe(v) for k, v in row.items()}  # noqa: E731
@@ -361,6 +370,7 @@ def plan_json(args, scenario, what, result, elapsed, run_winner=None):
         "workload": {"source": what, "requests": load.requests, "span_s": load.span_s, "rate": load.rate,
                      "prompt_tokens_per_s": load.prompt_tps, "output_tokens_per_s": load.output_tps},
         "slo": scenario.slo.to_dict(),
+        "model": _plan_model(scenario.model),
         "target": result.target,
         "screened_on": result.screened_on,
         "bounds": [{"config": c.describe(), "instances": list(b.instances), "loads": list(b.loads)} for c, b in result.bounds],
@@ -381,8 +391,11 @@ def format_plan(args, scenario, what, result, elapsed, run_winner=None):
 
     load = result.load
     slo = ", ".join(f"{k} {v:g}" for k, v in scenario.slo.to_dict().items())
+    from lab.core.calibration import model_note
+
     lines = [f"{args.workload}: {what}, {load.requests:,} requests over {load.span_s:,.0f} s "
              f"({load.rate:.2f} req/s; {load.prompt_tps:,.0f} prompt and {load.output_tps:,.0f} output tokens/s)",
+             f"  model: {model_note(scenario.model)}",
              f"  SLO {slo}; target {result.target:.0%} of requests; screened on {result.screened_on}",
              "  lower bounds (instances): " + "; ".join(f"{c.describe()}: {'+'.join(map(str, b.instances))}" for c, b in result.bounds)]
     w = result.winner

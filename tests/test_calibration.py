@@ -155,3 +155,20 @@ def test_the_readme_stack_table_is_the_presets():
         assert shown[name] == [us(p["step_overhead_us"]), us(p["host_us_per_token"]), f"{p['hbm_share']:.2f}",
                                f"{p['compute_share']:.2f}", str(p["ramp_tokens"]), us(p["allreduce_latency_us"]),
                                f"{p['nvlink_share']:.2f}"], name
+
+
+def test_a_model_that_names_its_llm_and_gpu_is_calibrated_by_default():
+    assert Model.from_dict({"llm": "llama3-70b", "gpu": "a100"}).cost == "calibrated"
+    assert Model.from_dict({"llm": "llama3-70b"}).cost == "linear"  # no GPU named: the lab's constants
+    assert Model.from_dict({}).cost == "linear"
+    assert Model.from_dict({"llm": "llama3-70b", "gpu": "a100", "cost": "roofline"}).cost == "roofline"
+    # Defaults stay out of a scenario's JSON, so older scenarios keep theirs.
+    assert "dtype" not in Model.from_dict({"cost": "roofline"}).to_dict()
+    assert Model.from_dict({"cost": "calibrated", "stack": "vllm-2023", "dtype": "fp8"}).to_dict()["stack"] == "vllm-2023"
+
+
+@pytest.mark.parametrize("field,value", [("cost", "magic"), ("dtype", "int4"), ("stack", "vllm-2019")])
+def test_a_bad_model_field_is_named(field, value):
+    from lab.core.errors import LabError
+    with pytest.raises(LabError, match=rf"^model\.{field}: .*{value}"):
+        Model.from_dict({field: value})

@@ -242,6 +242,20 @@ def test_plan_replays_a_trace_with_the_default_slo(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["slo"] == {"ttft_s": 1.0, "tpot_ms": 20.0} and data["workload"]["requests"] == 80
     assert data["robustness"]["note"].startswith("a trace replays")
+    # A trace names no model: the plan runs Llama-3-8B on H100s on the calibrated step times,
+    # and says how far those are from the calibration table's measurements.
+    model = data["model"]
+    assert (model["cost"], model["llm"], model["gpu"], model["stack"]) == ("calibrated", "llama3-8b", "h100", "optimized")
+    assert 0 < model["expected_error"] <= 0.2 and model["calibration_rows"] >= 1
+    assert model["note"].startswith("calibrated step times (optimized stack), llama3-8b on H100, BF16: within ")
+
+
+def test_the_plan_text_names_its_model(scenario_file, tmp_path, capsys):
+    assert main(["plan", str(scenario_file), "--max-gpus", "2", "--chunks", "512", "--workers", "1"]) in (0, 1)
+    assert "\n  model: the lab's illustrative linear constants, not a real GPU" in capsys.readouterr().out
+    assert main(["plan", str(scenario_file), "--max-gpus", "2", "--chunks", "512", "--workers", "1",
+                 "--set", "model.cost=roofline"]) in (0, 1)
+    assert "\n  model: the textbook roofline, llama3-8b on H100" in capsys.readouterr().out
 
 
 def test_a_trace_plans_winner_runs_from_the_written_scenario(tmp_path, capsys):

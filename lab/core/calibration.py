@@ -28,7 +28,7 @@ from .engine import simulate
 from .loading import load_scenario
 from .spec import Model
 
-__all__ = ["TABLE_PATH", "load_rows", "model_value", "evaluate_rows", "model_for", "KINDS", "expected_error"]
+__all__ = ["TABLE_PATH", "load_rows", "model_value", "evaluate_rows", "model_for", "KINDS", "expected_error", "model_note"]
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
 KINDS = ("ttft_ms", "tbt_ms", "prefill_tok_s", "throughput_out_tok_s", "throughput_total_tok_s")
@@ -98,11 +98,34 @@ def evaluate_rows(rows=None, cost="calibrated"):
     return out
 
 
-def expected_error(llm, gpu, rows=None):
-    """The largest |error| of the calibrated model on the table's rows for this LLM and GPU
-    (the default stack's rows), or over every default-stack row when none match: what `lab
-    plan` quotes beside a plan."""
-    from .stacks import DEFAULT_STACK
-    rows = [r for r in (rows if rows is not None else load_rows()) if r["stack"] == DEFAULT_STACK]
-    matching = [r for r in rows if r["llm"] == llm and r["gpu"] == gpu] or rows
-    return max(abs(err) for _, _, err in evaluate_rows(matching)), len(matching)
+def _same_conditions(row, model):
+    return row["llm"] == model.llm and row["gpu"] == model.gpu and row.get("dtype", "bf16") == model.dtype
+
+
+def expected_error(model, rows=None):
+    """(largest |error|, rows, whether they match) of the calibrated model on the table's rows
+    of `model`'s stack with its LLM, GPU and dtype, or on all that stack's rows when none
+    match: what `lab plan` quotes."""
+    rows = [r for r in (rows if rows is not None else load_rows()) if r["stack"] == model.stack]
+    matching = [r for r in rows if _same_conditions(r, model)]
+    used = matching or rows
+    if not used:
+        return None, 0, False
+    return max(abs(err) for _, _, err in evaluate_rows(used)), len(used), bool(matching)
+
+
+def model_note(model):
+    """One line on the step times a run or plan used, and how far to trust them."""
+    if model.cost == "calibrated":
+        error, n, matched = expected_error(model)
+        where = f"{model.llm} on {model.gpu.upper()}, {model.dtype.upper()}"
+        if not n:
+            return f"calibrated step times ({model.stack} stack), {where}: no calibration rows"
+        rows = (f"its {n} calibration row{'s' if n != 1 else ''} for this LLM, GPU and dtype" if matched
+                else f"all {n} calibration rows of its stack (none for this LLM, GPU and dtype)")
+        return f"calibrated step times ({model.stack} stack), {where}: within {error:.0%} of published measurements on {rows}"
+    if model.cost == "roofline":
+        return (f"the textbook roofline, {model.llm} on {model.gpu.upper()}: weights at full HBM bandwidth, no overheads "
+                "(decode steps 4-5x faster than measured; --set model.cost=calibrated for calibrated step times)")
+    return ("the lab's illustrative linear constants, not a real GPU (name model.llm and model.gpu for calibrated "
+            "step times)")

@@ -404,7 +404,7 @@ class Model:
     from the LLM's shape and the GPU's bandwidth and compute.
     """
 
-    cost: str = "linear"
+    cost: str = "linear"  # "calibrated" when the model names both `llm` and `gpu` (from_dict)
     llm: str = "llama3-8b"
     gpu: str = "h100"
     prefill_ms_per_token: float = 0.05
@@ -427,8 +427,11 @@ class Model:
     def from_dict(cls, data, path="model"):
         F.check_keys(data, path, [f.name for f in dataclasses.fields(cls)])
         d = cls()
+        # A model that names its LLM and its GPU is a real one: it gets the calibrated step
+        # times unless it asks for another; otherwise the lab's illustrative constants.
+        default_cost = "calibrated" if "llm" in data and "gpu" in data else d.cost
         model = cls(
-            cost=F.read_choice(data, "cost", path, cls.COSTS, default=d.cost),
+            cost=F.read_choice(data, "cost", path, cls.COSTS, default=default_cost),
             llm=F.read_choice(data, "llm", path, tuple(LLM_PRESETS), default=d.llm),
             gpu=F.read_choice(data, "gpu", path, tuple(GPU_PRESETS), default=d.gpu),
             # Lower bounds keep every step measurably long, so no setting can make a run

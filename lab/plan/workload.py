@@ -12,6 +12,7 @@ __all__ = ["plan_scenario", "DEFAULT_TRACE_SLO", "is_trace_path"]
 # A trace carries no SLO: the conversation and code missions' (8 and 9) unless flags say otherwise.
 DEFAULT_TRACE_SLO = {"ttft_s": 1.0, "tpot_ms": 20.0}
 SLO_FLAGS = (("ttft_s", "--ttft-s"), ("tpot_ms", "--tpot-ms"), ("max_gap_ms", "--max-gap-ms"))
+TRACE_MODEL = {"cost": "calibrated", "llm": "llama3-8b", "gpu": "h100"}
 
 
 def is_trace_path(path):
@@ -33,6 +34,8 @@ def plan_scenario(path, slo=None, overrides=()):
         raw = {
             "workload": {"trace": {"path": full}},
             "fleet": {"layout": "colocated", "gpus": 1},
+            # A trace names no model: plan Llama-3-8B on H100s, on the calibrated step times.
+            "model": dict(TRACE_MODEL),
             "slo": dict(DEFAULT_TRACE_SLO) if not slo else {},
         }
         raw["slo"].update(slo)
