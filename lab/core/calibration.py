@@ -8,7 +8,8 @@ Each row of calibration.json names its source, its conditions (stack, LLM, GPU, 
 prompt and output tokens, batch) and the published figure. `model_value(row)` puts the
 same conditions to the model:
 
-- ttft_ms: one prompt of `prompt_tokens` alone on an idle instance: one prefill step;
+- ttft_ms: one prompt of `prompt_tokens` alone on an idle instance (or `batch` of them
+  together): one prefill step;
 - tbt_ms: one decode step of `batch` sequences, each `prompt_tokens` + half its
   `output_tokens` into its answer;
 - prefill_tok_s: one prefill step of `batch` prompts of `prompt_tokens` (`batch_tokens`
@@ -17,10 +18,14 @@ same conditions to the model:
   requests (default 2,000) of fixed lengths arriving at once on one instance, chunked
   prefill at the stack's token budget, at most `batch` sequences at once; output tokens
   over the span from the first arrival to the last finish;
-- throughput_total_tok_s: the same run, prompt and output tokens over that span.
+- throughput_total_tok_s: the same run, prompt and output tokens over that span;
+- serving_ttft_ms, serving_itl_ms: an online benchmark through the engine: `requests`
+  (default 500) of fixed lengths arriving at `rate` per second (Poisson) on one instance,
+  chunked prefill; the mean time to first token, or the mean gap between tokens.
 """
 
 import json
+import math
 import os
 
 from .cost import PoolCost
@@ -31,7 +36,8 @@ from .spec import Model
 __all__ = ["TABLE_PATH", "load_rows", "model_value", "evaluate_rows", "model_for", "KINDS", "expected_error", "model_note"]
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
-KINDS = ("ttft_ms", "tbt_ms", "prefill_tok_s", "throughput_out_tok_s", "throughput_total_tok_s")
+KINDS = ("ttft_ms", "tbt_ms", "prefill_tok_s", "throughput_out_tok_s", "throughput_total_tok_s", "serving_ttft_ms",
+         "serving_itl_ms")
 BENCH_REQUESTS = 2000  # an offline benchmark's requests, when its row does not say
 BENCH_CHUNK_TOKENS = 8192  # the token budget of a step (TensorRT-LLM's and vLLM's max_num_tokens)
 
@@ -54,7 +60,8 @@ def model_value(row, cost="calibrated"):
     step = PoolCost(model, row["gpu"], tp).step_s
     prompt = row.get("prompt_tokens") or 0
     if kind == "ttft_ms":
-        return step(0, 0, prompt, prompt * prompt / 2, 0) * 1000.0
+        batch = row.get("batch") or 1  # prompts prefilled together in one step
+        return step(0, 0, batch * prompt, batch * prompt * prompt / 2, 0) * 1000.0
     if kind == "tbt_ms":
         batch = row.get("batch") or 1
         context = prompt + (row.get("output_tokens") or 0) // 2
@@ -65,6 +72,8 @@ def model_value(row, cost="calibrated"):
         return tokens / step(0, 0, tokens, batch * prompt * prompt / 2, 0)
     if kind in ("throughput_out_tok_s", "throughput_total_tok_s"):
         return _benchmark(row, model, tp, total=kind == "throughput_total_tok_s")
+    if kind in ("serving_ttft_ms", "serving_itl_ms"):
+        return _serving(row, model, tp, kind)
     raise ValueError(f"row {row.get('id')}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
 
 
@@ -87,6 +96,30 @@ def _benchmark(row, model, tp, total):
     span = max(r.finish for r in done) - start
     tokens = sum(r.output_tokens + (r.prompt_tokens if total else 0) for r in done)
     return tokens / span
+
+
+def _serving(row, model, tp, kind):
+    """An online benchmark at `rate` requests/s (Poisson), `requests` of them: the mean TTFT
+    (arrival to first token: queueing behind the step under way and the decodes that ride
+    along included) or the mean gap between a request's tokens, in ms."""
+    n = row.get("requests") or 500
+    rate = row["rate"]
+    scenario = load_scenario({
+        "workload": {"rate": rate, "duration_s": n / rate,
+                     "prompt_tokens": {"dist": "fixed", "value": row["prompt_tokens"]},
+                     "output_tokens": {"dist": "fixed", "value": row["output_tokens"]}},
+        "fleet": {"layout": "colocated", "gpus": tp, "tp": tp, "chunk_tokens": BENCH_CHUNK_TOKENS,
+                  "prefill_batch_tokens": BENCH_CHUNK_TOKENS, "max_batch_seqs": 2048},
+        "model": model.to_dict(),
+        "seed": 1,
+        "drain_s": 3600,
+    })
+    done = [r for r in simulate(scenario).requests if r.finished]
+    if kind == "serving_ttft_ms":
+        values = [r.first_token - r.arrival for r in done]
+    else:
+        values = [(r.finish - r.first_token) / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
+    return 1000.0 * math.fsum(values) / len(values)
 
 
 def evaluate_rows(rows=None, cost="calibrated"):

@@ -276,12 +276,13 @@ class PoolCost:
 
     def _calibrated(self):
         # The roofline's two bounds with what measured GPUs add (README "The calibrated
-        # model"; the stack's constants: stacks.py). A step of n tokens (decoding sequences
-        # plus prompt tokens) takes
-        #   host: step overhead + host per token x n
-        #   + max(memory: (weights + KV read and written) / (HBM x hbm_share),
-        #         compute: matmul FLOPs x (n + ramp) / n + attention FLOPs, at peak x compute_share)
-        #   + all-reduces (tp > 1): 2 per layer, each latency + payload / (NVLink x nvlink_share).
+        # model"; the stack's constants: stacks.py). A step of n decoding sequences and p
+        # prompt tokens (t = n + p tokens) takes
+        #   host: step overhead + per sequence x n + per prompt token x p
+        #   + max(memory: (weights + KV read and written) / (HBM x the GPU's STREAM share x hbm_share),
+        #         compute: matmul FLOPs x (t + ramp) / t + attention FLOPs, at peak x compute share)
+        #   + all-reduces (tp > 1): 2 per layer, each 2 (tp - 1) ring steps of a hop's latency
+        #     (x the GPU's NCCL latency scale), plus its payload over NVLink x nvlink_share.
         # KV read: each decoding sequence's context, and each prompt chunk's earlier tokens
         # (a chunk re-reads what came before it). Attention FLOPs: each decode token over its
         # context, each chunk over its earlier tokens and half its own. A power cap slows the
@@ -291,8 +292,9 @@ class PoolCost:
         stack = STACK_PRESETS[m.stack]
         shape = m.shape
         tp = self.tp
-        bandwidth = hw["hbm_tb_s"] * 1e12 * stack["hbm_share"] * tp
-        flops_per_s = m.peak_tflops(hw) * 1e12 * stack["compute_share"] * tp * self.clock
+        share = stack["fp8_compute_share"] if m.dtype == "fp8" and hw["fp8_tflops"] > hw["peak_tflops"] else stack["compute_share"]
+        bandwidth = hw["hbm_tb_s"] * 1e12 * hw["stream_share"] * stack["hbm_share"] * tp
+        flops_per_s = m.peak_tflops(hw) * 1e12 * share * tp * self.clock
         weights = m.weight_bytes
         kv_per_token = m.kv_bytes_per_token
         flops_per_token = 2.0 * shape["params"]
@@ -303,11 +305,12 @@ class PoolCost:
             nvlink = hw["nvlink_gbytes_per_s"] * 1e9 * stack["nvlink_share"]
             # Activations stay BF16 (2 bytes) whatever the weights' dtype.
             comm_per_token = allreduces * (2.0 * (tp - 1) / tp) * shape["hidden"] * 2 / nvlink
-            comm_fixed = allreduces * stack["allreduce_latency_us"] * 1e-6
+            comm_fixed = allreduces * 2 * (tp - 1) * stack["allreduce_hop_us"] * hw["nccl_latency_scale"] * 1e-6
         else:
             comm_per_token = comm_fixed = 0.0
         host_fixed = stack["step_overhead_us"] * 1e-6
-        host_per_token = stack["host_us_per_token"] * 1e-6
+        host_per_seq = stack["host_us_per_seq"] * 1e-6
+        host_per_prompt = stack["host_us_per_prompt_token"] * 1e-6
         attention_s = attention_flops / flops_per_s
 
         def parts(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
@@ -317,7 +320,7 @@ class PoolCost:
             tokens = decode_seqs + prefill_tokens
             memory_s = (weights + kv_per_token * (context_tokens + prefill_tokens + reread_tokens)) / bandwidth
             compute_s = (flops_per_token * tokens + attention_flops * (context_tokens + attention_units)) / flops_per_s
-            host_s = host_fixed + host_per_token * tokens
+            host_s = host_fixed + host_per_seq * decode_seqs + host_per_prompt * prefill_tokens
             comm_s = comm_fixed + comm_per_token * tokens if tp > 1 else 0.0
             return memory_s, compute_s, comm_s + host_s
 
@@ -325,26 +328,24 @@ class PoolCost:
         self.decode_affine = None  # two bounds, each a line: see decode_line
         # Ticks: every per-unit term rounded to whole picoseconds once, here; the prompt
         # chunks' attention units (a float) in seconds, rounded once per step.
-        w, kv, fl, att, cf, cm, hf, ht = (to_ticks(weights / bandwidth), to_ticks(kv_per_token / bandwidth),
-                                          to_ticks(flops_per_token / flops_per_s), to_ticks(attention_s),
-                                          to_ticks(comm_fixed), to_ticks(comm_per_token),
-                                          to_ticks(host_fixed), to_ticks(host_per_token))
+        w, kv, fl, att, fixed, per_seq, per_prompt = (
+            to_ticks(weights / bandwidth), to_ticks(kv_per_token / bandwidth), to_ticks(flops_per_token / flops_per_s),
+            to_ticks(attention_s), to_ticks(host_fixed) + to_ticks(comm_fixed),
+            to_ticks(host_per_seq) + to_ticks(comm_per_token), to_ticks(host_per_prompt) + to_ticks(comm_per_token))
 
         def make(num):  # (_set_step)
-            w_, kv_, fl_, att_, cf_, cm_, hf_, ht_, ramp_ = map(num, (w, kv, fl, att, cf, cm, hf, ht, ramp))
-            fixed_, per_token_ = hf_ + cf_, ht_ + cm_
+            w_, kv_, fl_, att_, fixed_, seq_, prompt_, ramp_ = map(num, (w, kv, fl, att, fixed, per_seq, per_prompt, ramp))
 
             def step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0, reread_tokens=0):
-                tokens = decode_seqs + prefill_tokens
                 memory = w_ + kv_ * (context_tokens + prefill_tokens + reread_tokens)
-                compute = fl_ * (tokens + ramp_) + att_ * context_tokens
+                compute = fl_ * (decode_seqs + prefill_tokens + ramp_) + att_ * context_tokens
                 if attention_units:
                     compute += num(to_ticks(attention_s * attention_units))
-                return (memory if memory > compute else compute) + fixed_ + per_token_ * tokens
+                return (memory if memory > compute else compute) + fixed_ + seq_ * decode_seqs + prompt_ * prefill_tokens
 
             def decode_line(decode_seqs):
-                # max(memory line, compute line) in the batch's context, plus the step's fixed terms.
-                extra = fixed_ + per_token_ * decode_seqs
+                # max(memory line, compute line) in the batch's context, plus the step's other terms.
+                extra = fixed_ + seq_ * decode_seqs
                 return w_ + extra, kv_, fl_ * (decode_seqs + ramp_) + extra, att_
             return step_ticks, decode_line
 

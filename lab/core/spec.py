@@ -69,17 +69,20 @@ LLM_PRESETS = {
 # illustrative defaults, not quotes: a scenario overrides them with `model.gpu_overrides`.
 # `fp8_tflops` is the dense FP8 peak (NVIDIA's H100 and H200 datasheets: 1,979, half the
 # sparse figure); the A100 has no FP8 tensor cores, so FP8 weights are widened and
-# multiplied at its BF16 peak there (README "The calibrated model").
+# multiplied at its BF16 peak there. Two measured figures serve the calibrated model only
+# (docs/calibration.md): `stream_share`, the share of `hbm_tb_s` a STREAM triad reaches, and
+# `nccl_latency_scale`, a small all-reduce's time relative to the H100's (the Azure
+# AI-benchmarking-guide's NCCL bus bandwidth at 1 MB on 8 GPUs: 43.7, 36.2, 53.0 GB/s).
 GPU_PRESETS = {
     "h100": {"memory_gb": 80.0, "hbm_tb_s": 3.35, "peak_tflops": 989.0, "fp8_tflops": 1979.0,
              "nvlink_gbytes_per_s": 450.0, "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0,
-             "usd_per_hour": 2.50},
+             "usd_per_hour": 2.50, "stream_share": 0.89, "nccl_latency_scale": 1.0},
     "a100": {"memory_gb": 80.0, "hbm_tb_s": 2.039, "peak_tflops": 312.0, "fp8_tflops": 312.0,
              "nvlink_gbytes_per_s": 300.0, "allreduce_latency_us": 10.0, "tdp_w": 400.0, "idle_w": 60.0,
-             "usd_per_hour": 1.30},
+             "usd_per_hour": 1.30, "stream_share": 0.83, "nccl_latency_scale": 1.21},
     "h200": {"memory_gb": 141.0, "hbm_tb_s": 4.8, "peak_tflops": 989.0, "fp8_tflops": 1979.0,
              "nvlink_gbytes_per_s": 450.0, "allreduce_latency_us": 10.0, "tdp_w": 700.0, "idle_w": 100.0,
-             "usd_per_hour": 3.50},
+             "usd_per_hour": 3.50, "stream_share": 0.86, "nccl_latency_scale": 0.83},
 }
 GPU_KEYS = tuple(GPU_PRESETS["h100"])
 MAX_TP = 8  # GPUs one instance spans (one NVLink domain)
