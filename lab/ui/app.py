@@ -442,6 +442,8 @@ class LabApp:
         with pn.io.hold():  # the controls, the busy status and the address in one patch
             if self.state.change(name, value):
                 self.schedule_run(self._change_delay())
+            elif self.state.error:  # refused: its note, under the controls, may start under a phone's result strip
+                self.url.reveal("stf-control-error", self.state.refusal or self.state.error)
 
     def _change_delay(self):
         """Leading edge: a lone change runs at once; one hard on the heels of another (a held

@@ -1,4 +1,4 @@
-"""The page-side helpers the lab needs from Python: address, history, title, keys, focus.
+"""The page-side helpers the lab needs from Python: address, history, title, keys, focus, a note into view.
 
 - Address: `address` = {search, push, n}. `push` makes a history entry (a change worth
   going back to), otherwise `history.replaceState` rewrites the current one (the
@@ -21,6 +21,10 @@
   dropped the keyboard focus to the page's body. The bridge watches the root of the focused
   button and moves the focus to its replacement as soon as the re-render lands (however late
   the label's patch arrives); `refocus(css_class)` is the fallback for a host replaced whole.
+- Reveal: `reveal(css_class, text)` scrolls the note in that pane into view once it shows
+  `text` (a refused change's note under the controls), clear of the result strip fixed to a
+  phone's bottom edge (result_strip.py), which could otherwise cover it until the student
+  scrolled. Only as far as needed ("nearest"): the control just tapped stays on screen.
 - Painted: the canvas dispatches `stf-painted` (detail: the run) on the document once a
   run's data is painted (canvas.py); the bridge hands the run to `on_painted`, so the
   worker measures the run after the browser has drawn it, not while it draws. A run
@@ -92,6 +96,27 @@ function lost() {
 function buttonOf(cls) {
   const host = deepFind(document.body, cls);
   return host && (host.shadowRoot ? host.shadowRoot.querySelector("button") : host.querySelector("button"));
+}
+
+const REVEAL_FRAMES = 120;  // animation frames (about 2 s) a note to reveal may take to render
+
+function reveal(cls, text, frames) {
+  // The note (.stf-error) in the pane with class `cls`, into view above the fixed result strip,
+  // once it is laid out with `text` (its patch can land after this message).
+  const host = deepFind(document.body, cls);
+  const note = host && deepFind(host, "stf-error");
+  const words = note && deepFind(note, "stf-refusal");
+  if (!note || note.getBoundingClientRect().height === 0 || (text && (!words || words.textContent !== text))) {
+    if (frames > 0) requestAnimationFrame(() => reveal(cls, text, frames - 1));
+    return;
+  }
+  const strip = deepFind(document.body, "stf-strip");
+  const covered = strip && getComputedStyle(strip).display !== "none"
+    ? Math.max(0, window.innerHeight - strip.getBoundingClientRect().top) : 0;
+  // scrollIntoView keeps the margins clear, so the strip's height is the bottom margin.
+  note.style.scrollMarginBottom = `${Math.ceil(covered) + 8}px`;
+  note.style.scrollMarginTop = "8px";
+  note.scrollIntoView({block: "nearest", inline: "nearest"});
 }
 
 export function render({ model }) {
@@ -189,6 +214,10 @@ export function render({ model }) {
   model.on("remove", () => window.removeEventListener("popstate", onPop));
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
+    if (msg.type === "reveal" && typeof msg.cls === "string" && typeof msg.text === "string") {
+      reveal(msg.cls, msg.text, REVEAL_FRAMES);
+      return;
+    }
     if (msg.type === "refocus" && typeof msg.cls === "string" && lastFocus === msg.cls) {
       // A re-render that replaced the host itself (not only its button) escapes the watch
       // above: if the focus has fallen to the page, the button with that class takes it.
@@ -207,7 +236,7 @@ export function render({ model }) {
 
 
 class PageBridge(Bridge):
-    """Address bar, history, document title, keyboard shortcuts and focus repair for the lab page."""
+    """Address bar, history, document title, keyboard shortcuts, focus repair and notes into view for the lab page."""
 
     action = param.String(default="", doc="The last shortcut pressed (toggle, back, forward, next_slow).")
     address = param.Dict(default={"search": "", "push": False, "n": 0}, doc="What the address bar should show.")
@@ -254,6 +283,11 @@ class PageBridge(Bridge):
 
     def title(self, text):
         self.doc_title = str(text)[:200]
+
+    def reveal(self, css_class, text=""):
+        """Scroll the note in the pane with `css_class` into view, clear of the phone's result
+        strip, once it shows `text` ('': whatever it shows)."""
+        self._send_msg({"type": "reveal", "cls": css_class, "text": str(text)[:4000]})
 
     def refocus(self, css_class):
         """Give the keyboard focus back to the widget with `css_class` if it had it."""

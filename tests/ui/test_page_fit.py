@@ -325,6 +325,80 @@ def list_missions_by_id():
     return {m.id: m for m in MISSIONS}
 
 
+# The refusal note under the controls (its sentence and the whole note) and the fixed strip, in
+# the frame's own viewport. `scrolled`: how far the frame's page is scrolled.
+REFUSAL = """() => {
+    const find = (cls) => {
+        const st = [document];
+        while (st.length) {
+            const r = st.pop();
+            const hit = r.querySelector("." + cls);
+            if (hit) return hit;
+            for (const e of r.querySelectorAll("*")) if (e.shadowRoot) st.push(e.shadowRoot);
+        }
+        return null;
+    };
+    const box = (el) => { if (!el) return null; const b = el.getBoundingClientRect();
+                          return {top: b.top, bottom: b.bottom, left: b.left, right: b.right, height: b.height}; };
+    const text = find("stf-refusal"), strip = find("stf-strip");
+    return {text: box(text), note: box(text && text.closest(".stf-error")), words: text ? text.textContent : null,
+            strip: box(strip), W: window.innerWidth, H: window.innerHeight, scrolled: window.scrollY};
+}"""
+# Seen at once: inside the viewport and wholly above the strip's top edge.
+REFUSAL_SEEN = f"""() => {{ const r = ({REFUSAL})();
+    return !!(r.text && r.text.height > 0 && r.note.top >= 0 && r.note.bottom <= r.strip.top + 0.5
+              && r.text.left >= 0 && r.text.right <= r.W + 0.5); }}"""
+
+
+@browser_test
+@pytest.mark.parametrize("view", list(STRIP_VIEWS))
+def test_a_refusal_shows_above_the_strip_on_a_phone_and_in_a_narrow_embed(browser, new_page, server, view):
+    """Mission 12's decode TP 8 on its 4 decode GPUs is refused: the note under the controls
+    (its sentence and its Details line) comes into view above the fixed result strip, not
+    under it, without the student scrolling."""
+    width, height, embed = STRIP_VIEWS[view]
+    ctx = browser.new_context(viewport={"width": max(width, 420), "height": height + 40})
+    try:
+        page = new_page(ctx)
+        url = f"{server}/lab?mission=tp-per-phase" + ("&embed=1" if embed else "")
+        if embed:
+            page.set_content(f'<iframe id="f" src="{url}" width="{width}" height="{height}" style="border:0;display:block"></iframe>')
+            frame = page.frames[1]
+        else:
+            page.set_viewport_size({"width": width, "height": height})
+            page.goto(url)
+            frame = page.main_frame
+        frame.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        frame.locator('.stf-status[data-busy="false"][data-run]').first.wait_for(state="attached")
+        frame.wait_for_function(f"() => {{ const r = ({REFUSAL})(); return r.strip && r.strip.height > 0; }}")
+        # The student has scrolled down to the decode TP buttons until they sit just above the
+        # strip: the note, which comes under them, would start under the strip. (In the embed
+        # they sit higher than that with nothing scrolled, so the page stays at its top.)
+        control = frame.locator(".stf-control-decode_tp")
+        strip_top = frame.evaluate(REFUSAL)["strip"]["top"]
+        frame.evaluate(f"window.scrollBy(0, {control.bounding_box()['y'] + control.bounding_box()['height'] - strip_top + 4})")
+        before = control.bounding_box()
+        assert before["y"] >= 0 and before["y"] + before["height"] <= strip_top, (before, strip_top)
+        control.get_by_role("button", name="8", exact=True).click()  # on screen: Playwright scrolls nothing
+        frame.locator(".stf-control-error .stf-refusal").wait_for()
+        try:
+            frame.wait_for_function(REFUSAL_SEEN, timeout=5_000, polling=100)
+        except Exception:
+            pass
+        seen = frame.evaluate(REFUSAL)
+        assert seen["words"].startswith("Decode tensor parallel 8 was not applied"), seen
+        assert seen["strip"]["height"] > 0 and seen["strip"]["bottom"] <= seen["H"] + 0.5, seen  # the strip is there
+        assert seen["note"]["top"] >= 0 and seen["note"]["bottom"] <= seen["strip"]["top"] + 0.5, seen
+        assert seen["text"]["left"] >= 0 and seen["text"]["right"] <= seen["W"] + 0.5, seen
+        # The button the student tapped is still on screen too.
+        tapped = frame.locator(".stf-control-decode_tp").bounding_box()
+        assert tapped and tapped["y"] >= 0, (tapped, seen)
+        page.screenshot(path=f"/tmp/h4-refusal-{view}.png")
+        shot(page, f"refusal-tp-per-phase-{view}.png")
+    finally:
+        ctx.close()
+
+
 @browser_test
 @pytest.mark.parametrize("path", ["/", "/lab?mission=mixing-hurts"])
 def test_lab_serve_pages_lay_out_at_a_phones_width_not_at_980_px(browser, new_page, server, path):
