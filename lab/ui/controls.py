@@ -19,36 +19,15 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, co
 
 from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
+from .control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, control_words, format_value
 from .refusal import refusal_html
-from .state import format_value
 from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
 from .panel_shims import FloatSlider, Html, IntSlider
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
-__all__ = ["Controls", "CHOICE_LABELS", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
+__all__ = ["Controls", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
            "sources_html"]
 
-# How choice values read on buttons.
-_GPU_NAMES = {"h100": "H100", "a100": "A100", "h200": "H200"}
-CHOICE_LABELS = {
-    "layout": {"colocated": "Colocated", "disaggregated": "Split (prefill | decode)"},
-    "link_sharing": {"fifo": "One shared link (FIFO)", "independent": "Independent"},
-    "layerwise": {False: "Off", True: "On"},
-    "first_token": {"decode": "Decode GPU", "prefill": "Prefill GPU"},
-    "gpu": _GPU_NAMES,
-    "prefill_gpu": _GPU_NAMES,
-    "decode_gpu": _GPU_NAMES,
-    "dispatch": {"queue": "One queue", "round_robin": "Round robin", "least_loaded": "Least loaded",
-                 "length_split": "By length", "cache_affinity": "Cache affinity"},
-    "decode_pick": {"most_free_kv": "Most free KV", "fewest_seqs": "Fewest sequences"},
-    "attention": {False: "Off", True: "On"},
-    "prefix_cache": {"off": "Off", "per_gpu": "Per GPU (HBM)", "shared": "Shared pool (host)"},
-    "llm": {"llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B"},
-    "cost": {"linear": "Linear (lab constants)", "roofline": "Roofline"},
-    "admission": {"off": "Off", "predicted_ttft_over_slo": "Reject if predicted TTFT > SLO"},
-    "kv_policy": {"reserve": "Reserve (prompt + answer)", "on_demand": "On demand (blocks)"},
-    "planner": {"off": "Fixed pools", "utilization": "By utilisation", "schedule": "By hand"},
-}
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
                   ("model.cost", "roofline"): ("the roofline cost model", "roofline"),
@@ -63,18 +42,6 @@ WRAP_GROUP_CSS = ".bk-btn-group { flex-wrap: wrap; } .bk-btn-group > .bk-btn { f
 WIDGET_DEBOUNCE_MS = 0  # see Controls.__init__
 EMBED_CONTROL_FLEX = "1 1 220px"  # an embed's controls: two a row when there is room, one in its side column
 LOCK_SVG = ('<svg viewBox="0 0 16 16" aria-label="locked" role="img"><path d="M4 7V5a4 4 0 1 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 1 0-4 0v2z"/></svg>')
-UNITS = {
-    "gpus": "GPUs", "prefill_gpus": "GPUs", "decode_gpus": "GPUs", "chunk_tokens": "tokens",
-    "link_gbytes_per_s": "GB/s", "rate": "req/s", "prefill_batch_tokens": "tokens",
-    "power_cap_w": "W", "prefill_power_cap_w": "W", "decode_power_cap_w": "W", "long_prompt_tokens": "tokens",
-    "long_gpus": "GPUs", "prefill_chunk_tokens": "tokens", "long_prefill_tokens": "tokens",
-    "prefix_cache_gb": "GB", "prefix_pool_gb": "GB",
-    "kv_block_tokens": "tokens",
-    "plan_at_s": "s", "plan_prefill_gpus": "GPUs",
-}
-# What 0 reads as, for the controls whose 0 is "none" (NONE_AS_ZERO).
-ZERO_WORDS = {"chunk_tokens": "whole prompt", "prefill_chunk_tokens": "whole prompt", "long_prefill_tokens": "no cap",
-              "power_cap_w": "no cap", "prefill_power_cap_w": "no cap", "decode_power_cap_w": "no cap"}
 # Locked controls at these values are the lab's plain fleet, so the "Locked" list leaves them
 # out (a mission about chunking need not list every issue-11 knob at its default).
 QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "prefill_power_cap_w": 0,
@@ -84,23 +51,6 @@ QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "p
                   # no prefix cache; its sizes unset (their defaults, README "Prefix caching")
                   "prefix_cache": "off", "prefix_cache_gb": None, "prefix_pool_gb": None,
                   "kv_policy": "reserve", "kv_block_tokens": 16, "planner": "off"}
-
-
-def _pretty(name, value):
-    if value is None:
-        return "—"
-    if name in CHOICE_LABELS:
-        return CHOICE_LABELS[name].get(value, format_value(value))
-    if name in ZERO_WORDS and not value:
-        return ZERO_WORDS[name]
-    unit = UNITS.get(name, "")
-    if value == 1 and unit in ("GPUs", "tokens"):
-        unit = unit[:-1]  # "1 GPU"
-    if isinstance(value, float):
-        text = f"{value:,.2f}".rstrip("0").rstrip(".")
-    else:
-        text = f"{value:,}"
-    return f"{text} {unit}".strip()
 
 
 def idle_reason(name, scenario, short=False):
@@ -161,7 +111,7 @@ def locked_html(state, compact=False):
         return ""
 
     def pair(n):
-        return html.escape(CONTROL_SPECS[n][1]), html.escape(_pretty(n, state.value_of(n)))
+        return html.escape(CONTROL_SPECS[n][1]), html.escape(control_words(n, state.value_of(n)))
 
     if compact:
         pairs = [pair(n) for n in now]

@@ -31,7 +31,8 @@ from lab.core.missions import CONTROL_SPECS
 from .canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
                      STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
                      split_label, timeline_data, _keys_html)
-from .controls import CHOICE_LABELS, EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .control_words import CHOICE_LABELS
+from .controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
 from .metrics_view import STARS_CSS, metrics_html, stars_html
 from .state import WINDOW_S, format_value, parse_search
 from .theme import HUB_CSS, PALETTE

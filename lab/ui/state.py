@@ -58,6 +58,7 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, con
 from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
+from .control_words import control_words, format_value
 from .refusal import refusal_text, short_label
 
 __all__ = [
@@ -114,17 +115,6 @@ def _shown(raw):
     if len(text) > MAX_SHOWN:
         text = text[: MAX_SHOWN - 1] + "…"
     return html.escape(text, quote=True)
-
-
-def format_value(value):
-    """A control value as it is written in the URL (and read back by `parse_settings`)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return repr(value)
-    return str(value)
 
 
 def parse_search(search):
@@ -269,16 +259,6 @@ def parse_pin(mission, raw, start):
             return refuse(f"{name}: {why}")
         pin[name] = parsed
     return pin, []
-
-
-def control_words(name, value):
-    """A control's value as the page shows it ("Split (prefill | decode)", "8 GPUs"): the
-    controls' own words (lab.ui.controls, imported when first needed: it builds widgets)."""
-    try:
-        from .controls import _pretty
-    except ImportError:  # no widget library: the value as the address writes it
-        return format_value(value)
-    return _pretty(name, value)
 
 
 def carried_note(mission, carried):

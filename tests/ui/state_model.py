@@ -35,7 +35,7 @@ import lab.core as core
 from playwright.sync_api import Error as PlaywrightError
 from lab.core.errors import LabError
 from lab.ui.canvas import run_layers
-from lab.ui.controls import CHOICE_LABELS
+from lab.ui.control_words import CHOICE_LABELS
 from lab.ui.metrics_view import metrics_html
 from lab.ui.state import fleet_settings, format_value, parse_pin, parse_search, parse_settings
 from lab.ui.twin_view import fleet_phrase

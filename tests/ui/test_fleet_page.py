@@ -279,7 +279,7 @@ def test_a_locked_long_prompt_split_says_when_it_matters():
 
 
 def test_a_locked_count_of_one_reads_in_the_singular():
-    from lab.ui.controls import _pretty
+    from lab.ui.control_words import control_words
 
-    assert _pretty("decode_gpus", 1) == "1 GPU" and _pretty("decode_gpus", 2) == "2 GPUs"
-    assert _pretty("decode_power_cap_w", 0) == "no cap" and _pretty("decode_power_cap_w", 350) == "350 W"
+    assert control_words("decode_gpus", 1) == "1 GPU" and control_words("decode_gpus", 2) == "2 GPUs"
+    assert control_words("decode_power_cap_w", 0) == "no cap" and control_words("decode_power_cap_w", 350) == "350 W"

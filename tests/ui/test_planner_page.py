@@ -8,7 +8,8 @@ import numpy as np
 from lab.core import load_mission, simulate, summarize
 from lab.core.missions import list_missions
 from lab.ui.canvas import ROLE_LAYERS, legend_html, timeline_data
-from lab.ui.controls import CHOICE_LABELS, REQUIRES_WORDS
+from lab.ui.control_words import CHOICE_LABELS
+from lab.ui.controls import REQUIRES_WORDS
 from lab.ui.metrics_view import metrics_html
 from lab.ui.queues import kv_usage
 

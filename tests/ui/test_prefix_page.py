@@ -12,7 +12,8 @@ pytest.importorskip("numpy")
 import lab.core as core  # noqa: E402
 from lab.core.prefix_cache import kv_taken_tokens  # noqa: E402
 from lab.ui.catalog import sandbox_mission  # noqa: E402
-from lab.ui.controls import idle_reason, _pretty  # noqa: E402
+from lab.ui.control_words import control_words  # noqa: E402
+from lab.ui.controls import idle_reason  # noqa: E402
 from lab.ui.metrics_view import metrics_html  # noqa: E402
 from lab.ui.story import story_html  # noqa: E402
 
@@ -67,8 +68,8 @@ def test_controls_say_what_a_cache_size_waits_for():
     sc = sb.scenario
     assert idle_reason("prefix_cache_gb", sc) == "a per-GPU prefix cache"
     assert idle_reason("prefix_pool_gb", sc, short=True) == "shared pool"
-    assert _pretty("prefix_cache", "shared") == "Shared pool (host)"
-    assert _pretty("prefix_cache_gb", 8.0) == "8 GB"
+    assert control_words("prefix_cache", "shared") == "Shared pool (host)"
+    assert control_words("prefix_cache_gb", 8.0) == "8 GB"
 
 
 def test_the_kv_band_capacity_leaves_out_a_per_gpu_cache():

@@ -11,7 +11,7 @@ pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
-from lab.ui.controls import CHOICE_LABELS  # noqa: E402
+from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
 from test_browser import winning_change  # noqa: E402
 
 pytestmark = pytest.mark.browser
