@@ -72,6 +72,7 @@ from .canvas import Canvas, legend_html
 from .catalog import SANDBOX_ID, Catalog
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
+from .figures import model_words
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
 from .paint_speed import PaintSpeed
@@ -517,8 +518,9 @@ class LabApp:
         elif s.metrics and s.result is not None:
             m = s.metrics
             text = (f'<span class="stf-status" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}" '
-                    f'data-settings="{_settings_attr(s.run_settings)}">'
-                    f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms</span>')
+                    f'data-settings="{_settings_attr(s.run_settings)}" data-model="{s.result.scenario.model.cost}">'
+                    f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms'
+                    f' · {model_words(s.result.scenario.model, short=True)}</span>')
         else:
             text = '<span class="stf-status" data-busy="false"></span>'
         self.status.object = text

@@ -20,7 +20,7 @@ Rules:
 
 import math
 
-__all__ = ["NBSP", "PER_REQUESTS", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd", "fmt_joules", "fmt_watts",
+__all__ = ["model_words", "NBSP", "PER_REQUESTS", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd", "fmt_joules", "fmt_watts",
            "fmt_count", "fmt_rps", "fmt_number", "fmt_metric", "METRIC_TITLES", "metric_title", "star_test_text",
            "OP_WORDS"]
 
@@ -217,3 +217,29 @@ def star_test_text(pred, actual):
     now = fmt_metric(pred.metric, actual, against=pred.value)
     want = fmt_metric(pred.metric, pred.value)
     return f"{metric_title(pred.metric)} {OP_WORDS.get(pred.op, pred.op)} {want} (now {now})"
+
+
+# ---------------------------------------------------------------- the model a run used
+
+STACK_WORDS = {"optimized": "a current optimised engine", "vllm-2023": "vLLM as of 2023"}
+
+
+def model_words(model, short=False):
+    """Which step-time model drew a run, in the page's words: short for the status line
+    ("calibrated step times"), long for the line under the cards."""
+    from lab.ui.control_words import CHOICE_LABELS
+
+    llm = CHOICE_LABELS["llm"].get(model.llm, model.llm)
+    gpu = CHOICE_LABELS["gpu"].get(model.gpu, model.gpu)
+    if model.cost == "calibrated":
+        if short:
+            return "calibrated step times"
+        return (f"Step times: calibrated on published measurements ({STACK_WORDS.get(model.stack, model.stack)}), "
+                f"{llm} on {gpu}, {model.dtype.upper()}.")
+    if model.cost == "roofline":
+        if short:
+            return "roofline step times"
+        return (f"Step times: the textbook roofline, {llm} on {gpu}: weights read at full bandwidth, no overheads "
+                f"(faster than measured GPUs).")
+    return "lab-constant step times" if short else "Step times: the lab's constants, a simple model, not a measured GPU."
+

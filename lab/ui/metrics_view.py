@@ -8,7 +8,7 @@ import html
 
 import panel as pn
 
-from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share,
+from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, model_words,
                       fmt_usd, fmt_watts, metric_title, star_test_text)
 from .mission_text import brief_html
 from .panel_shims import Html
@@ -114,6 +114,7 @@ def metrics_html(metrics, scenario):
         foot.append(f'<span data-metric="reconfigurations">Role changes: <b>{moves}</b>'
                     + (f' ({m.get("reconfig_lost_gpu_s", 0):.1f}{NBSP}GPU-s lost draining and reloading)' if moves else "")
                     + '.</span>')
+    foot.append(f'<span class="stf-model" data-model="{scenario.model.cost}">{model_words(scenario.model)}</span>')
     # Always there (empty or not), so a switch of layout keeps the pane's height.
     foot_html = f'<div class="stf-foot">{" ".join(foot)}</div>'
     return f'<div class="stf-metrics">{"".join(cards)}{util}</div>{foot_html}'

@@ -32,6 +32,7 @@ from .canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, F
                      STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
                      split_label, timeline_data, _keys_html)
 from .control_words import CHOICE_LABELS
+from .figures import model_words
 from .controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
 from .metrics_view import STARS_CSS, metrics_html, stars_html
 from .state import WINDOW_S, format_value, parse_search
@@ -303,8 +304,9 @@ def _status_html(state):
     m = state.metrics or {}
     if state.result is None or not m:
         return '<span class="stf-status" data-busy="false"></span>'
-    return (f'<span class="stf-status" data-busy="false" data-run="{state.run_id}">{m.get("requests", 0):,} requests over '
-            f'{state.result.end_time:,.0f} s, simulated in advance</span>')
+    return (f'<span class="stf-status" data-busy="false" data-run="{state.run_id}" data-model="{state.scenario.model.cost}">'
+            f'{m.get("requests", 0):,} requests over {state.result.end_time:,.0f} s, simulated in advance'
+            f' · {model_words(state.scenario.model, short=True)}</span>')
 
 
 def _progress_tools(embed):

@@ -167,3 +167,22 @@ def test_a_predicate_in_the_cards_words():
     assert line == "Meeting the SLO ≥ 95% (now 86%)"
     line = star_test_text(Predicate("usd_per_good_request", "<=", 0.0003), 0.00028).replace(NBSP, " ")
     assert line == "Cost per good request ≤ $0.30 per 1k (now $0.28 per 1k)"
+
+
+# ---------------------------------------------------------------- which model drew a run
+
+def test_the_cards_and_the_status_name_the_model_that_drew_them(missions):
+    from lab.core.spec import Model
+    from lab.ui.figures import model_words
+
+    calibrated = Model.from_dict({"cost": "calibrated", "llm": "llama3-70b", "gpu": "a100", "dtype": "fp8"})
+    assert model_words(calibrated) == ("Step times: calibrated on published measurements (a current optimised engine), "
+                                       "Llama 3 70B on A100, FP8.")
+    assert model_words(calibrated, short=True) == "calibrated step times"
+    assert model_words(Model.from_dict({"cost": "roofline"}), short=True) == "roofline step times"
+    mission = missions.get("tp-per-phase")  # a roofline mission
+    metrics = {"slo_attainment": 0.93, "gpus": 8, "requests": 180, "goodput_rps": 1.5}
+    page = metrics_html(metrics, mission.scenario)
+    assert '<span class="stf-model" data-model="roofline">Step times: the textbook roofline, Llama 3 70B on H100' in page
+    linear = missions.get("mixing-hurts")
+    assert 'data-model="linear">Step times: the lab\'s constants, a simple model' in metrics_html(metrics, linear.scenario)
