@@ -731,6 +731,35 @@ def test_tp_controls_offer_whole_servers_and_the_spec_refuses_partial_instances(
         m.apply({"tp": 1})
 
 
+def test_the_specs_refusals_carry_their_reason_and_the_values_their_message_says():
+    """A page says these refusals in its own words (lab/ui/refusal.py) from `reason` and
+    `facts`, not from the message's text: they must agree with the message, and survive the
+    trip back from a worker process (pickle, lab/parallel.py)."""
+    import pickle
+
+    from lab.core.errors import WEIGHTS_DO_NOT_FIT, WHOLE_INSTANCES
+
+    m = _fleet_mission({"layout": {}, "tp": {}, "gpus": {"min": 2, "max": 8}, "prefill_tp": {"choices": [2, 4]}})
+    with pytest.raises(LabError) as info:
+        m.apply({"gpus": 5})
+    exc = info.value
+    assert exc.reason == WHOLE_INSTANCES and exc.path == "fleet.gpus"
+    assert exc.facts == {"gpus": 5, "tp_field": "tp", "tp": 2}
+    assert f"{exc.facts['gpus']} GPUs is not a whole number of instances of tp = {exc.facts['tp']} GPUs" in exc.detail
+    with pytest.raises(LabError) as info:
+        m.apply({"tp": 1})
+    exc = info.value
+    assert exc.reason == WEIGHTS_DO_NOT_FIT and exc.path == "fleet.tp"
+    f = exc.facts
+    assert (f["llm"], f["tp"], f["gpu"]) == ("llama3-70b", 1, "h100") and f["usable_gb"] < f["weights_gb"]
+    assert exc.detail.startswith(f"llama3-70b ({f['weights_gb']:.0f} GB of weights) does not fit on 1 h100 ")
+    back = pickle.loads(pickle.dumps(exc))
+    assert (back.path, back.detail, back.reason, back.facts, str(back)) == (exc.path, exc.detail, exc.reason, exc.facts, str(exc))
+    with pytest.raises(LabError) as info:  # the rest carry no reason
+        m.apply({"tp": 3})
+    assert info.value.reason is None and info.value.facts == {}
+
+
 def test_power_cap_controls_read_zero_as_no_cap():
     m = _fleet_mission({"layout": {}, "decode_power_cap_w": {"min": 0, "max": 700, "step": 50}})
     assert m.scenario.fleet.decode_power_cap_w is None and m.settings()["decode_power_cap_w"] == 0

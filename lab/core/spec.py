@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import fields as F
-from .errors import LabError
+from .errors import WEIGHTS_DO_NOT_FIT, WHOLE_INSTANCES, LabError
 from .stacks import DEFAULT_STACK, STACK_PRESETS
 
 __all__ = [
@@ -701,7 +701,8 @@ class Planner:
                 raise LabError(F.join(where, "decode_gpus"), f"{step.prefill_gpus} + {decode} GPUs must add up to the fleet's {total} (prefill_gpus + decode_gpus)")
             for key, value in (("prefill_gpus", step.prefill_gpus), ("decode_gpus", decode)):
                 if value % tp:
-                    raise LabError(F.join(where, key), f"{value} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}")
+                    raise LabError(F.join(where, key), f"{value} GPUs is not a whole number of instances of prefill_tp = {tp} GPUs: use a multiple of {tp}",
+                                   WHOLE_INSTANCES, {"gpus": value, "tp_field": "prefill_tp", "tp": tp})
             if end is not None and step.at_s >= end:
                 raise LabError(F.join(where, "at_s"), f"{step.at_s:g} is not before workload.duration_s ({end:g}): a change after arrivals end never matters")
 
@@ -782,7 +783,8 @@ class Fleet:
             ("prefill_gpus", prefill, "prefill_tp", prefill_tp), ("decode_gpus", decode, "decode_tp", decode_tp))
         for key, count, tp_key, size in counted:
             if count % size:
-                raise LabError(F.join(path, key), f"{count} GPUs is not a whole number of instances of {tp_key} = {size} GPUs: use a multiple of {size}")
+                raise LabError(F.join(path, key), f"{count} GPUs is not a whole number of instances of {tp_key} = {size} GPUs: use a multiple of {size}",
+                               WHOLE_INSTANCES, {"gpus": count, "tp_field": tp_key, "tp": size})
         dispatch = F.read_choice(data, "dispatch", path, cls.DISPATCH, default=d.dispatch)
         long_prompt = F.read_int(data, "long_prompt_tokens", path, default=None, lo=1, hi=MAX_TOKENS)
         long_gpus = F.read_int(data, "long_gpus", path, default=None, lo=1, hi=MAX_GPUS)
@@ -794,7 +796,8 @@ class Fleet:
             if long_gpus >= pool:
                 raise LabError(F.join(path, "long_gpus"), f"{long_gpus} leaves none of the {pool} GPUs ({pool_key}) for short prompts: use fewer")
             if long_gpus % size:
-                raise LabError(F.join(path, "long_gpus"), f"{long_gpus} GPUs is not a whole number of instances of {size_key} = {size} GPUs: use a multiple of {size}")
+                raise LabError(F.join(path, "long_gpus"), f"{long_gpus} GPUs is not a whole number of instances of {size_key} = {size} GPUs: use a multiple of {size}",
+                               WHOLE_INSTANCES, {"gpus": long_gpus, "tp_field": size_key, "tp": size})
         return cls(
             layout=layout,
             gpus=gpus,
@@ -1011,6 +1014,8 @@ def _check_pools(scenario):
                 f"{model.llm} ({weights_gb:.0f} GB of weights) does not fit on {pool.tp} {pool.gpu} "
                 f"({usable_gb:.0f} GB usable at memory_utilization {model.memory_utilization:g}), leaving no memory "
                 f"for the KV cache: raise {pool.tp_key.split('.')[-1]} or pick a GPU with more memory",
+                WEIGHTS_DO_NOT_FIT,
+                {"llm": model.llm, "weights_gb": weights_gb, "tp": pool.tp, "gpu": pool.gpu, "usable_gb": usable_gb},
             )
         _check_prefix_share(scenario, pool)
         cap = pool.power_cap_w

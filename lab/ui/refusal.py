@@ -7,16 +7,19 @@ use a multiple of 8"). The page says it with the controls' own labels and values
     Prefill tensor parallel 8 was not applied: 4 Prefill GPUs do not split into instances
     of 8 GPUs. Set Prefill GPUs to 8 first, or choose Prefill tensor parallel 2 or 4.
 
-The fixes are found by trying them (`mission.apply`): another control the student can move,
-set first, that lets the refused value through (the nearest value of each), and the values
-of the moved control that work with everything else as it is. The spec's message stays the
+Why it was refused comes from the core's refusal itself (`LabError.reason` and its `facts`:
+the GPU count and instance size, the weights and the GPUs they did not fit); the message's
+text is read only for an error raised without them. The fixes are found by trying them
+(`mission.apply`): another control the student can move, set first, that lets the refused
+value through (the nearest value of each), and the values of the moved control that work
+with everything else as it is. The spec's message stays the
 page's detail line (LabState.error). Standard library only, like the state.
 """
 
 import html
 import re
 
-from lab.core.errors import LabError
+from lab.core.errors import WEIGHTS_DO_NOT_FIT, WHOLE_INSTANCES, LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies
 
 __all__ = ["refusal_text", "refusal_html", "short_label", "MAX_TRIES"]
@@ -26,6 +29,7 @@ MAX_OWN = 3  # values of the moved control named as working, at most
 MAX_FIXES = 2  # other controls named as fixes, at most
 MAX_PER_CONTROL = 16  # values of one control tried, the nearest to its own first
 _PATH_CONTROL = {path: name for name, path in CONTROL_PATHS.items()}
+# The message's text, read only for a refusal without the core's reason (LabError.reason).
 _INSTANCES = re.compile(r"(\d+) GPUs is not a whole number of instances of \w+ = (\d+) GPUs")
 _NO_FIT = re.compile(r"^(\S+) \((\d+) GB of weights\) does not fit on (\d+) (\w+)")
 
@@ -42,18 +46,34 @@ def _join(words, last="or"):
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"
 
 
-def _why(mission, settings, name, exc, words):
-    """The spec's reason in the controls' words, or ''."""
+def _reason(exc):
+    """(reason, facts) of a refusal: the core's own (LabError.reason and .facts), else read
+    from its message's text (an error raised without them), else (None, {})."""
+    facts = getattr(exc, "facts", None) or {}
+    reason = getattr(exc, "reason", None)
+    if reason == WHOLE_INSTANCES and {"gpus", "tp"} <= set(facts):
+        return reason, facts
+    if reason == WEIGHTS_DO_NOT_FIT and {"weights_gb", "tp", "gpu"} <= set(facts):
+        return reason, facts
     detail = getattr(exc, "detail", str(exc))
-    other = _PATH_CONTROL.get(getattr(exc, "path", ""))
     match = _INSTANCES.search(detail)
-    if match and other:
-        return (f"{match.group(1)} {short_label(mission, other)} do not split into instances of "
-                f"{match.group(2)} GPUs")
+    if match:
+        return WHOLE_INSTANCES, {"gpus": int(match.group(1)), "tp": int(match.group(2))}
     match = _NO_FIT.search(detail)
     if match:
-        gpus = f"{match.group(3)} {match.group(4).upper()} GPU{'' if match.group(3) == '1' else 's'}"
-        return f"the {match.group(2)} GB of weights do not fit on {gpus}"
+        return WEIGHTS_DO_NOT_FIT, {"weights_gb": float(match.group(2)), "tp": int(match.group(3)), "gpu": match.group(4)}
+    return None, {}
+
+
+def _why(mission, settings, name, exc, words):
+    """The spec's reason in the controls' words, or ''."""
+    other = _PATH_CONTROL.get(getattr(exc, "path", ""))
+    reason, facts = _reason(exc)
+    if reason == WHOLE_INSTANCES and other:
+        return f"{facts['gpus']} {short_label(mission, other)} do not split into instances of {facts['tp']} GPUs"
+    if reason == WEIGHTS_DO_NOT_FIT:
+        tp = facts["tp"]
+        return f"the {facts['weights_gb']:.0f} GB of weights do not fit on {tp} {str(facts['gpu']).upper()} GPU{'' if tp == 1 else 's'}"
     if other and other != name and other in settings:
         return f"it does not fit with {short_label(mission, other)} at {words(other, settings[other])}"
     return ""

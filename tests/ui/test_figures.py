@@ -148,6 +148,44 @@ def test_the_refusal_shows_the_students_words_and_folds_the_config_path(missions
     assert re.search(r"<details[^>]*><summary>Details</summary><code>fleet\.decode_gpus: ", shown)
 
 
+def test_a_refusal_reads_the_cores_reason_not_its_message(missions):
+    """refusal.py takes the why from LabError.reason and .facts; the message's text only when
+    an error has none. Facts that disagree with the text show which one the sentence read."""
+    from lab.core.errors import WEIGHTS_DO_NOT_FIT, WHOLE_INSTANCES, LabError
+    from lab.ui.control_words import control_words
+    from lab.ui.refusal import refusal_text
+
+    mission = missions.get("tp-per-phase")
+    settings = mission.settings()
+    msg = "4 GPUs is not a whole number of instances of decode_tp = 8 GPUs: use a multiple of 8"
+
+    def why(exc, values=None):
+        text = refusal_text(mission, settings, values or {"decode_tp": 8}, exc, control_words)
+        return text.split(" was not applied")[1].split(".")[0]
+
+    structured = LabError("fleet.decode_gpus", "reworded, no numbers in it", WHOLE_INSTANCES,
+                          {"gpus": 6, "tp_field": "decode_tp", "tp": 8})
+    assert why(structured) == ": 6 Decode GPUs do not split into instances of 8 GPUs"
+    assert why(LabError("fleet.decode_gpus", msg)) == ": 4 Decode GPUs do not split into instances of 8 GPUs"  # text only
+    # The spec's own refusal carries its reason: the sentence agrees with its message.
+    with pytest.raises(LabError) as info:
+        mission.apply({**settings, "decode_tp": 8})
+    assert info.value.reason == WHOLE_INSTANCES and why(info.value) == why(LabError("fleet.decode_gpus", msg))
+    fit = LabError("fleet.decode_tp", "reworded", WEIGHTS_DO_NOT_FIT, {"llm": "llama3-70b", "weights_gb": 141.1,
+                                                                        "tp": 1, "gpu": "a100", "usable_gb": 72.0})
+    assert why(fit) == ": the 141 GB of weights do not fit on 1 A100 GPU"
+    assert why(LabError("fleet.decode_tp", "reworded")) == ""  # neither: no why, only the fixes
+
+
+def test_a_model_too_big_for_its_gpus_is_refused_with_its_weights(missions):
+    state = LabState.from_query(missions, "?mission=sandbox")
+    assert state.settings["tp"] == 1
+    assert state.change("llm", "llama3-70b") is False
+    gb = re.search(r"\((\d+) GB of weights\)", state.error).group(1)
+    assert state.refusal.startswith(f"Model Llama 3 70B was not applied: the {gb} GB of weights do not fit on 1 H100 GPU.")
+    assert "Set Tensor parallel to 2 first" in state.refusal
+
+
 def test_a_locked_control_is_refused_by_its_label(missions):
     state = LabState.from_query(missions, "?mission=tp-per-phase")
     assert state.change("rate", 5) is False
