@@ -1,13 +1,15 @@
 """Every mission's lesson under the calibrated model: does the start still fail, does each
 star's fix still earn it, and what does the calibrated model's own cheapest fix look like?
 
-    python benchmarks/lessons.py            # the table as text, and the probes below
-    python benchmarks/lessons.py --write    # rewrite the block in README "The calibrated model"
-    python benchmarks/lessons.py --only chunk-it,slow-link
+    python benchmarks/lessons.py            # the probes and the missions' table, as Markdown
+    python benchmarks/lessons.py --write    # rewrite their blocks in README "Which lessons hold"
+    python benchmarks/lessons.py --only chunk-it,slow-link   # the probes, and these missions' rows
 
 Each mission is run as shipped (its own model: the lab's linear constants or the roofline)
 and with `model.cost` set to `calibrated` (its LLM and GPU, Llama-3-8B on an H100 when it
-names none). tests/test_calibration.py recomputes some rows and holds the README to them.
+names none). Two probes ask the issue's questions directly: what a prompt chunk costs, and
+where a split fleet overtakes tuned chunking. tests/test_calibration.py recomputes the chunk
+probe and holds the README to it; the rest is written here only (about two minutes).
 """
 
 import argparse
@@ -62,7 +64,7 @@ def lesson_row(mission):
         })
     return {"id": mission.id, "model": mission.scenario.model.cost,
             "start_own": own.start_metrics.get("slo_attainment"), "start_cal": cal.start_metrics.get("slo_attainment"),
-            "stars": stars}
+            "start_cal_stars": sum(cal.start_stars), "stars": stars}
 
 
 def _pct(v):
@@ -78,33 +80,119 @@ def markdown_line(row):
         cal = s["cal_fix"] or "no allowed setting"
         notes.append(f"★{s['star']}: {cal}")
     return (f"| {row['id']} | {row['model']} | {_pct(row['start_own'])} → {_pct(row['start_cal'])} "
-            f"| {held} of {len(row['stars'])} | {'; '.join(notes) or 'as shipped'} |")
+            f"| {row['start_cal_stars']} | {held} of {len(row['stars'])} | {'; '.join(notes) or '—'} |")
 
 
 def markdown(rows):
-    head = ["| mission | shipped model | start meets the SLO (shipped → calibrated) | star fixes that still earn their star "
-            "| where a fix no longer earns it: the calibrated model's cheapest |",
-            "|---|---|--:|--:|---|"]
+    head = ["| mission | shipped model | start meets the SLO (shipped → calibrated) | stars the calibrated start already earns "
+            "| shipped fixes that still earn their star | where one no longer does: the calibrated model's cheapest |",
+            "|---|---|--:|--:|--:|---|"]
     return "\n".join(head + [markdown_line(r) for r in rows])
 
 
-def write_readme(rows):
+# ---------------------------------------------------------------- probes
+
+def chunk_probe():
+    """What a prompt chunk costs: riding on a decode step, and a whole prompt taken in chunks."""
+    from lab.core.cost import PoolCost
+    from lab.core.spec import Model
+
+    lines = ["| LLM, H100s | model | decode step (batch 32, 1,500 tokens each) | + a 128-token chunk | + 512 | "
+             "a 4,000-token prompt alone in 128-token chunks | in 512 | in 2,048 |",
+             "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for llm, tp in (("llama3-8b", 1), ("llama3-70b", 4)):
+        for cost in ("roofline", "calibrated"):
+            fields = {"cost": cost, "llm": llm, "gpu": "h100"}
+            if cost == "roofline":
+                fields["attention"] = True  # the same attention terms the calibrated model counts
+            step = PoolCost(Model.from_dict(fields), "h100", tp).step_s
+            base = step(32, 32 * 1500, 0)
+
+            def riding(chunk, before=2000):  # a chunk midway through a prompt, on that decode step
+                return step(32, 32 * 1500, chunk, chunk * (before + chunk / 2), before) - base
+
+            def alone(chunk, prompt=4000):
+                total, done = 0.0, 0
+                while done < prompt:
+                    k = min(chunk, prompt - done)
+                    total += step(0, 0, k, k * (done + k / 2), done)
+                    done += k
+                return total
+            ms = lambda v: f"{v * 1000:,.1f} ms"  # noqa: E731
+            lines.append(f"| {llm}, TP {tp} | {cost} | {ms(base)} | +{ms(riding(128))} | +{ms(riding(512))} "
+                         f"| {ms(alone(128))} | {ms(alone(512))} | {ms(alone(2048))} |")
+    return "\n".join(lines)
+
+
+def _attainment_at(cost, prompt, tpot, rate, fleet):
+    from lab.core.loading import load_scenario
+    scenario = load_scenario({
+        "workload": {"rate": rate, "duration_s": 30,
+                     "prompt_tokens": {"dist": "lognormal", "median": prompt, "sigma": 0.3, "min": 100, "max": 4 * prompt},
+                     "output_tokens": {"dist": "lognormal", "median": 200, "sigma": 0.4, "min": 8, "max": 800}},
+        "fleet": fleet, "model": {"cost": cost, "llm": "llama3-8b", "gpu": "h100"},
+        "slo": {"ttft_s": 2.0, "tpot_ms": tpot}, "seed": 3, "drain_s": 60})
+    return summarize(simulate(scenario))["slo_attainment"]
+
+
+def _capacity(cost, prompt, tpot, fleet, hi):
+    """The highest request rate (bisected, 7 halvings below `hi`) at which 90% meet the SLO."""
+    lo = 0.0
+    for _ in range(7):
+        mid = (lo + hi) / 2
+        if _attainment_at(cost, prompt, tpot, mid, fleet) >= 0.9:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def split_probe():
+    """Eight H100s serving Llama-3-8B: the best colocated fleet (any chunk) against the best
+    split, by the request rate each serves with 90% meeting the SLO (TTFT 2 s)."""
+    lines = ["| prompts (median) | TPOT target | model | colocated, best chunk: req/s | split, best pools: req/s | colocated ÷ split |",
+             "|--:|--:|---|--:|--:|--:|"]
+    for prompt, hi in ((4000, 120), (8000, 60)):
+        for tpot in (9, 12):
+            for cost in ("roofline", "calibrated"):
+                col = max((_capacity(cost, prompt, tpot, {"layout": "colocated", "gpus": 8, "chunk_tokens": c}, hi), c)
+                          for c in (128, 256, 512, 1024))
+                dis = max((_capacity(cost, prompt, tpot, {"layout": "disaggregated", "prefill_gpus": p,
+                                                          "decode_gpus": 8 - p}, hi), p) for p in (3, 4, 5, 6))
+                lines.append(f"| {prompt:,} | {tpot} ms | {cost} | {col[0]:.1f} (chunk {col[1]}) "
+                             f"| {dis[0]:.1f} ({dis[1]} + {8 - dis[1]}) | {col[0] / dis[0]:.2f} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {
+    "chunks": ("<!-- lessons: chunk cost, benchmarks/lessons.py --write -->", "<!-- end of chunk cost -->", chunk_probe),
+    "split": ("<!-- lessons: split against chunking, benchmarks/lessons.py --write -->", "<!-- end of split against chunking -->",
+              split_probe),
+}
+
+
+def _rewrite(begin, end, body):
     text = open(README, encoding="utf-8").read()
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
+    head, sep, rest = text.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not (sep and sep2):
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
-    new = f"{head}{BEGIN}\n{markdown(rows)}\n{END}{tail}"
+        raise SystemExit(f"README.md has no {begin} ... {end} block")
+    new = f"{head}{begin}\n{body}\n{end}{tail}"
     if new != text:
         open(README, "w", encoding="utf-8").write(new)
-    print("README.md: lessons table " + ("rewritten" if new != text else "already current"))
+    print(f"README.md: {begin[5:-4]}: " + ("rewritten" if new != text else "already current"))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the README block")
-    ap.add_argument("--only", help="comma-separated mission ids")
+    ap.add_argument("--write", action="store_true", help="rewrite the README blocks")
+    ap.add_argument("--only", help="comma-separated mission ids (the missions' table only)")
     args = ap.parse_args(argv)
+    for name, (begin, end, probe) in BLOCKS.items():
+        body = probe()
+        print(body, flush=True)
+        if args.write:
+            _rewrite(begin, end, body)
     missions = list_missions()
     if args.only:
         keep = set(args.only.split(","))
@@ -114,8 +202,8 @@ def main(argv=None):
         row = lesson_row(m)
         rows.append(row)
         print(markdown_line(row), flush=True)
-    if args.write:
-        write_readme(rows)
+    if args.write and not args.only:
+        _rewrite(BEGIN, END, markdown(rows))
 
 
 if __name__ == "__main__":

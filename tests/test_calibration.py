@@ -193,3 +193,22 @@ def test_the_readme_gpu_table_is_the_presets():
         cells = [c.strip() for c in ln.split("|")[1:-1]]
         preset = GPU_PRESETS[cells[0].strip("`")]
         assert [float(c.replace(",", "")) for c in cells[1:]] == [preset[k] for k in GPU_KEYS], cells[0]
+
+
+def test_the_readme_chunk_probe_is_the_models():
+    """README "Which lessons hold": the chunk-cost table, recomputed (the other two tables
+    take minutes: benchmarks/lessons.py --write writes them)."""
+    spec = importlib.util.spec_from_file_location("lessons_bench", ROOT / "benchmarks" / "lessons.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    begin, end, probe = bench.BLOCKS["chunks"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.partition(begin)[2].partition(end)[0].strip() == probe()
+    # What the prose says of it: small chunks cost the calibrated prompt 2-3x, the roofline's far less.
+    rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in probe().splitlines()[2:]]
+    for row in rows:
+        in128, in2048 = (float(row[i].split()[0].replace(",", "")) for i in (5, 7))
+        if row[1] == "calibrated":
+            assert 2 <= in128 / in2048 <= 3, row
+        else:
+            assert 1.1 <= in128 / in2048 <= 1.3, row

@@ -91,6 +91,11 @@ parallelism, GPU type and power cap, and watch the cost and energy cards. Push t
 what the fleet serves with early rejection on, and watch who is turned away. Or replay a
 trace of your own: upload a CSV under the controls, or Mooncake's JSON lines, whose block
 hashes give the prefix cache something to find (the generated workload shares no prefixes).
+
+Step times start on the lab's constants. Switch the step cost model to the roofline or to
+the calibrated model (measured GPUs), pin a fleet under "Compare with…" and switch again:
+the twin runs the pinned fleet on the other model's step times, on the same requests, and
+shows which conclusions survive.
 """
 
 # Where real request traces come from (shown next to the sandbox's upload, and in README.md).

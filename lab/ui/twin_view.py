@@ -24,7 +24,8 @@ from .fleet_words import is_plain, pool_text
 from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, fmt_usd,
                       fmt_watts)
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
-from .state import fleet_settings, format_value
+from .control_words import control_words
+from .state import fleet_settings
 from .panel_shims import Html
 from .theme import CSS, PALETTE
 
@@ -153,8 +154,7 @@ def _changed(state):
     for name, value in (state.pin or {}).items():
         if name in now and now[name] != value and state.mission.controls.get(name) is not None:
             label = state.mission.controls[name].label or CONTROL_SPECS[name][1]
-            out.append((label, format_value(value) if value is not None else "—",
-                        format_value(now[name]) if now[name] is not None else "—"))
+            out.append((label, control_words(name, value), control_words(name, now[name])))
     return out
 
 
