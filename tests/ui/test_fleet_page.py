@@ -157,7 +157,7 @@ def test_the_locked_list_leaves_out_fleet_knobs_at_the_plain_default(catalog, bu
     for label in ("Tensor parallel", "Power cap", "Routing", "Attention", "GPU type", "Long prompts"):
         assert label not in text
     # A mission that locks a knob off its default lists it.
-    assert "Model: <b>Llama 3 70B</b>" in locked_html(built) and "Step cost model: <b>Roofline</b>" in locked_html(built)
+    assert "Model: <b>Llama 3 70B</b>" in locked_html(built) and "Step cost model: <b>Roofline (textbook)</b>" in locked_html(built)
 
 
 # ---------------------------------------------------------------- cost and energy
