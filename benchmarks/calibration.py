@@ -15,7 +15,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from doc_blocks import rewrite_block  # noqa: E402  (benchmarks/, beside this file)
 from lab.core.calibration import evaluate_rows, load_rows  # noqa: E402
 from lab.core.stacks import DEFAULT_STACK, STACK_PRESETS  # noqa: E402
 
@@ -77,21 +79,9 @@ def stacks_markdown():
     return "\n".join(lines)
 
 
-def _rewrite(path, begin, end, body):
-    text = open(path, encoding="utf-8").read()
-    head, sep, rest = text.partition(begin)
-    _, sep2, tail = rest.partition(end)
-    if not (sep and sep2):
-        raise SystemExit(f"{path} has no {begin} ... {end} block")
-    new = f"{head}{begin}\n{body}\n{end}{tail}"
-    if new != text:
-        open(path, "w", encoding="utf-8").write(new)
-    print(f"{os.path.relpath(path, ROOT)}: " + ("rewritten" if new != text else "already current"))
-
-
 def write_docs():
-    _rewrite(DOC, BEGIN, END, markdown())
-    _rewrite(README, STACKS_BEGIN, STACKS_END, stacks_markdown())
+    rewrite_block(DOC, BEGIN, END, markdown(), ROOT)
+    rewrite_block(README, STACKS_BEGIN, STACKS_END, stacks_markdown(), ROOT)
 
 
 def main(argv=None):

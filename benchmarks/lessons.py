@@ -20,7 +20,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from doc_blocks import rewrite_block  # noqa: E402  (benchmarks/, beside this file)
 from lab.core.engine import simulate  # noqa: E402
 from lab.core.metrics import summarize  # noqa: E402
 from lab.core.missions import list_missions, load_mission  # noqa: E402
@@ -171,18 +173,6 @@ BLOCKS = {
 }
 
 
-def _rewrite(begin, end, body):
-    text = open(README, encoding="utf-8").read()
-    head, sep, rest = text.partition(begin)
-    _, sep2, tail = rest.partition(end)
-    if not (sep and sep2):
-        raise SystemExit(f"README.md has no {begin} ... {end} block")
-    new = f"{head}{begin}\n{body}\n{end}{tail}"
-    if new != text:
-        open(README, "w", encoding="utf-8").write(new)
-    print(f"README.md: {begin[5:-4]}: " + ("rewritten" if new != text else "already current"))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the README blocks")
@@ -192,7 +182,7 @@ def main(argv=None):
         body = probe()
         print(body, flush=True)
         if args.write:
-            _rewrite(begin, end, body)
+            rewrite_block(README, begin, end, body, ROOT)
     missions = list_missions()
     if args.only:
         keep = set(args.only.split(","))
@@ -203,7 +193,7 @@ def main(argv=None):
         rows.append(row)
         print(markdown_line(row), flush=True)
     if args.write and not args.only:
-        _rewrite(BEGIN, END, markdown(rows))
+        rewrite_block(README, BEGIN, END, markdown(rows), ROOT)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,22 @@ STRIP = """() => {
 }"""
 
 
+def _open_in_view(page, server, mission, view):
+    """The mission's page at one of STRIP_VIEWS (a phone's viewport, or an iframe of that size
+    in a blank page), once its canvas has painted: the frame the lab runs in."""
+    width, height, embed = STRIP_VIEWS[view]
+    url = f"{server}/lab?mission={mission}" + ("&embed=1" if embed else "")
+    if embed:
+        page.set_content(f'<iframe id="f" src="{url}" width="{width}" height="{height}" style="border:0;display:block"></iframe>')
+        frame = page.frames[1]
+    else:
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(url)
+        frame = page.main_frame
+    frame.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+    return frame
+
+
 @browser_test
 @pytest.mark.parametrize("view", list(STRIP_VIEWS))
 @pytest.mark.parametrize("mission", STRIP_MISSIONS)
@@ -286,16 +302,8 @@ def test_a_change_shows_its_result_on_a_phone_and_in_a_narrow_embed_without_scro
     width, height, embed = STRIP_VIEWS[view]
     ctx = browser.new_context(viewport={"width": max(width, 420), "height": height + 40})
     try:
-        page = new_page(ctx)
-        url = f"{server}/lab?mission={mission}" + ("&embed=1" if embed else "")
-        if embed:
-            page.set_content(f'<iframe id="f" src="{url}" width="{width}" height="{height}" style="border:0;display:block"></iframe>')
-            frame = page.frames[1]
-        else:
-            page.set_viewport_size({"width": width, "height": height})
-            page.goto(url)
-            frame = page.main_frame
-        frame.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        frame = _open_in_view(new_page(ctx), server, mission, view)
+        page = frame.page
         status = frame.locator('.stf-status[data-busy="false"][data-run]').first
         status.wait_for(state="attached")
         run = status.get_attribute("data-run")
@@ -359,16 +367,8 @@ def test_a_refusal_shows_above_the_strip_on_a_phone_and_in_a_narrow_embed(browse
     width, height, embed = STRIP_VIEWS[view]
     ctx = browser.new_context(viewport={"width": max(width, 420), "height": height + 40})
     try:
-        page = new_page(ctx)
-        url = f"{server}/lab?mission=tp-per-phase" + ("&embed=1" if embed else "")
-        if embed:
-            page.set_content(f'<iframe id="f" src="{url}" width="{width}" height="{height}" style="border:0;display:block"></iframe>')
-            frame = page.frames[1]
-        else:
-            page.set_viewport_size({"width": width, "height": height})
-            page.goto(url)
-            frame = page.main_frame
-        frame.wait_for_function("Number(document.documentElement.dataset.canvasPainted || 0) >= 1", timeout=30_000)
+        frame = _open_in_view(new_page(ctx), server, "tp-per-phase", view)
+        page = frame.page
         frame.locator('.stf-status[data-busy="false"][data-run]').first.wait_for(state="attached")
         frame.wait_for_function(f"() => {{ const r = ({REFUSAL})(); return r.strip && r.strip.height > 0; }}")
         # The student has scrolled down to the decode TP buttons until they sit just above the
@@ -393,7 +393,6 @@ def test_a_refusal_shows_above_the_strip_on_a_phone_and_in_a_narrow_embed(browse
         # The button the student tapped is still on screen too.
         tapped = frame.locator(".stf-control-decode_tp").bounding_box()
         assert tapped and tapped["y"] >= 0, (tapped, seen)
-        page.screenshot(path=f"/tmp/h4-refusal-{view}.png")
         shot(page, f"refusal-tp-per-phase-{view}.png")
     finally:
         ctx.close()
