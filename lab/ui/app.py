@@ -519,7 +519,9 @@ class LabApp:
             m = s.metrics
             text = (f'<span class="stf-status" data-busy="false" data-run="{s.run_id}" data-run-ms="{s.run_ms:.1f}" '
                     f'data-settings="{_settings_attr(s.run_settings)}" data-model="{s.result.scenario.model.cost}">'
-                    f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s simulated in {s.run_ms:,.0f} ms'
+                    f'{m.get("requests", 0):,} requests over {s.result.end_time:,.0f} s'
+                    # An embed's line is narrow: the model fits where the wall-clock time would not.
+                    f'{"" if self.embed else f" simulated in {s.run_ms:,.0f} ms"}'
                     f' · {model_words(s.result.scenario.model, short=True)}</span>')
         else:
             text = '<span class="stf-status" data-busy="false"></span>'

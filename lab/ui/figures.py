@@ -225,21 +225,22 @@ STACK_WORDS = {"optimized": "a current optimised engine", "vllm-2023": "vLLM as 
 
 
 def model_words(model, short=False):
-    """Which step-time model drew a run, in the page's words: short for the status line
-    ("calibrated step times"), long for the line under the cards."""
+    """Which step-time model drew a run, in the page's words: short for the status line beside
+    the timelines ("calibrated model": it must fit a 700 px embed's line), long for the line
+    under the cards."""
     from lab.ui.control_words import CHOICE_LABELS
 
     llm = CHOICE_LABELS["llm"].get(model.llm, model.llm)
     gpu = CHOICE_LABELS["gpu"].get(model.gpu, model.gpu)
     if model.cost == "calibrated":
         if short:
-            return "calibrated step times"
+            return "calibrated model"
         return (f"Step times: calibrated on published measurements ({STACK_WORDS.get(model.stack, model.stack)}), "
                 f"{llm} on {gpu}, {model.dtype.upper()}.")
     if model.cost == "roofline":
         if short:
-            return "roofline step times"
+            return "roofline model"
         return (f"Step times: the textbook roofline, {llm} on {gpu}: weights read at full bandwidth, no overheads "
                 f"(faster than measured GPUs).")
-    return "lab-constant step times" if short else "Step times: the lab's constants, a simple model, not a measured GPU."
+    return "lab constants" if short else "Step times: the lab's constants, a simple model, not a measured GPU."
 

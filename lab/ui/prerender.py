@@ -299,13 +299,14 @@ def controls_html(state, embed=False):
     return f'<div class="stf-fv-controls"{wrap}>{"".join(items)}</div>{hint}{reset}{locked}'
 
 
-def _status_html(state):
+def _status_html(state, embed=False):
     """The canvas card's status line, without the run's wall-clock time (the live page shows its own)."""
     m = state.metrics or {}
     if state.result is None or not m:
         return '<span class="stf-status" data-busy="false"></span>'
     return (f'<span class="stf-status" data-busy="false" data-run="{state.run_id}" data-model="{state.scenario.model.cost}">'
-            f'{m.get("requests", 0):,} requests over {state.result.end_time:,.0f} s, simulated in advance'
+            f'{m.get("requests", 0):,} requests over {state.result.end_time:,.0f} s'
+            f'{"" if embed else ", simulated in advance"}'
             f' · {model_words(state.scenario.model, short=True)}</span>')
 
 
@@ -391,7 +392,7 @@ def first_view_html(query, missions_dir=None, stamp=""):
     keys = f'<div class="{"stf-keys-compact" if embed else ""}" style="margin:2px 10px 6px 10px">{_keys_html("")}</div>'
     canvas_card = (f'<div class="stf-fv-card stf-canvas-card" style="margin:0 0 10px 0">'
                    f'<div style="display:flex;align-items:center;margin:4px"><div class="stf-section" style="margin:0">'
-                   f'{timelines}</div><div style="margin:0 4px">{_status_html(state)}</div></div>'
+                   f'{timelines}</div><div style="margin:0 4px">{_status_html(state, embed)}</div></div>'
                    f'<div style="margin:0 4px">{legend}</div>{canvas_html(state, embed)}{play_bar}{keys}</div>')
     metrics = (f'<div class="stf-metrics-pane{" stf-metrics-compact" if embed else ""}">'
                f'{metrics_html(state.metrics, s) if state.metrics else ""}</div>')

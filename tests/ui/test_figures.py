@@ -216,8 +216,8 @@ def test_the_cards_and_the_status_name_the_model_that_drew_them(missions):
     calibrated = Model.from_dict({"cost": "calibrated", "llm": "llama3-70b", "gpu": "a100", "dtype": "fp8"})
     assert model_words(calibrated) == ("Step times: calibrated on published measurements (a current optimised engine), "
                                        "Llama 3 70B on A100, FP8.")
-    assert model_words(calibrated, short=True) == "calibrated step times"
-    assert model_words(Model.from_dict({"cost": "roofline"}), short=True) == "roofline step times"
+    assert model_words(calibrated, short=True) == "calibrated model"
+    assert model_words(Model.from_dict({"cost": "roofline"}), short=True) == "roofline model"
     mission = missions.get("tp-per-phase")  # a roofline mission
     metrics = {"slo_attainment": 0.93, "gpus": 8, "requests": 180, "goodput_rps": 1.5}
     page = metrics_html(metrics, mission.scenario)

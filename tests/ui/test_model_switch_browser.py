@@ -20,7 +20,7 @@ def test_switching_the_model_redraws_says_so_and_compares_on_the_same_requests(p
     mission = sandbox_mission()
     run = _browser.open_lab(page, server, "mission=sandbox")
     status = page.locator(".stf-status[data-run]").first
-    assert status.get_attribute("data-model") == "linear" and "lab-constant step times" in status.inner_text()
+    assert status.get_attribute("data-model") == "linear" and "lab constants" in status.inner_text()
     assert "Step times: the lab's constants" in page.locator(".stf-model").first.inner_text()
 
     page.get_by_role("button", name="Pin this fleet").click()
@@ -29,7 +29,7 @@ def test_switching_the_model_redraws_says_so_and_compares_on_the_same_requests(p
     run = _browser.apply_in_ui(page, mission, "cost", "calibrated")
     assert run > before and "cost=calibrated" in page.evaluate("location.search")
     status = page.locator(f'.stf-status[data-run="{run}"]')
-    assert status.get_attribute("data-model") == "calibrated" and "calibrated step times" in status.inner_text()
+    assert status.get_attribute("data-model") == "calibrated" and "calibrated model" in status.inner_text()
     assert page.locator('.stf-model[data-model="calibrated"]').first.inner_text().startswith(
         "Step times: calibrated on published measurements (a current optimised engine), Llama 3 8B on H100")
 
