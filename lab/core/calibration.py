@@ -16,8 +16,8 @@ same conditions to the model:
   in all), its tokens over its time;
 - throughput_out_tok_s: an offline benchmark run through the engine: `requests`
   requests (default 2,000) of fixed lengths arriving at once on one instance, chunked
-  prefill at the stack's token budget, at most `batch` sequences at once; output tokens
-  over the span from the first arrival to the last finish;
+  prefill at 8,192 tokens a step, at most `batch` sequences at once (default 2,048);
+  output tokens over the span from the first arrival to the last finish;
 - throughput_total_tok_s: the same run, prompt and output tokens over that span;
 - serving_ttft_ms, serving_itl_ms: an online benchmark through the engine: `requests`
   (default 500) of fixed lengths arriving at `rate` per second (Poisson) on one instance,
