@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from doc_blocks import rewrite_block  # noqa: E402  (benchmarks/, beside this file)
 from lab.core.engine import simulate  # noqa: E402
+from lab.core.errors import LabError  # noqa: E402
 from lab.core.metrics import summarize  # noqa: E402
 from lab.core.missions import list_missions, load_mission  # noqa: E402
 from lab.core.solver import _settings_text, check_mission  # noqa: E402
@@ -45,7 +46,7 @@ def calibrated_variant(mission):
 def _attainment(mission, settings):
     try:
         return summarize(simulate(mission.apply(settings)))
-    except Exception:  # a setting the other model's memory refuses (e.g. KV that no longer fits)
+    except LabError:  # a setting the other model's memory refuses (e.g. KV that no longer fits)
         return None
 
 
