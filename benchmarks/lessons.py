@@ -43,7 +43,7 @@ def calibrated_variant(mission):
     return load_mission(raw, base_dir=os.path.dirname(mission.path))
 
 
-def _attainment(mission, settings):
+def _metrics(mission, settings):
     try:
         return summarize(simulate(mission.apply(settings)))
     except LabError:  # a setting the other model's memory refuses (e.g. KV that no longer fits)
@@ -58,7 +58,7 @@ def lesson_row(mission):
     stars = []
     for i, (o, c) in enumerate(zip(own.solutions, cal.solutions)):
         fix = o.settings
-        under_cal = _attainment(cal_mission, fix) if fix is not None else None
+        under_cal = _metrics(cal_mission, fix) if fix is not None else None
         stars.append({
             "star": i + 1,
             "own_fix": _settings_text(mission, fix) if fix is not None else None,
