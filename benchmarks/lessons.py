@@ -13,7 +13,6 @@ probe and holds the README to it; the rest is written here only (about two minut
 """
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -36,8 +35,8 @@ BUDGET_S = 120
 
 def calibrated_variant(mission):
     """The mission with its model's cost set to calibrated (everything else as shipped)."""
-    raw = json.load(open(mission.path, encoding="utf-8"))
-    raw = copy.deepcopy(raw)
+    with open(mission.path, encoding="utf-8") as f:
+        raw = json.load(f)
     raw["scenario"].setdefault("model", {})["cost"] = "calibrated"
     raw.pop("$schema", None)
     return load_mission(raw, base_dir=os.path.dirname(mission.path))

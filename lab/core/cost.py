@@ -388,7 +388,7 @@ class PoolCost:
         spec = self.spec
         dynamic = spec["tdp_w"] - spec["idle_w"]
         attention_args = getattr(log, "attention_args", None)
-        if self.power_cap_w is None and not self.model.reads_attention and self.model.cost != "calibrated":
+        if self.power_cap_w is None and not self.model.reads_attention:  # (calibrated reads attention)
             # Uncapped, power x time = (idle + 0.35 dyn) x time + 0.65 dyn x compute time,
             # and (without attention terms) compute time is linear in the log's columns.
             compute = (self._compute_per_decode_seq * sum(log.decode_seqs)
