@@ -2,7 +2,9 @@
 
 A widget change calls `on_change(name, value)` (the app validates it through the
 state and schedules the re-simulation). Sliders report on release and on each key
-press (`value_throttled`), so dragging does not start a run per pixel. Controls that
+press (`value_throttled`), so dragging does not start a run per pixel; each report is
+answered with the value that runs, so a reply crossing a newer key press cannot leave the
+slider showing another fleet (panel_shims.answer_page). Controls that
 do nothing in the current layout (e.g. the pool sizes of a colocated fleet) stay
 visible but disabled, with a hint saying when they matter: greyed (half opacity, a grey
 bar where a live slider's is blue) and out of the tab order (`idle`, which the app
@@ -299,11 +301,13 @@ class Controls:
     def _changed(self, name, value):
         if self._syncing:
             return
-        if value == self.state.settings.get(name):
-            return
-        self.on_change(name, value)
-        if self.state.settings.get(name) != value:  # refused: the control goes back to what runs (the note says why)
-            self._sync()
+        if value != self.state.settings.get(name):
+            self.on_change(name, value)
+            if self.state.settings.get(name) != value:  # refused or snapped: the control goes back to what runs
+                self._sync()
+        widget = self.widgets[name]
+        if hasattr(widget, "answer_page"):  # a slider's release: the page's last word is what runs (panel_shims)
+            widget.answer_page()
 
     def _sync(self, *_):
         state = self.state

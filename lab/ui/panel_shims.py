@@ -32,6 +32,15 @@ here and on the page. Panel never sends `value_throttled` to the page and never 
 when `value` is set from Python, so after the state moved a slider (Back to the start, the
 browser's Back, a shared link) both sides still held the old release value, and a student who
 dragged back to it changed nothing the lab could see: the slider said 5 GPUs, the fleet ran 4.
+And `answer_page`, which sends the page both values as they stand here, changed or not: the
+lab answers every release from the page with it (Controls). A value Python sends the page
+(a refused or snapped one sent back, a reset) can cross a newer one the page has already
+sent: the page then shows Python's, while Python, taking the newer one, finds nothing to send,
+as its slider already holds it. Mission 03's link, keyed 31.25 -> 25 -> 18.75 faster than the
+lab answered: the page sent 25.000000000000004, the lab sent back its grid's 25, which reached
+the page after 18.75 had left; the slider showed 25 while 18.75 ran. Messages each way arrive
+in order, so when every release is answered with the state's value, the last word the page
+gets is the value of the last change the lab took.
 
 `skip_busy_tracking`: Panel marks `pn.state.busy` around every widget event from the page,
 for a template's busy spinner, through a counter whose every update rewrites the flags of
@@ -71,6 +80,18 @@ class _ReleaseValueInStep:
                     self._changing[ref].remove("value_throttled")
                 if not self._changing.get(ref, True):
                     del self._changing[ref]
+
+    def answer_page(self):
+        """Send the page this slider's value and release value as the model holds them, even
+        where they have not changed here (module docstring). Sent as Bokeh sends a change,
+        without running Python's own watchers: nothing changes on this side."""
+        for model, _ in list(self._models.values()):
+            doc = model.document
+            if doc is None:
+                continue
+            for attr in ("value", "value_throttled"):
+                current = getattr(model, attr)
+                doc.callbacks.notify_change(model, attr, current, current)
 
 
 class IntSlider(_ReleaseValueInStep, pn.widgets.IntSlider):

@@ -62,3 +62,24 @@ def test_a_widget_event_from_the_page_leaves_panels_busy_counter_alone():
         state.param.unwatch(watcher)
     assert seen == [4] and slider.value == 4  # the change itself still arrives
     assert busy == [] and state.busy is False
+
+
+def test_a_slider_answers_the_page_with_both_values_even_unchanged_and_without_its_watchers():
+    """answer_page: the page's last word for a slider is the value held here (controls.py
+    answers every release with it), though nothing changed on this side."""
+    from lab.ui.panel_shims import FloatSlider
+
+    slider = FloatSlider(start=6.25, end=50, step=6.25, value=18.75)
+    doc = Document()
+    model = slider.get_root(doc)
+    doc.add_root(model)
+    seen = []
+    slider.param.watch(lambda *events: seen.extend(e.name for e in events), ["value", "value_throttled"])
+    slider.set_value(25.0)
+    assert seen == ["value", "value_throttled"] and model.value == model.value_throttled == 25.0
+    doc.hold("collect")
+    slider.answer_page()
+    events = [(e.attr, e.new) for e in doc.callbacks._held_events]
+    doc.unhold()
+    assert events == [("value", 25.0), ("value_throttled", 25.0)]
+    assert seen == ["value", "value_throttled"]  # no watcher ran again

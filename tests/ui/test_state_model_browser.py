@@ -62,3 +62,16 @@ def test_a_second_pin_pins_the_fleet_now_shown(page, server):
         lab.do(action)
         lab.check_run()
     assert "pin=decode_gpus" in page.evaluate("location.search")
+
+
+def test_keys_pressed_faster_than_the_lab_answers_leave_the_slider_on_what_runs(page, server):
+    """Seed 774428's walk (mission 03): the link dragged to 37.5, then keyed to 31.25, then
+    twice more at once. The page sent 25.000000000000004; the lab's grid value 25, sent back,
+    crossed the page's 18.75 and the slider showed 25 while 18.75 ran."""
+    lab = Page(page, url_of(server), BY_ID["slow-link"])
+    lab.open()
+    for action in [("drag", "link_gbytes_per_s", 0.738), ("key", "link_gbytes_per_s", -1),
+                   ("key", "link_gbytes_per_s", -2)]:
+        lab.do(action)
+        lab.check_run()
+    assert lab.shown["settings"]["link_gbytes_per_s"] == "18.75"
