@@ -65,7 +65,7 @@ import panel as pn
 
 from lab.core.errors import LabError
 
-from . import collector
+from . import collector, offload
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .blame_view import BlameView
 from .canvas import Canvas, legend_html
@@ -181,8 +181,11 @@ class LabApp:
         self.state.busy = True  # the first run is on its way
         self._auto_window = "t" not in params
         self._pending = None
+        self._running = False  # a run's slow part is under way (on a worker thread under `lab serve`)
+        self._run_again = False  # ...and a newer one waits for it
         self._last_change = -1e9  # time.monotonic() of the last accepted change
         self._sweep_iter = None
+        self._sweep_work = None  # the sweep's next point to run (LabState.sweep_steps)
         self.bridge = StarsBridge()
         self.url = PageBridge(on_key=self._on_key, on_pop=self._on_pop, on_painted=self._on_painted)
         self._url_pending = None
@@ -282,18 +285,36 @@ class LabApp:
             self._write_url()
 
     def _run_now(self):
+        """Start the run the settings ask for: its slow part (LabState.prepare_run) on a worker
+        thread under `lab serve` (offload.py), one at a time; a change made meanwhile runs when
+        it is done, and the run it replaced is not shown (its stars still count)."""
         self._pending = None
+        if self._running:
+            self._run_again = True
+            return
+        self._running, self._run_again = True, False
+        _debug("run start")
         self._stop_plots()  # they will show this run instead
-        state = self.state
         # A run whose finish has not come is stale now: it is not shown, and the state judges
         # its stars with this run's finish (every run counts), so this canvas does not wait.
         self._stop_finish()
+        pooled = offload.pooled()
+        if not pooled:  # (the browser's one thread: its simulation is the canvas's wait; see collector.py)
+            collector.hold()  # no garbage collection until the canvas is out (the second half)
+        offload.run(self.state.prepare_run(whole=pooled), self._ran)
+
+    def _ran(self, outcome):
+        self._running = False
+        state = self.state
+        if self._run_again or self._pending is not None:  # asked for again while it ran: run that
+            self._guarded(lambda: state.count_unshown(outcome.get()))
+            if self._pending is None:
+                self._run_now()
+            return
         first = state.sim_id == 0
-        _debug("run start")
         # The canvas goes first, alone: its patch carries the simulation only, and the
         # browser paints it before this worker measures the run (metrics, blame, stars).
-        collector.hold()  # no garbage collection until the canvas is out (the second half)
-        simulated = self._guarded(lambda: self._simulate(first))
+        simulated = self._guarded(lambda: self._simulate(first, outcome.get()))
         if simulated:  # measured once the page has painted the canvas (_on_painted), or after a wait
             self._finish_iter = state.finish_steps()
             self._paint_awaited = state.sim_id
@@ -302,9 +323,9 @@ class LabApp:
             collector.release()
             self._judged(await_paint=False)  # (no canvas of its own to paint)
 
-    def _simulate(self, first):
+    def _simulate(self, first, work):
         with pn.io.hold():  # one document patch for the canvas, not one per model change
-            simulated = self.state.simulate()
+            simulated = self.state.simulate(work)
             _debug("simulated")
             if first and self._auto_window and self.state.result is not None:
                 self.canvas.set_window(min(10.0, self.state.result.arrivals_end * 0.25))
@@ -429,8 +450,11 @@ class LabApp:
                 self.twin.update()
 
     def _twin_now(self):
+        offload.run(self.state.prepare_twin(), self._twin_ran)
+
+    def _twin_ran(self, outcome):
         with pn.io.hold():
-            self.state.run_twin()
+            self._guarded(lambda: self.state.run_twin(outcome.get()))
             self.twin.update()
 
     def on_unpin(self):
@@ -462,9 +486,13 @@ class LabApp:
                 self.schedule_run(delay_ms=10)
 
     def on_upload(self, text, name):
-        """The sandbox got a trace CSV: replay it (a bad one only says why)."""
+        """The sandbox got a trace CSV: replay it (a bad one only says why). Parsed like a run's
+        slow part, on a worker thread under `lab serve`."""
+        offload.run(self.state.upload_work(text, name), self._uploaded)
+
+    def _uploaded(self, outcome):
         with pn.io.hold():
-            if self.state.load_trace_text(text, name):
+            if self._guarded(lambda: self.state.take_upload(outcome.get())):
                 self.schedule_run(FIRST_MS)
 
     def on_clear_replay(self):
@@ -476,15 +504,23 @@ class LabApp:
         state = self.state
         if self._sweep_iter is not None or not state.can_sweep():
             return
-        self._sweep_iter = state.sweep_steps()
-        state.sweep_progress = 0.0
+        self._sweep_iter = steps = state.sweep_steps()
+        self._sweep_work = next(steps, None)
         later(self._sweep_step, 10)
 
     def _sweep_step(self):
-        if self._sweep_iter is None:
+        """The sweep's next point, in its own turn (on a worker thread under `lab serve`)."""
+        steps, work = self._sweep_iter, self._sweep_work
+        if steps is None or work is None:
+            self._sweep_iter = None
+            return
+        offload.run(work, lambda outcome: self._swept(steps, outcome))
+
+    def _swept(self, steps, outcome):
+        if steps is not self._sweep_iter:
             return
         try:
-            next(self._sweep_iter)
+            self._sweep_work = steps.send(outcome.get())
         except StopIteration:
             self._sweep_iter = None
             return

@@ -38,9 +38,10 @@ lab answers every release from the page with it (Controls). A value Python sends
 sent: the page then shows Python's, while Python, taking the newer one, finds nothing to send,
 as its slider already holds it. Mission 03's link, keyed 31.25 -> 25 -> 18.75 faster than the
 lab answered: the page sent 25.000000000000004, the lab sent back its grid's 25, which reached
-the page after 18.75 had left; the slider showed 25 while 18.75 ran. Messages each way arrive
-in order, so when every release is answered with the state's value, the last word the page
-gets is the value of the last change the lab took.
+the page after 18.75 had left; the slider showed 25 while 18.75 ran. So every release is
+answered, after whatever Panel still had to write (it queues a widget's update while the
+socket is busy, and writes it later), with the values the slider holds by then: the last word
+the page gets is the value of the last change the lab took.
 
 `skip_busy_tracking`: Panel marks `pn.state.busy` around every widget event from the page,
 for a template's busy spinner, through a counter whose every update rewrites the flags of
@@ -50,6 +51,7 @@ The lab has no template and shows its own busy status (LabState.busy), so it ski
 """
 
 import asyncio
+import functools
 import html
 import importlib
 import sys
@@ -59,6 +61,10 @@ import param
 
 __all__ = ["escape_without_nh3", "encode_patch", "one_patch_per_update", "skip_busy_tracking", "Html",
            "IntSlider", "FloatSlider"]
+
+
+ANSWER_RETRY_MS = 5  # a slider's answer waits this long at a time for Panel's queued writes...
+ANSWER_TRIES = 400  # ...this many times at most (2 s), then goes anyway
 
 
 class _ReleaseValueInStep:
@@ -84,14 +90,47 @@ class _ReleaseValueInStep:
     def answer_page(self):
         """Send the page this slider's value and release value as the model holds them, even
         where they have not changed here (module docstring). Sent as Bokeh sends a change,
-        without running Python's own watchers: nothing changes on this side."""
+        without running Python's own watchers: nothing changes on this side.
+
+        Under `lab serve` the answer goes on a later turn of the loop, once Panel has written
+        the messages it queued (Panel defers a widget's update while the socket is busy, so a
+        reply queued before could reach the page after one sent directly), and it carries the
+        values as they are then: the newest, whatever changed in between. One waits per slider."""
         for model, _ in list(self._models.values()):
             doc = model.document
             if doc is None:
                 continue
-            for attr in ("value", "value_throttled"):
-                current = getattr(model, attr)
-                doc.callbacks.notify_change(model, attr, current, current)
+            if doc.session_context is None:  # not served (Pyodide's one ordered patch stream, tests)
+                _send_values(model)
+            elif model.id not in self._answers_waiting:
+                self._answers_waiting.add(model.id)
+                doc.add_next_tick_callback(functools.partial(self._answer_when_written, model, ANSWER_TRIES))
+
+    @property
+    def _answers_waiting(self):
+        waiting = self.__dict__.get("_stf_answers_waiting")
+        if waiting is None:
+            waiting = self.__dict__["_stf_answers_waiting"] = set()
+        return waiting
+
+    def _answer_when_written(self, model, tries):
+        from panel.io.document import _WRITE_BLOCK, _WRITE_MSGS
+
+        doc = model.document
+        if doc is None:
+            self._answers_waiting.discard(model.id)
+            return
+        if tries > 0 and (doc in _WRITE_MSGS or doc in _WRITE_BLOCK):  # Panel still has messages to write
+            doc.add_timeout_callback(functools.partial(self._answer_when_written, model, tries - 1), ANSWER_RETRY_MS)
+            return
+        self._answers_waiting.discard(model.id)
+        _send_values(model)
+
+
+def _send_values(model):
+    for attr in ("value", "value_throttled"):
+        current = getattr(model, attr)
+        model.document.callbacks.notify_change(model, attr, current, current)
 
 
 class IntSlider(_ReleaseValueInStep, pn.widgets.IntSlider):

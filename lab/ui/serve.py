@@ -1,6 +1,6 @@
 """`python -m lab serve`: the hub at / and the lab at /lab, served locally and offline.
 
-    python -m lab.ui.serve [--port 5006] [--address 127.0.0.1] [--show | --no-show] [--missions DIR]
+    python -m lab.ui.serve [--port 5006] [--address 127.0.0.1] [--show | --no-show] [--missions DIR] [--workers 4]
 
 Panel serves Bokeh's and its own JavaScript and CSS from this server (resources mode
 "server"); the pages load nothing from a CDN, so they work without a network. The
@@ -12,6 +12,8 @@ import argparse
 import errno
 import os
 import sys
+
+from .offload import DEFAULT_WORKERS, MAX_WORKERS
 
 __all__ = ["main", "build_parser", "make_apps"]
 
@@ -26,6 +28,16 @@ def _port(text):
     return value
 
 
+def _workers(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{value}: use 1 to {MAX_WORKERS}")
+    return value
+
+
 def build_parser(prog="python -m lab serve"):
     parser = argparse.ArgumentParser(prog=prog, description="Serve the lab locally: the hub at / and a mission at /lab?mission=ID.")
     parser.add_argument("--port", type=_port, default=5006, help="port to listen on (default 5006; 0 picks a free one)")
@@ -33,6 +45,9 @@ def build_parser(prog="python -m lab serve"):
     parser.add_argument("--show", dest="show", action="store_true", default=True, help="open a browser tab (default)")
     parser.add_argument("--no-show", dest="show", action="store_false", help="do not open a browser")
     parser.add_argument("--missions", metavar="DIR", default=None, help="folder of mission JSON files (default: the repo's missions/)")
+    parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS,
+                        help=f"runs computed at once, on threads beside the server's (default {DEFAULT_WORKERS}); "
+                             "each page has at most one, and a page waits only for its own")
     return parser
 
 
@@ -82,6 +97,7 @@ def main(argv=None):
     os.environ.setdefault("BOKEH_RESOURCES", "server")  # JS/CSS from this server, never a CDN
     import panel as pn
 
+    from . import offload
     from .app import get_catalog
     from .page_bridge import guard_location
 
@@ -111,6 +127,7 @@ def main(argv=None):
         else:
             print(f"error: --port: cannot listen on {args.address}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    offload.start_pool(args.workers)  # runs go to worker threads: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
     try:
@@ -120,6 +137,7 @@ def main(argv=None):
         pass
     finally:
         server.stop()
+        offload.stop_pool()
     return 0
 
 

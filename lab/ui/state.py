@@ -40,6 +40,7 @@ not count either: the student did not choose it on this page.
 """
 
 import dataclasses
+import functools
 import html
 import itertools
 import math
@@ -52,14 +53,13 @@ import urllib.parse
 import param
 
 import lab.core as core
-import lab.core.spec as core_spec
 from lab.core.errors import LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, control_value
-from lab.core.sweep import sweep_points
 
 from .catalog import SANDBOX_ID
 from .control_words import control_words, format_value
 from .refusal import refusal_text, short_label
+from .run_work import PAGE_MAX_REQUESTS, PAGE_MAX_S, measure, parse_upload, run_work, sweep_point, twin_work
 
 __all__ = [
     "LabState",
@@ -87,11 +87,6 @@ HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "sta
 MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
-# An uploaded trace may span at most this and hold at most this many requests: the page's
-# own bounds (the ones the core had before it scaled to a week and a million requests),
-# since a browser tab's Pyodide has far less memory and speed than a CPython run.
-MAX_REPLAY_S = min(7_200.0, core_spec.MAX_DURATION_S)
-MAX_REPLAY_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
 MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabState._kept)
@@ -346,6 +341,7 @@ class LabState(param.Parameterized):
         # Runs a newer one replaced before their finish: only their stars are judged, at the next
         # finish (or failure), so the new run's canvas never waits on an old run's metrics.
         self._unjudged = []
+        self._twin_work = None  # twin_work's value for the pinned fleet, run with the run (run_twin takes it)
         # run key -> {"result", "requests", and once measured "rows", "metrics", "now", "blames"}:
         # the last MAX_KEPT_RUNS runs, newest last (see the module docstring).
         self._kept = {}
@@ -564,13 +560,30 @@ class LabState(param.Parameterized):
             return None
         return self.finish()
 
-    def simulate(self):
-        """A run's first half: simulate and publish `result` (the canvas's data), `sim_id` += 1.
+    def prepare_run(self, whole=False):
+        """The next run's slow part, as a function of no arguments (lab/ui/run_work.py on what the
+        state holds now), whose value `simulate` takes. `whole`: its measures, blames and the
+        pinned fleet's run too, which `finish` then finds done; the page asks for that when the
+        function runs on a worker thread (lab/ui/offload.py), and not in the browser, where the
+        canvas goes out first and the rest follows in turns of their own."""
+        try:
+            scenario, requests = self.run_input()
+        except Exception as exc:
+            return lambda: {"error": exc}
+        simulate = self._kept_run(scenario, requests) is None
+        mission, twin = self.mission, (self._twin_input() if whole else None)
+        return lambda: run_work(mission, scenario, requests, simulate, twin, measured=whole)
+
+    def simulate(self, work=None):
+        """A run's first half: publish `result` (the canvas's data), `sim_id` += 1, from `work`
+        (what `prepare_run()`'s function returned; None: run it now).
 
         The page sends this to the browser at once and measures the rest (`finish`) in a
         later turn, so the canvas does not wait on the metrics. True if the simulation ran;
         False when it failed (then the run is over: `run_error`, idle, `run_id` too)."""
+        work = self.prepare_run()() if work is None else work
         began = time.perf_counter()
+        ran_ms = work.get("ms", 0.0)  # the simulation's own time, wherever it ran
         if self._pending_run is not None:  # never finished: this run replaces it (its stars are judged later)
             self._unjudged.append(self._pending_run[0])
             self._pending_run = None
@@ -578,16 +591,16 @@ class LabState(param.Parameterized):
                 # a long burst with no finish between, or big runs: judge them now
                 self._judge_unjudged()
         try:
-            scenario, requests = self.run_input()
-            kept = self._kept_run(scenario, requests)
-            if kept is None:
-                kept = self._keep(scenario, requests, core.simulate(scenario, requests))
-            result = kept["result"]
+            self._twin_work = work.get("twin")
+            if "error" in work:
+                raise work["error"]
+            result = self._kept_result(work)
         except Exception as exc:
-            self._failed(self._why(exc), began)
+            self._failed(self._why(exc), began, ran_ms)
             return False
         end = max(result.end_time - WINDOW_S, 0.0)
-        self._pending_run = (result, (time.perf_counter() - began) * 1000.0, dict(self.settings))
+        sim_ms = (time.perf_counter() - began) * 1000.0 + ran_ms
+        self._pending_run = (result, sim_ms, dict(self.settings))
         with param.parameterized.batch_call_watchers(self):
             self.result = result
             if self.window_start > end:
@@ -687,6 +700,37 @@ class LabState(param.Parameterized):
         self._kept[key] = self._kept.pop(key)
         return kept
 
+    def _kept_result(self, work):
+        """The result of run_work's `work`, kept with its measures (the newest kept run)."""
+        scenario, requests = work["scenario"], work["requests"]
+        kept = self._kept_run(scenario, requests)
+        if kept is None:
+            # (simulated on the loop only if the kept run `work` counted on went meanwhile)
+            kept = self._keep(scenario, requests, work.get("result") or core.simulate(scenario, requests))
+            if work.get("result") is kept["result"]:
+                self._remember(kept, work)
+        return kept["result"]
+
+    @staticmethod
+    def _remember(kept, work):
+        """What run_work measured, kept with its run (so `finish` need not measure it)."""
+        if "measured" in work:
+            kept["rows"], kept["metrics"], kept["now"] = work["measured"]
+        if "blames" in work:
+            kept["blames"] = work["blames"]
+
+    def count_unshown(self, work):
+        """A run the page will not show (a newer one was asked for while it ran): kept, and its
+        stars judged with the next finish, like a run replaced before its finish."""
+        if "error" in work:
+            return
+        try:
+            result = self._kept_result(work)
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            return
+        self._unjudged.append(result)
+
     def _keep(self, scenario, requests, result):
         key = self._run_key(scenario)
         self._kept.pop(key, None)
@@ -707,9 +751,7 @@ class LabState(param.Parameterized):
         """(rows, metrics, stars met) of `result`: measured once per kept run."""
         kept = self._entry_of(result) or {}
         if "metrics" not in kept:
-            rows = core.request_metrics(result)
-            metrics = core.summarize(result, rows)
-            now = list(self.mission.evaluate(metrics)) if self.mission.stars else []
+            rows, metrics, now = measure(self.mission, result)
             kept.update(rows=rows, metrics=metrics, now=now)
             return rows, metrics, now
         return kept["rows"], kept["metrics"], kept["now"]
@@ -787,9 +829,32 @@ class LabState(param.Parameterized):
         """Whether the pinned fleet is the mission's start."""
         return self.pin is not None and self.pin == fleet_settings(self._reset_target())
 
-    def run_twin(self):
+    def _twin_input(self):
+        """(scenario, requests, key) of the pinned fleet's run when it must run (pinned, not
+        cached), else None (nothing to run, or the mission refuses the pin: `run_twin` says so)."""
+        if self.pin is None:
+            return None
+        try:
+            scenario, requests = self._input_for(self.mission.apply(self._clean({**self.settings, **self.pin})))
+        except LabError:
+            return None
+        key = repr(scenario.to_dict())
+        cached = self.twin
+        if cached is not None and cached["key"] == key and cached["requests"] is requests:
+            return None
+        return scenario, requests, key
+
+    def prepare_twin(self):
+        """`run_twin`'s slow part, as `prepare_run`'s: a function of no arguments whose value
+        `run_twin` takes (None when nothing needs to run)."""
+        twin = self._twin_input()
+        return (lambda: None) if twin is None else (lambda: twin_work(*twin))
+
+    def run_twin(self, work=None):
         """Run the pinned fleet on the current requests (the current workload, seed and replayed
-        trace), unless the cached run already is that. True if `twin` changed."""
+        trace), unless the cached run already is that; from `work` (twin_work's value, as
+        `prepare_twin` or `prepare_run` had it run) when it is that run. True if `twin` changed."""
+        work, self._twin_work = work or self._twin_work, None
         if self.pin is None:
             if self.twin is None and not self.twin_error:
                 return False
@@ -803,18 +868,17 @@ class LabState(param.Parameterized):
             cached = self.twin
             if cached is not None and cached["key"] == key and cached["requests"] is requests:
                 return False
-            result = core.simulate(scenario, requests)
-            rows = core.request_metrics(result)
-            metrics = core.summarize(result, rows)
-            blames = core.request_blame(result, rows)
+            if not (work and work["key"] == key and work["requests"] is requests):
+                work = twin_work(scenario, requests, key)  # (the pin or workload moved since `work` ran)
+            if "error" in work:
+                raise work["error"]
         except LabError as exc:
             twin, error = None, str(exc)
         except Exception as exc:  # like run(): a bug must not leave the page busy
             traceback.print_exc(file=sys.stderr)
             twin, error = None, f"the pinned fleet's run failed unexpectedly ({type(exc).__name__}: {_short(exc)})"
         else:
-            twin, error = {"scenario": scenario, "result": result, "metrics": metrics, "rows": rows, "blames": blames,
-                           "blame_summary": core.blame_summary(blames), "key": key, "requests": requests}, ""
+            twin, error = work["twin"], ""
         with param.parameterized.batch_call_watchers(self):
             self.twin, self.twin_error = twin, error
             self.twin_id += 1
@@ -832,25 +896,38 @@ class LabState(param.Parameterized):
         if not requests:
             return scenario, None
         span = max(requests[-1][0], 1e-3)
-        workload = dataclasses.replace(scenario.workload, duration_s=min(span, MAX_REPLAY_S), phases=())
+        workload = dataclasses.replace(scenario.workload, duration_s=min(span, PAGE_MAX_S), phases=())
         return dataclasses.replace(scenario, workload=workload), requests
 
     def load_trace_text(self, text, name):
         """Replay a trace CSV (text) in the sandbox. True if accepted (needs a `run()` like a change);
-        a bad file sets `upload_error` and keeps the current workload."""
+        a bad file sets `upload_error` and keeps the current workload. The same as
+        `take_upload(upload_work(text, name)())`, which the page does in two turns (the parse on a
+        worker thread under `lab serve`)."""
+        return self.take_upload(self.upload_work(text, name)())
+
+    def upload_work(self, text, name):
+        """The parse of an uploaded trace, as a function of no arguments: (name, requests or LabError)."""
         name = str(name or "trace.csv")[:MAX_SHOWN]
-        try:
-            if self.mission.id != SANDBOX_ID:
-                raise LabError("upload", "only the sandbox replays uploaded traces")
-            requests = core.parse_trace_text(text, name)
-            if len(requests) > MAX_REPLAY_REQUESTS:
-                raise LabError(name, f"{len(requests):,} requests; the limit is {MAX_REPLAY_REQUESTS:,}")
-            if requests[-1][0] > MAX_REPLAY_S:
-                raise LabError(name, f"the trace spans {requests[-1][0]:,.0f} s; the limit is {MAX_REPLAY_S:,.0f} s")
-        except LabError as exc:
-            self.upload_error = str(exc)
+        sandbox = self.mission.id == SANDBOX_ID
+
+        def work():
+            try:
+                if not sandbox:
+                    raise LabError("upload", "only the sandbox replays uploaded traces")
+                return name, parse_upload(text, name, PAGE_MAX_REQUESTS, PAGE_MAX_S)
+            except LabError as exc:
+                return name, exc
+
+        return work
+
+    def take_upload(self, parsed):
+        """Replay the requests `upload_work` parsed, or say why the file was refused."""
+        name, requests = parsed
+        if isinstance(requests, LabError):
+            self.upload_error = str(requests)
             return False
-        self._replay_requests = tuple(requests)
+        self._replay_requests = requests
         with param.parameterized.batch_call_watchers(self):
             self.upload_error = ""
             self.replay = {"name": name, "requests": len(requests), "span_s": requests[-1][0]}
@@ -905,10 +982,12 @@ class LabState(param.Parameterized):
         return self.scenario.workload.trace is None and bool(self.scenario.workload.rate) and not self._replay_requests
 
     def sweep_steps(self, points=8):
-        """Run the rate sweep one point at a time: yields (done, total) after each point.
+        """The rate sweep a point at a time, as a generator: it yields each point's run as a
+        function of no arguments (run_work.sweep_point) and takes what it returned back through
+        `send`; `sweep_progress` moves after each point and `sweep` holds the curve at the end.
 
-        Views iterate it across event-loop turns so progress shows and the page stays
-        responsive; `run_sweep` drains it in one go.
+        The page runs each function in its own turn (on a worker thread under `lab serve`), so
+        progress shows and the page stays responsive; `run_sweep` runs them in place.
         """
         if not self.can_sweep():
             self.sweep = None
@@ -920,11 +999,11 @@ class LabState(param.Parameterized):
         goodput, attainment = [], []
         self.sweep_progress = 0.0
         try:
-            for i, (rate, metrics) in enumerate(sweep_points(scenario, "workload.rate", rates)):
+            for i, rate in enumerate(rates):
+                metrics = yield functools.partial(sweep_point, scenario, rate)
                 goodput.append(metrics["goodput_rps_per_gpu"])
                 attainment.append(metrics["slo_attainment"] or 0.0)
                 self.sweep_progress = (i + 1) / len(rates)
-                yield i + 1, len(rates)
             self.sweep = {
                 "rates": rates,
                 "goodput": goodput,
@@ -937,7 +1016,17 @@ class LabState(param.Parameterized):
             self.sweep_progress = None
 
     def run_sweep(self, points=8, progress=None):
-        for done, total in self.sweep_steps(points):
+        """The whole sweep now; `progress(done, total)` after each point."""
+        total = len(sweep_rates(self.scenario.workload.rate, points)) if self.can_sweep() else 0
+        steps = self.sweep_steps(points)
+        work, done = next(steps, None), 0
+        while work is not None:
+            metrics = work()
+            done += 1
+            try:
+                work = steps.send(metrics)
+            except StopIteration:
+                work = None
             if progress is not None:
                 progress(done, total)
         return self.sweep

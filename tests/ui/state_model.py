@@ -249,9 +249,12 @@ class Page:
     # ------------------------------------------------------------ actions
 
     def do(self, action):
+        self.settle(LOAD_S if self.act(action) else SETTLE_S)
+
+    def act(self, action):
+        """Do `action` without waiting for the page to settle; True if it loads a page."""
         kind, *args = action
-        loads = getattr(self, f"_{kind}")(*args)
-        self.settle(LOAD_S if loads else SETTLE_S)
+        return getattr(self, f"_{kind}")(*args)
 
     def _live(self, name):
         """The control's element, if it is on the page and live (not greyed out)."""

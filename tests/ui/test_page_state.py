@@ -79,9 +79,28 @@ def test_a_rate_whose_draw_passes_the_request_cap_is_a_run_error_not_a_hang(cata
         raise core.LabError("workload.rate", f"more than {MAX_REQUESTS:,} requests; lower the rate or duration")
 
     monkeypatch.setattr(engine, "generate_requests", draw_too_many)
+    monkeypatch.setattr(core, "generate_requests", draw_too_many)  # (the page draws them first: run_work.page_requests)
     state = LabState.from_query(catalog, f"?mission={M1}")
     assert state.run() is None
     assert state.run_error == f"workload.rate: more than {MAX_REQUESTS:,} requests; lower the rate or duration"
+
+
+@pytest.mark.parametrize("bound, value, words", [
+    ("PAGE_MAX_REQUESTS", 500, "requests; the lab page runs at most 500 (`python -m lab run` runs up to 1,048,576)"),
+    ("PAGE_MAX_S", 30.0, "s; the lab page runs at most 30 s"),
+])
+def test_a_mission_past_the_pages_bounds_is_refused_naming_the_bound(catalog, monkeypatch, bound, value, words):
+    """A mission, not only an upload, is held to what one page runs (lab/ui/run_work.py): mission
+    1 draws 722 requests over 60 s; the bounds are lowered here to meet it."""
+    import lab.ui.run_work as run_work
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    assert state.run() is not None
+    monkeypatch.setattr(run_work, bound, value)
+    state.change("gpus", state.settings["gpus"] + 1)  # a run not kept (a kept one would not simulate)
+    assert state.run() is None and not state.busy
+    assert words in state.run_error
+    assert state.run_error.startswith("workload.rate: 7" if bound == "PAGE_MAX_REQUESTS" else "workload.duration_s: requests arrive over 60 s")
 
 
 def test_a_failed_run_clears_the_canvas_and_advances_its_run_marker(catalog, monkeypatch):
@@ -367,3 +386,14 @@ def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catal
     lab.state.run()
     assert earned and earned[-1] == (M1, lab.state.stars_now) and any(lab.state.stars_now)
     assert "Stars count once you change a control" not in lab.stars.pane.object
+
+
+def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_has_them():
+    from lab.ui.offload import DEFAULT_WORKERS, MAX_WORKERS
+    from lab.ui.run_work import PAGE_MAX_REQUESTS, PAGE_MAX_S
+
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert f"runs at most {PAGE_MAX_REQUESTS:,} requests arriving over at most {PAGE_MAX_S:,.0f} s" in readme
+    assert f"(a trace uploaded to the lab page: {PAGE_MAX_S:,.0f} s and {PAGE_MAX_REQUESTS:,} requests" in readme
+    assert f"`--workers N`, default {DEFAULT_WORKERS}, at most {MAX_WORKERS})" in readme
+    assert f"[--workers {DEFAULT_WORKERS}]" in readme

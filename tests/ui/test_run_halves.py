@@ -343,8 +343,8 @@ def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers,
     lab = app.LabApp(catalog, f"?mission={M1}")
     try:
         enabled = []
-        simulate = lab.state.simulate
-        monkeypatch.setattr(lab.state, "simulate", lambda: enabled.append(gc.isenabled()) or simulate())
+        simulate = core.simulate
+        monkeypatch.setattr(core, "simulate", lambda *args: enabled.append(gc.isenabled()) or simulate(*args))
         lab._run_now()
         assert enabled == [False] and not gc.isenabled()  # off while simulating, and until the second half
         app_timers.fire(lab._finish_step)
