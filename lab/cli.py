@@ -8,6 +8,8 @@ import shlex
 import sys
 import time
 
+from lab.terminal import printable
+
 __all__ = ["main"]
 
 # Row labels for the readable table, grouped the way a person reads them.
@@ -169,9 +171,9 @@ def cmd_run(args):
         out.update(why)  # core.BLAME_NAMES, after the metrics
         print(json.dumps(out, indent=2))
     else:
-        print(f"{args.file}: {describe_fleet(scenario)}")
+        print(f"{printable(args.file)}: {describe_fleet(scenario)}")
         for line in describe_run(scenario, result):
-            print(f"  {line}")
+            print(f"  {printable(line)}")
         print(format_metrics(metrics))
         if scenario.fleet.admission is not None:  # (off, the table is as it always was)
             served = metrics["served_slo_attainment"]
@@ -196,7 +198,7 @@ def cmd_run(args):
             print(f"  note: {dropped} requests can never fit in one instance's KV memory and were dropped")
         print(f"  simulated {result.end_time:.1f} s in {elapsed * 1000:.0f} ms")
     if args.requests_csv:
-        print(f"wrote {len(rows)} rows to {args.requests_csv}", file=sys.stderr)
+        print(f"wrote {len(rows)} rows to {printable(args.requests_csv)}", file=sys.stderr)
     return 0
 
 
@@ -393,7 +395,7 @@ def format_plan(args, scenario, what, result, elapsed, run_winner=None):
     slo = ", ".join(f"{k} {v:g}" for k, v in scenario.slo.to_dict().items())
     from lab.core.calibration import model_note
 
-    lines = [f"{args.workload}: {what}, {load.requests:,} requests over {load.span_s:,.0f} s "
+    lines = [f"{printable(args.workload)}: {printable(what)}, {load.requests:,} requests over {load.span_s:,.0f} s "
              f"({load.rate:.2f} req/s; {load.prompt_tps:,.0f} prompt and {load.output_tps:,.0f} output tokens/s)",
              f"  model: {model_note(scenario.model)}",
              f"  SLO {slo}; target {result.target:.0%} of requests; screened on {result.screened_on}",
@@ -410,11 +412,11 @@ def format_plan(args, scenario, what, result, elapsed, run_winner=None):
                      f"{w['slo_attainment']:.1%} meet the SLO, goodput {w['goodput_rps_per_gpu']:.3f} req/s per GPU")
         sets = " ".join(f"--set '{s}'" for s in w["set"])
         if run_winner:
-            lines.append(f"  wrote its scenario to {args.write_scenario}: {run_winner}")
+            lines.append(f"  wrote its scenario to {printable(args.write_scenario)}: {printable(run_winner)}")
         elif is_trace_path(args.workload):
             lines.append("  to run it: --write-scenario OUT.json, then python -m lab run OUT.json")
         else:
-            lines.append(f"  python -m lab run {args.workload} {sets}")
+            lines.append(f"  python -m lab run {printable(args.workload)} {sets}")
         rob = result.robustness
         runs = "   ".join(f"{r['run']} {r['slo_attainment']:.1%}" for r in rob["runs"])
         lines.append(f"  robustness: min {rob['min']:.1%}, median {rob['median']:.1%} ({runs})")
@@ -466,7 +468,7 @@ def cmd_check(args):
         if args.json:
             reports.append({"file": path, "ok": False, "problems": [problem]})
         else:
-            print(f"FAIL {path}\n  {problem}")
+            print(f"FAIL {printable(path)}\n  {printable(problem)}")
 
     for path, mission, error in load_each(files):
         if error is not None:
@@ -480,7 +482,7 @@ def cmd_check(args):
         if args.json:
             reports.append({"file": path, **report.to_dict()})
         else:
-            print(report.format())
+            print("\n".join(printable(line) for line in report.lines()))
         if not report.ok:
             failed += 1
     if args.json:
@@ -570,7 +572,7 @@ def main(argv=None):
     try:
         return args.func(args)
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

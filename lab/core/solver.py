@@ -169,6 +169,10 @@ class CheckReport:
 
     def format(self):
         """The short text report `python -m lab check` prints."""
+        return "\n".join(self.lines())
+
+    def lines(self):
+        """The report's lines (a printer may escape each: a file name or mission text is not ours)."""
         m = self.mission
         where = f"{m.path}: " if m.path else ""
         lines = [f"{where}{m.id} — {m.title}"]
@@ -219,7 +223,7 @@ class CheckReport:
             lines.append(f"  note: {note}")
         for problem in self.problems:
             lines.append(f"  problem: {problem}")
-        return "\n".join(lines)
+        return lines
 
 
 # ------------------------------------------------------------------ formatting
