@@ -10,7 +10,7 @@ import time
 
 from lab.terminal import printable
 
-__all__ = ["main"]
+__all__ = ["main", "flag_number"]
 
 # Row labels for the readable table, grouped the way a person reads them.
 TABLE = (
@@ -206,6 +206,7 @@ def cmd_sweep(args):
     from lab import core
     from lab.core.sweep import max_rate_meeting_slo, parse_range, sweep
 
+    target = flag_number(args.target, "--target", hi=1)
     scenario = core.load_scenario(args.file, overrides=args.set)
     path, values = parse_range(args.vary)
     scenario.with_changes({path: values[0]})  # fail fast on a bad path or value
@@ -219,7 +220,7 @@ def cmd_sweep(args):
     best = None
     gpus = scenario.fleet.total_gpus
     if path == "workload.rate":
-        best = max_rate_meeting_slo(scenario, points, target=args.target)
+        best = max_rate_meeting_slo(scenario, points, target=target)
     if args.json:
         out = {
             "vary": path,
@@ -228,7 +229,7 @@ def cmd_sweep(args):
         if path == "workload.rate":
             out["max_rate_meeting_slo"] = best
             out["max_rate_meeting_slo_per_gpu"] = best / gpus if best is not None else None
-            out["slo_target"] = args.target
+            out["slo_target"] = target
         print(json.dumps(out, indent=2))
         return 0
     header = f"{path:>16} {'SLO met':>8} {'goodput/GPU':>12} {'TTFT p99':>9} {'TPOT p99':>9} {'gap p99':>9} {'unfinished':>10}"
@@ -240,9 +241,9 @@ def cmd_sweep(args):
               f"{f('ttft_p99_s', '{:.2f} s'):>9} {f('tpot_p99_ms', '{:.1f}ms'):>9} {f('worst_gap_p99_ms', '{:.0f}ms'):>9} {m['unfinished']:>10}")
     if path == "workload.rate":
         if best is None:
-            print(f"No swept rate has {args.target:.0%} of requests meeting the SLO.")
+            print(f"No swept rate has {target:.0%} of requests meeting the SLO.")
         else:
-            print(f"Goodput (highest rate with >= {args.target:.0%} meeting the SLO): {best:.2f} req/s "
+            print(f"Goodput (highest rate with >= {target:.0%} meeting the SLO): {best:.2f} req/s "
                   f"= {best / gpus:.3f} req/s per GPU on {gpus} GPUs")
     return 0
 
@@ -260,19 +261,20 @@ def _run_map(args):
     return run_map(workers=workers)
 
 
-def _positive(text, field, whole=False, hi=None):
-    """A flag's number: finite, above 0 (and whole, at most `hi`), else LabError naming the flag."""
-    from lab.core import LabError
+def flag_number(text, field, whole=False, hi=None):
+    """A numeric flag: finite and above 0 (whole, at most `hi`), else LabError naming the flag.
 
-    raw = str(text).strip()
-    try:
-        value = float(raw) if len(raw) <= 30 else math.inf
-    except ValueError:
-        raise LabError(field, f"expected a number, got {raw[:30]!r}") from None
-    if not math.isfinite(value) or value <= 0 or (whole and not value.is_integer()) or (hi is not None and value > hi):
-        kind = "a whole number" if whole else "a number"
-        raise LabError(field, f"expected {kind} above 0" + (f" and at most {hi:g}" if hi is not None else "") + f", got {raw[:30]!r}")
-    return int(value) if whole else value
+    Read as a scenario field is (core.fields' readers), so a flag's limits read as a field's.
+    """
+    from lab.core import LabError
+    from lab.core import fields as F
+
+    value = F.number_from_text(text)
+    if value is None:
+        raise LabError(field, f"expected a number, got {F.describe(str(text).strip())}")
+    if whole:
+        return F.read_int({field: value}, field, "", lo=1, hi=hi)
+    return F.read_number({field: value}, field, "", lo=0, lo_open=True, hi=hi)
 
 
 def plan_constraints(args):
@@ -281,8 +283,8 @@ def plan_constraints(args):
     from lab.plan import Constraints
     from lab.plan.space import LAYOUTS, TP_CHOICES, parse_list, parse_number_list
 
-    target = _positive(args.target, "--target", hi=1)
-    max_gpus = _positive(args.max_gpus, "--max-gpus", whole=True, hi=MAX_GPUS)
+    target = flag_number(args.target, "--target", hi=1)
+    max_gpus = flag_number(args.max_gpus, "--max-gpus", whole=True, hi=MAX_GPUS)
     return Constraints(
         target=target,
         max_gpus=max_gpus,
@@ -291,16 +293,16 @@ def plan_constraints(args):
         tps=parse_number_list(args.tp, "--tp", 1, 8, allowed=TP_CHOICES) if args.tp else None,
         chunks=parse_number_list(args.chunks, "--chunks", 16, 1_000_000, zero_ok=True),
         links=parse_number_list(args.links, "--links", 0.001, 10_000, whole=False) if args.links else None,
-        budget_usd_per_hour=_positive(args.budget, "--budget") if args.budget is not None else None,
+        budget_usd_per_hour=flag_number(args.budget, "--budget") if args.budget is not None else None,
     )
 
 
 def cmd_plan(args):
     from lab.plan import plan, plan_scenario
 
-    slo = {"ttft_s": _positive(args.ttft_s, "--ttft-s") if args.ttft_s is not None else None,
-           "tpot_ms": _positive(args.tpot_ms, "--tpot-ms") if args.tpot_ms is not None else None,
-           "max_gap_ms": _positive(args.max_gap_ms, "--max-gap-ms") if args.max_gap_ms is not None else None}
+    slo = {"ttft_s": flag_number(args.ttft_s, "--ttft-s") if args.ttft_s is not None else None,
+           "tpot_ms": flag_number(args.tpot_ms, "--tpot-ms") if args.tpot_ms is not None else None,
+           "max_gap_ms": flag_number(args.max_gap_ms, "--max-gap-ms") if args.max_gap_ms is not None else None}
     constraints = plan_constraints(args)
     scenario, what = plan_scenario(args.workload, slo, args.set)
     tty = sys.stderr.isatty()
@@ -456,6 +458,7 @@ def cmd_check(args):
     if not (seeds.isascii() and seeds.isdigit() and len(seeds) <= 3 and 1 <= int(seeds) <= 100):
         raise LabError("--seeds", f"expected a whole number from 1 to 100, got {seeds[:20]!r}")
     seeds = int(seeds)
+    time_budget_s = flag_number(args.time_budget, "--time-budget")
     files = mission_files(args.files)
     if not files:
         raise LabError("check", f"no mission files in {' '.join(args.files)}")
@@ -475,7 +478,7 @@ def cmd_check(args):
             fail(path, str(error))
             continue
         try:
-            report = check_mission(mission, time_budget_s=args.time_budget, seeds=seeds)
+            report = check_mission(mission, time_budget_s=time_budget_s, seeds=seeds)
         except LabError as exc:
             fail(path, str(exc))
             continue
@@ -516,7 +519,7 @@ def build_parser():
     sw.add_argument("--vary", required=True, metavar="PATH=START:STOP:STEP",
                     help="e.g. workload.rate=4:24:2 (inclusive) or fleet.chunk_tokens=256,512,1024")
     sw.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
-    sw.add_argument("--target", type=float, default=0.9, help="SLO attainment for the goodput rate (default 0.9)")
+    sw.add_argument("--target", default="0.9", help="share of requests meeting the SLO at the goodput rate, above 0 and at most 1 (default 0.9)")
     sw.add_argument("--json", action="store_true")
     sw.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     _parallel_flags(sw)
@@ -545,7 +548,7 @@ def build_parser():
     chk = sub.add_parser("check", help="validate and solve mission files")
     chk.add_argument("files", nargs="+", help="mission files or folders (schema.json is skipped)")
     chk.add_argument("--json", action="store_true", help="print the reports as JSON")
-    chk.add_argument("--time-budget", type=float, default=60.0, help="seconds allowed per mission (default 60)")
+    chk.add_argument("--time-budget", default="60", help="seconds allowed per mission, above 0 (default 60)")
     chk.add_argument("--seeds", default="5",
                      help="seeds each star's cheapest setting (and the start) is run on (default 5)")
     chk.set_defaults(func=cmd_check)

@@ -264,3 +264,20 @@ def test_overrides_on_a_non_object_and_an_unwritable_csv_are_errors(tmp_path, sc
     assert "error: expected a scenario object to apply --set to, got a list" in capsys.readouterr().err
     assert main(["run", str(scenario_file), "--requests-csv", str(tmp_path / "no-such-dir" / "r.csv")]) == 2
     assert "error: --requests-csv: cannot write" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- numeric flags are range-checked (issue 35)
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "2", "0", "1e999", "x"])
+def test_sweep_target_is_a_fraction_above_0_and_at_most_1(scenario_file, capsys, value):
+    assert main(["sweep", str(scenario_file), "--vary", "workload.rate=2:4:2", "--target", value, "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --target: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e999"])
+def test_check_time_budget_is_a_finite_number_above_0(tmp_path, capsys, value):
+    (tmp_path / "good.json").write_text(json.dumps(good_mini()))
+    assert main(["check", str(tmp_path / "good.json"), "--time-budget", value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --time-budget: ") and err.count("\n") == 1, err

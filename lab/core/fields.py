@@ -7,6 +7,7 @@ Every reader takes the dict, the key and the dotted path of the dict, and raises
 import difflib
 import json
 import math
+import re
 
 from .errors import LabError
 
@@ -16,6 +17,7 @@ __all__ = [
     "is_number",
     "loads",
     "JSON_NUMBER_HOOKS",
+    "number_from_text",
     "join",
     "check_keys",
     "read_number",
@@ -83,6 +85,25 @@ def loads(text):
     deeper than Python's recursion limit; callers turn both into LabError.
     """
     return json.loads(text, **JSON_NUMBER_HOOKS)
+
+
+# A number as JSON writes one, a sign allowed in front (no "1_000", no other digits than 0-9).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def number_from_text(text):
+    """A number typed as text (a command-line flag) as `loads` reads one: an int, a float, or a
+    BigNumber past a float's range; "nan" and "inf" as floats, for the readers to refuse by
+    name; None when the text is no number."""
+    raw = str(text).strip()
+    if raw.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        return float(raw)
+    if not _NUMBER_TEXT.fullmatch(raw):
+        return None
+    if _INT_TEXT.fullmatch(raw):
+        return _json_int(raw.lstrip("+"))
+    return _json_float(raw)
 
 
 def is_number(value):
