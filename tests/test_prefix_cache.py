@@ -103,7 +103,7 @@ def _jsonl(rows):
 @pytest.mark.parametrize("row, where, says", [
     ({"timestamp": -5, "input_length": 10, "output_length": 2}, "line 2, field timestamp", "-5"),
     ({"timestamp": "soon", "input_length": 10, "output_length": 2}, "line 2, field timestamp", "text"),
-    ({"timestamp": 5, "input_length": 0, "output_length": 2}, "line 2, field input_length", "from 1"),
+    ({"timestamp": 5, "input_length": 0, "output_length": 2}, "line 2, field input_length", "at least 1"),
     ({"timestamp": 5, "input_length": 10.5, "output_length": 2}, "line 2, field input_length", "10.5"),
     ({"timestamp": 5, "input_length": 10}, "line 2, field output_length", "required"),
     ({"timestamp": 5, "input_length": 10, "output_length": 2, "hash_ids": [1, -2]}, "line 2, field hash_ids[1]", "-2"),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lab.core import LabError, generate_requests, load_scenario, parse_trace_text
-from lab.core.spec import Workload
+from lab.core.fields import number
+from lab.core.spec import MAX_TOKENS, MAX_TRACE_TIME_S, Workload
 from lab.core.workload import read_trace
 
 # The public Azure traces live beside the repo (../shared/traces), never in it.
@@ -479,3 +480,26 @@ def test_a_replay_spans_at_most_the_run_limit(tmp_path):
         generate_requests(scaled_trace_scenario(tmp_path, "0,10,2\n1000,10,2\n").workload, 0)
     assert info.value.path == "workload.trace.duration_s"
     assert "1,000,000 s" in info.value.detail and "604,800 s" in info.value.detail
+
+
+# ---------------------------------------------------------------- Mooncake numbers past a float (issue 35)
+
+MOONCAKE_OK = '{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+
+
+@pytest.mark.parametrize("field, literal, says", [
+    ("timestamp", "1" * 400, f"is too large: must be at least 0 and at most {number(MAX_TRACE_TIME_S * 1000)}"),
+    ("timestamp", "-" + "9" * 400, "is too small: must be at least 0"),
+    ("input_length", "1e309", f"1e309 is too large: must be at least 1 and at most {number(MAX_TOKENS)}"),
+    ("input_length", "1" + "0" * 309, f"is too large: must be at least 1 and at most {number(MAX_TOKENS)}"),
+    ("output_length", "1" * 5000, "(a 5,000-character number) is too large"),
+    ("output_length", "NaN", "expected a whole number, got nan"),
+    ("hash_ids", "[1, " + "7" * 400 + "]", "is too large: must be at least 0"),
+])
+def test_a_mooncake_number_past_a_float_names_its_line_and_field(field, literal, says):
+    row = {"timestamp": 5, "input_length": 10, "output_length": 2}
+    text = json.dumps({**row, field: "@"}).replace('"@"', literal)
+    with pytest.raises(LabError) as info:  # was OverflowError for the first four
+        parse_trace_text(MOONCAKE_OK + text + "\n", "t.jsonl")
+    assert info.value.path == f"t.jsonl: line 2, field {field}" + ("[1]" if field == "hash_ids" else "")
+    assert says in info.value.detail

@@ -24,6 +24,7 @@ import random
 import stat
 from datetime import datetime
 
+from . import fields as F
 from .errors import LabError
 from .loading import read_text
 from .spec import MAX_DURATION_S, MAX_HASH_IDS, MAX_REQUESTS, MAX_TOKENS, MAX_TRACE_TIME_S
@@ -379,7 +380,7 @@ def _parse_jsonl(text, name):
             continue
         where = f"{name}: line {lineno}"
         try:
-            row = json.loads(line)
+            row = F.loads(line)  # numbers past a float's range stay text (BigNumber), for the readers to refuse
         except (ValueError, RecursionError):
             raise LabError(where, "not a JSON object; expected one object per line with " + ", ".join(JSONL_FIELDS)) from None
         if not isinstance(row, dict):
@@ -387,18 +388,14 @@ def _parse_jsonl(text, name):
         for key in JSONL_FIELDS[:3]:
             if key not in row:
                 raise LabError(f"{where}, field {key}", "required field is missing (Mooncake rows have " + ", ".join(JSONL_FIELDS) + ")")
-        stamp = row["timestamp"]
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) \
-                or not 0 <= stamp <= MAX_TRACE_TIME_S * 1000:
-            raise LabError(f"{where}, field timestamp", f"{_short(stamp)} is not a time: expected milliseconds from 0 to {MAX_TRACE_TIME_S * 1000:g}")
-        prompt = _jsonl_tokens(row["input_length"], f"{where}, field input_length")
-        output = _jsonl_tokens(row["output_length"], f"{where}, field output_length")
+        stamp = _jsonl_number(row, "timestamp", where, "is not a time: expected milliseconds", lo=0, hi=MAX_TRACE_TIME_S * 1000)
+        prompt = _jsonl_number(row, "input_length", where, "is not a token count", whole=True, lo=1, hi=MAX_TOKENS)
+        output = _jsonl_number(row, "output_length", where, "is not a token count", whole=True, lo=1, hi=MAX_TOKENS)
         hashes = row.get("hash_ids", [])
         if not isinstance(hashes, list):
             raise LabError(f"{where}, field hash_ids", f"{_short(hashes)} is not a list: expected a list of whole numbers (block hashes)")
-        for i, h in enumerate(hashes):
-            if isinstance(h, bool) or not isinstance(h, int) or h < 0:
-                raise LabError(f"{where}, field hash_ids[{i}]", f"{_short(h)} is not a block hash: expected a whole number of at least 0")
+        if not all(type(h) is int and h >= 0 for h in hashes):  # (what the reader takes as it is: the common case, fast)
+            hashes = [_jsonl_number(hashes, i, where, "is not a block hash", whole=True, lo=0) for i in range(len(hashes))]
         total_ids += len(hashes)
         if total_ids > MAX_HASH_IDS:
             raise LabError(where, f"more than {MAX_HASH_IDS:,} block hashes in the trace")
@@ -416,15 +413,26 @@ def _short(value):
     """A bad value for a message: numbers as they are (shortened), never the file's text."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    if isinstance(value, (int, float)):
-        text = repr(value)
-        return text if len(text) <= 24 else text[:21] + "..."
+    if F.is_number(value):
+        return F.describe(value)
     return {str: "text", list: "a list", dict: "an object"}.get(type(value), "a value")
 
 
-def _jsonl_tokens(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
-        raise LabError(where, f"{_short(value)} is not a token count: expected a whole number from 1 to {MAX_TOKENS:,}")
-    if not 1 <= value <= MAX_TOKENS:
-        raise LabError(where, f"{_short(value)} is out of range: expected a token count from 1 to {MAX_TOKENS:,}")
-    return int(value)
+def _jsonl_number(row, key, where, not_number, whole=False, lo=None, hi=None):
+    """row[key] read by the scenario fields' readers (core.fields), refused as `where, field KEY`.
+
+    Only a number reaches the readers: their messages quote the value, and a row's text is
+    never quoted back (it is called "text").
+    """
+    field = f"{where}, field {key}" if isinstance(key, str) else f"{where}, field hash_ids[{key}]"
+    value = row[key]
+    if type(value) is int and (lo is None or lo <= value) and (hi is None or value <= hi):
+        return value if whole else float(value)  # what the readers return for it, without their cost per row
+    if not F.is_number(value):
+        raise LabError(field, f"{_short(value)} {not_number}")
+    try:
+        if whole:
+            return F.read_int({key: value}, key, "", lo=lo, hi=hi)
+        return F.read_number({key: value}, key, "", lo=lo, hi=hi)
+    except LabError as exc:
+        raise LabError(field, exc.detail) from None
