@@ -2,7 +2,11 @@
 
 import json
 import math
+import os
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -355,3 +359,29 @@ def test_confirm_steps_up_when_the_whole_trace_undoes_a_screened_pass(tmp_path):
     assert by_gpus[1]["measured"] == "screen"
     assert result.robustness["min"] == 0.93 and result.robustness["median"] == pytest.approx(0.93)
     assert (4, True) not in calls  # 1 and 2 were screened; the walk stopped at its first pass
+
+
+# ---------------------------------------------------------------- plan files are validated like lab run's (issue 35)
+
+@pytest.mark.parametrize("text, says", [
+    ("[1]", "x.json: expected a scenario or mission object, got a list"),
+    ('"abc"', "x.json: expected a scenario or mission object, got 'abc'"),
+    ("5", "x.json: expected a scenario or mission object, got 5"),
+    ('{"slo": 5, "workload": {"rate": 1}, "fleet": {"layout": "colocated", "gpus": 1}}', "slo: expected an object, got 5"),
+    ('{"scenario": 5}', "scenario: expected an object, got 5"),
+    ('{"scenario": {"slo": [1], "fleet": {"layout": "colocated", "gpus": 1}}}', "scenario.slo: expected an object, got a list"),
+])
+def test_a_plan_file_that_is_no_scenario_is_named(tmp_path, capsys, text, says):
+    (tmp_path / "x.json").write_text(text)
+    assert main(["plan", str(tmp_path / "x.json"), "--ttft-s", "1", "--workers", "1"]) == 2  # was a traceback
+    assert capsys.readouterr().err == f"error: {says}\n"
+
+
+def test_a_plan_file_holding_a_path_is_not_read_as_one(tmp_path):
+    # The JSON string names a FIFO: read as a path, the plan would block on it forever.
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "x.json").write_text(json.dumps(str(tmp_path / "fifo")))
+    proc = subprocess.run([sys.executable, "-m", "lab", "plan", str(tmp_path / "x.json")],
+                          capture_output=True, text=True, timeout=30,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: x.json: expected a scenario or mission object, got '")

@@ -44,12 +44,15 @@ def plan_scenario(path, slo=None, overrides=()):
         folder = os.path.dirname(full)
         return load_scenario(raw, base_dir=folder), f"trace {os.path.basename(full)}"
     data = read_json(path)
+    if not isinstance(data, dict):  # (a string here is text from the file, never a path to read)
+        raise LabError(os.path.basename(str(path)), f"expected a scenario or mission object, got {F.describe(data)}")
     if slo:
-        data = dict(data)
-        if isinstance(data.get("scenario"), dict) and "workload" not in data:
-            data["scenario"] = dict(data["scenario"], slo=dict(data["scenario"].get("slo") or {}, **slo))
+        # The flags' terms join the file's SLO, checked as `lab run` checks a scenario.
+        if "scenario" in data and "workload" not in data:  # a mission (as load_scenario tells them)
+            body = F.read_dict(data, "scenario", "")
+            data = dict(data, scenario=dict(body, slo=dict(F.read_dict(body, "slo", "scenario", default={}), **slo)))
         else:
-            data["slo"] = dict(data.get("slo") or {}, **slo)
+            data = dict(data, slo=dict(F.read_dict(data, "slo", "", default={}), **slo))
     base = os.path.dirname(os.path.abspath(str(path)))
     scenario = load_scenario(data, overrides=overrides, base_dir=base)
     if scenario.slo.ttft_s is None and scenario.slo.tpot_ms is None and scenario.slo.max_gap_ms is None:
