@@ -59,16 +59,19 @@ def _json_safe(value):
 
 
 def write_requests_csv(path, rows, metrics, blames):
-    """One row per request to `path` (columns: core.report.REQUESTS_CSV_COLUMNS)."""
-    from lab.core import LabError
+    """One row per request to `path` (columns: core.report.REQUESTS_CSV_COLUMNS), written whole."""
     from lab.core.report import write_requests_csv as write
+    from lab.outputs import write_atomic
 
-    try:
-        fh = open(path, "w", newline="", encoding="utf-8")
-    except OSError as exc:
-        raise LabError("--requests-csv", f"cannot write {path!r}: {exc.strerror or exc}") from None
-    with fh:
-        write(fh, rows, metrics, blames)
+    write_atomic(path, "--requests-csv", lambda fh: write(fh, rows, metrics, blames))
+
+
+def scenario_inputs(scenario, *paths):
+    """The files a command reads: `paths` and the scenario's trace (outputs must be none of them)."""
+    trace = scenario.workload.trace
+    if trace is not None:
+        paths += (os.path.join(trace.base_dir or os.getcwd(), trace.path),)
+    return paths
 
 
 def describe_run(scenario, result):
@@ -155,8 +158,10 @@ def describe_fleet(scenario):
 def cmd_run(args):
     from lab import core
     from lab.core.engine import MAX_STEPS
+    from lab.outputs import check_outputs
 
     scenario = core.load_scenario(args.file, overrides=args.set)
+    check_outputs([("--requests-csv", args.requests_csv)], scenario_inputs(scenario, args.file))
     started = time.perf_counter()
     result = core.simulate(scenario)
     rows = core.request_metrics(result)
@@ -298,6 +303,7 @@ def plan_constraints(args):
 
 
 def cmd_plan(args):
+    from lab.outputs import check_outputs
     from lab.plan import plan, plan_scenario
 
     slo = {"ttft_s": flag_number(args.ttft_s, "--ttft-s") if args.ttft_s is not None else None,
@@ -305,6 +311,7 @@ def cmd_plan(args):
            "max_gap_ms": flag_number(args.max_gap_ms, "--max-gap-ms") if args.max_gap_ms is not None else None}
     constraints = plan_constraints(args)
     scenario, what = plan_scenario(args.workload, slo, args.set)
+    check_outputs([("--write-scenario", args.write_scenario)], scenario_inputs(scenario, args.workload))
     tty = sys.stderr.isatty()
     show = tty or args.progress
     names = {"size": "sizing pools", "screen": "screening fleets", "confirm": "confirming on the whole workload",
@@ -333,8 +340,8 @@ def cmd_plan(args):
 
 def _write_winner(path, scenario, winner):
     """Write the winner's scenario to `path`; returns the command that runs it."""
-    from lab.core import LabError
     from lab.core.workload import path_inside
+    from lab.outputs import write_atomic
 
     raw = scenario.with_changes(winner["changes"]).to_dict()
     trace = raw["workload"].get("trace")
@@ -349,12 +356,7 @@ def _write_winner(path, scenario, winner):
         trace["path"] = os.path.relpath(full, folder) if beside else full
         if not beside and not path_inside(full, os.path.realpath(os.getcwd())):
             command = f"cd {shlex.quote(os.path.dirname(full))} && python -m lab run {shlex.quote(os.path.abspath(path))}"
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(raw, fh, indent=2)
-            fh.write("\n")
-    except OSError as exc:
-        raise LabError("--write-scenario", f"cannot write {path!r}: {exc.strerror or exc}") from None
+    write_atomic(path, "--write-scenario", lambda fh: fh.write(json.dumps(raw, indent=2) + "\n"))
     return command
 
 
