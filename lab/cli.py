@@ -256,12 +256,18 @@ def cmd_sweep(args):
 def _run_map(args):
     """The map `--workers` / `--dask` choose (lab/parallel.py), after checking both flags."""
     from lab.core import LabError
-    from lab.parallel import check_dask_address, default_workers, parse_workers, run_map
+    from lab.parallel import DASK_RUN_TIMEOUT_S, DASK_TIMEOUT_S, check_dask_address, default_workers, parse_workers, run_map
 
+    timeout_s = flag_number(args.dask_timeout, "--dask-timeout") if args.dask_timeout is not None else DASK_TIMEOUT_S
+    run_timeout_s = (flag_number(args.dask_run_timeout, "--dask-run-timeout") if args.dask_run_timeout is not None
+                     else DASK_RUN_TIMEOUT_S)
     if args.dask is not None:
         if args.workers is not None:
             raise LabError("--workers", "give --workers or --dask, not both (a Dask cluster has its own workers)")
-        return run_map(dask_address=check_dask_address(args.dask))
+        return run_map(dask_address=check_dask_address(args.dask), timeout_s=timeout_s, run_timeout_s=run_timeout_s)
+    for flag, value in (("--dask-timeout", args.dask_timeout), ("--dask-run-timeout", args.dask_run_timeout)):
+        if value is not None:
+            raise LabError(flag, "applies to --dask only (local processes need no timeout)")
     workers = default_workers() if args.workers is None else parse_workers(args.workers)
     return run_map(workers=workers)
 
@@ -562,8 +568,15 @@ def build_parser():
 
 
 def _parallel_flags(parser):
+    from lab.parallel import DASK_PORT, DASK_RUN_TIMEOUT_S, DASK_TIMEOUT_S
+
     parser.add_argument("--workers", help="local processes to run on (default: one per CPU; 1 = this process)")
-    parser.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
+    parser.add_argument("--dask", metavar="ADDRESS", help=f"run on a Dask cluster: tcp://HOST:PORT, HOST:PORT or HOST "
+                                                          f"(port {DASK_PORT}), e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
+    parser.add_argument("--dask-timeout", metavar="SECONDS", help="longest wait for the scheduler's answer, a worker and "
+                                                                  f"closing (default {DASK_TIMEOUT_S:g})")
+    parser.add_argument("--dask-run-timeout", metavar="SECONDS", help="longest wait with no run finishing on the cluster "
+                                                                      f"(default {DASK_RUN_TIMEOUT_S:g})")
 
 
 def main(argv=None):
