@@ -1,10 +1,13 @@
-"""Property: whatever JSON (or bytes) reaches the scenario and mission loaders, the only
-exception they raise is LabError. Huge integers, over-long or inf-like number literals,
-deep nesting, wrong types at every known field and non-UTF-8 bytes included."""
+"""Property: whatever JSON (or bytes) reaches the scenario and mission loaders, a trace's
+CSV or Mooncake lines, a plan's input file or a numeric flag, the only exception raised is
+LabError, naming where. Huge integers, over-long or inf-like number literals, deep nesting,
+wrong types at every known field and non-UTF-8 bytes included."""
 
 import copy
 import json
+import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -230,3 +233,64 @@ def test_trace_text_raises_only_lab_error_and_never_echoes_it(header, rows, huge
         parse_trace_text(text, "upload.csv")
     except LabError as exc:
         assert "7777777777" not in str(exc) and "1111111111" not in str(exc)
+
+
+# ---------------------------------------------------------------- Mooncake lines and plan inputs (issue 35)
+
+MOONCAKE_ROW = {"timestamp": 20, "input_length": 40, "output_length": 2, "hash_ids": [0, 1]}
+MOONCAKE_PATHS = [p for p in field_paths(MOONCAKE_ROW) if p]
+# Where a refusal may point: the file, a line, or one of the line's fields (a hash by its index).
+JSONL_WHERE = re.compile(r"upload\.jsonl(: line \d+(, field (timestamp|input_length|output_length|hash_ids(\[\d+\])?))?)?")
+
+
+@HOSTILE
+@given(st.data())
+def test_mooncake_lines_raise_only_lab_error_naming_the_line_and_field(data):
+    from lab.core import parse_trace_text
+
+    lines = [json.dumps({**MOONCAKE_ROW, "timestamp": 0})]  # a good first line: the text is read as JSON lines
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        if data.draw(st.integers(min_value=0, max_value=5)) == 0:
+            lines.append(data.draw(st.text(max_size=30)).replace("\n", " "))
+        else:
+            lines.append(as_text(mutated(MOONCAKE_ROW, MOONCAKE_PATHS, data.draw), data.draw))
+    try:
+        parse_trace_text("\n".join(lines) + "\n", "upload.jsonl")
+    except LabError as exc:
+        assert JSONL_WHERE.fullmatch(exc.path), exc.path
+
+
+PLAN_BASES = [SCENARIO, {"scenario": SCENARIO}, MISSION]
+
+
+@HOSTILE
+@given(st.data())
+def test_plan_files_raise_only_lab_error(data):
+    from lab.plan import plan_scenario
+
+    if data.draw(st.booleans()):
+        base = data.draw(st.sampled_from(PLAN_BASES))
+        raw = mutated(base, [p for p in field_paths(base) if p], data.draw)
+    else:  # anything at all, a JSON string (once read as a path) included
+        raw = data.draw(st.one_of(json_values, st.sampled_from(["/dev/zero", "/dev/stdin", ".", "s.json"])))
+    slo = data.draw(st.sampled_from([None, {"ttft_s": 1.0}, {"tpot_ms": 20.0, "max_gap_ms": 100.0}]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "s.json")
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(as_text(raw, data.draw))
+        only_lab_errors(lambda: plan_scenario(path, slo))
+
+
+@HOSTILE
+@given(st.sampled_from([("--target", 1), ("--time-budget", None), ("--dask-timeout", None), ("--budget", None)]),
+       st.one_of(st.text(max_size=30), st.sampled_from(RAW_NUMBERS + ["nan", "inf", "-0", "1_0", "١", "0x10", " 5 "])))
+def test_numeric_flags_raise_only_lab_error_naming_the_flag(flag, text):
+    from lab.cli import flag_number
+
+    name, hi = flag
+    try:
+        value = flag_number(text, name, hi=hi)
+    except LabError as exc:
+        assert exc.path == name
+    else:
+        assert math.isfinite(value) and value > 0 and (hi is None or value <= hi)
