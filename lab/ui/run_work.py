@@ -33,10 +33,11 @@ def measure(mission, result):
 
 
 def run_work(mission, scenario, requests, simulate=True, twin=None, measured=False):
-    """A run's slow part: {"scenario", "requests", "ms" (the simulation's), and "result" once `simulate` (False: the
-    state keeps this run already), with "measured" and "blames" if `measured`; "error" if the
-    simulation raised; "twin": twin_work(*twin) when the pinned fleet runs too}. A failure to
-    measure or blame leaves those out: the state measures again in its own turn and says what failed."""
+    """A run's slow part: {"scenario", "requests", "ms" (the simulation's time), and "result"
+    once `simulate` (False: the state keeps this run already), with "measured" and "blames" if
+    `measured`; "error" if the simulation raised; "twin": twin_work(*twin) when the pinned
+    fleet runs too}. A failure to measure or blame leaves those out: the state measures again
+    in its own turn and says what failed."""
     out = {"scenario": scenario, "requests": requests, "ms": 0.0}
     if twin is not None:
         out["twin"] = twin_work(*twin)
@@ -101,8 +102,6 @@ def page_requests(scenario, requests):
 
 def parse_upload(text, name, max_requests, max_span_s):
     """An uploaded trace CSV's requests, within the page's bounds; raises LabError naming the file."""
-    from lab.core.errors import LabError
-
     requests = core.parse_trace_text(text, name)
     if len(requests) > max_requests:
         raise LabError(name, f"{len(requests):,} requests; the limit is {max_requests:,}")
