@@ -14,6 +14,7 @@ benchmarks; `url(path)`, `sent_bytes()`, `stop()`.
 
 import functools
 import http.server
+import os
 import socket
 import subprocess
 import sys
@@ -41,10 +42,23 @@ def sent_bytes(log_path):
     return sum(size for _, size, _ in responses(log_path))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port():
+    """A free port on 127.0.0.1: any, or one of STF_TEST_PORTS ("6200-6299") when a shared
+    machine gives the tests a range of their own."""
+    span = os.environ.get("STF_TEST_PORTS", "")
+    if not span:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    first, _, last = span.partition("-")
+    for port in range(int(first), int(last or first) + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"STF_TEST_PORTS={span}: no free port")
 
 
 class Server:
@@ -56,7 +70,7 @@ class Server:
 
     def __init__(self, root, port=None, host="127.0.0.1", log=None):
         self.root = Path(root)
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.host = host
         self.log = Path(log) if log else Path(tempfile.mkdtemp(prefix="stf-served-")) / "sent.log"
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(root), str(self.port),

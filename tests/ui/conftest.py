@@ -7,7 +7,8 @@ and A100 decode instances in TP 4), for the page of fleets as they are built; se
 `app_timers`: lab.ui.app's timers held, to fire by hand (`fire(callback)`), for the app tests
 that need no browser.
 
-The server is started once per session on a free port and stopped at the end; the
+The server is started once per session on a free port (one of STF_TEST_PORTS, e.g.
+"6200-6299", when set) and stopped at the end; the
 browser is Debian's /usr/bin/chromium driven by Playwright (never a downloaded one).
 Each test gets a fresh browser context (so its own localStorage) and a page that
 records console errors, page errors and any request that leaves this machine; a test
@@ -15,7 +16,6 @@ fails if any of those happened.
 """
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from static_server import free_port  # STF_TEST_PORTS picks from a range
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -37,10 +38,6 @@ FLEET_MISSIONS = Path(__file__).resolve().parent / "fleet_missions"
 LOCAL_PREFIXES = ("http://127.0.0.1", "http://localhost", "ws://127.0.0.1", "ws://localhost", "data:", "blob:", "about:")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(extra_args=(), port=None):
