@@ -294,3 +294,47 @@ def test_numeric_flags_raise_only_lab_error_naming_the_flag(flag, text):
         assert exc.path == name
     else:
         assert math.isfinite(value) and value > 0 and (hi is None or value <= hi)
+
+
+# ---------------------------------------------------------------- progress codes
+# The lab (lab/ui/progress_code.py) and the static hub (stars_store.js) decode the same codes:
+# each one gets the same verdict from both, word for word, and Python raises only LabError.
+
+import pytest  # noqa: E402
+
+from progress_codes import REPORTED, JSDecoder, codes, verdict  # noqa: E402  (tests/ is on sys.path)
+
+
+@pytest.fixture(scope="module")
+def js_decode():
+    decoder = JSDecoder()
+    if decoder.proc is None:
+        pytest.skip("node is not installed")
+    yield decoder
+    decoder.close()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(codes)
+def test_a_progress_code_gets_the_same_verdict_in_the_lab_and_the_hub(js_decode, code):
+    lab = verdict(code)
+    assert lab == js_decode(code)
+    if not lab["ok"]:
+        assert lab["error"].startswith("progress code: ") and len(lab["error"]) < 200
+
+
+@pytest.mark.parametrize("case", sorted(REPORTED))
+def test_a_reported_progress_code_gets_one_verdict_naming_what_is_wrong(js_decode, case):
+    code = REPORTED[case]
+    lab = verdict(code)
+    assert lab == js_decode(code)
+    assert lab["ok"] is False and len(lab["error"]) < 200, lab
+
+
+def test_a_code_pasted_with_the_spaces_a_web_page_adds_is_read_the_same_by_both(js_decode):
+    from lab.ui import progress_code as pc
+
+    code = pc.encode({"mixing-hurts": [True, False, True]})
+    for pad in ("\u00a0", "\ufeff", " \r\n", "\u200b\u3000"):
+        lab = verdict(pad + code + pad)
+        assert lab == js_decode(pad + code + pad) == {"ok": True, "stars": {"mixing-hurts": [True, False, True]}}

@@ -256,6 +256,9 @@ var STFStars = (function () {
 
   // ---- progress codes: the format of lab/ui/progress_code.py, once more for the static hub
   //   STF1-<base64url of compact sorted JSON {"mission-id": star bitmask}>.<FNV-1a 32 of the JSON, 8 hex>
+  // decodeCode gives every code the verdict progress_code.decode gives it, word for word
+  // (tests/test_hostile_input.py runs both on one corpus): the content is read by the same
+  // small grammar, not JSON.parse, so nothing nests and 1.0 is no mask.
   function fnv1a(text) {
     var h = 0x811c9dc5;
     for (var i = 0; i < text.length; i++) {
@@ -280,15 +283,59 @@ var STFStars = (function () {
   }
 
   function shown(text) { return JSON.stringify(text.length <= 24 ? text : text.slice(0, 23) + "\u2026"); }
+  function grouped(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  function trimmed(text) {  // what progress_code._TRIM strips (trim() strips another set)
+    var WS = " \t\n\r\f\v\u00a0\u200b\u2028\u2029\u3000\ufeff";
+    var a = 0, b = text.length;
+    while (a < b && WS.indexOf(text.charAt(a)) >= 0) a++;
+    while (b > a && WS.indexOf(text.charAt(b - 1)) >= 0) b--;
+    return text.slice(a, b);
+  }
+
+  // The content's grammar, as progress_code._members: [[raw id, raw mask], ...] or {error}.
+  var SPACE = /[ \t\n\r]*/y, STRING = /"(?:[^"\\]|\\[\s\S])*"/y, TOKEN = /[^,} \t\n\r]+/y;
+  function at(re, text, pos) { re.lastIndex = pos; var m = re.exec(text); return m ? { text: m[0], end: re.lastIndex } : null; }
+  function skip(text, pos) { return at(SPACE, text, pos).end; }
+  function members(text) {
+    var P = "progress code: ";
+    var unreadable = { error: P + "malformed: its content is not readable" };
+    var pos = skip(text, 0);
+    if (text.charAt(pos) !== "{") return { error: P + "malformed: expected {mission id: star mask}" };
+    pos = skip(text, pos + 1);
+    var out = [];
+    if (text.charAt(pos) === "}") pos += 1;
+    else {
+      for (;;) {
+        var key = at(STRING, text, pos);
+        if (!key) return unreadable;
+        pos = skip(text, key.end);
+        if (text.charAt(pos) !== ":") return unreadable;
+        pos = skip(text, pos + 1);
+        var c = text.charAt(pos);
+        if (c === "[" || c === "{") {
+          return { error: P + "mission id " + shown(key.text.slice(1, -1)) + ": a star mask is a whole number, not a nested list or object" };
+        }
+        var value = at(STRING, text, pos) || at(TOKEN, text, pos);
+        if (!value) return unreadable;
+        out.push([key.text.slice(1, -1), value.text]);
+        pos = skip(text, value.end);
+        if (text.charAt(pos) === ",") { pos = skip(text, pos + 1); continue; }
+        if (text.charAt(pos) === "}") { pos += 1; break; }
+        return unreadable;
+      }
+    }
+    if (skip(text, pos) !== text.length) return unreadable;
+    return { members: out };
+  }
 
   // {ok: true, stars} or {ok: false, error}: the error says what is wrong (plain text: show it with textContent).
   function decodeCode(code) {
     var P = "progress code: ";
     if (typeof code !== "string") return { ok: false, error: P + "expected text starting with STF1-" };
     if (code.length > MAX_CODE) {
-      return { ok: false, error: P + code.length + " characters is far too long for a progress code (at most " + MAX_CODE + ")" };
+      return { ok: false, error: P + grouped(code.length) + " characters is far too long for a progress code (at most " + grouped(MAX_CODE) + ")" };
     }
-    code = code.trim();
+    code = trimmed(code);
     if (!code) return { ok: false, error: P + "empty: paste a code starting with STF1-" };
     var version = /^STF([0-9]{1,4})-/.exec(code);
     if (version && code.slice(0, 5) !== CODE_PREFIX) {
@@ -312,19 +359,22 @@ var STFStars = (function () {
     }
     if (/[^\x00-\x7f]/.test(text)) return { ok: false, error: P + shown(code) + " is malformed: its letters do not decode" };
     if (fnv1a(text) !== check) return { ok: false, error: P + "wrong checksum: the code was changed or cut; copy it again in full" };
-    var data;
-    try { data = JSON.parse(text); } catch (e) { return { ok: false, error: P + "malformed: its content is not readable" }; }
-    if (!data || typeof data !== "object" || Array.isArray(data)) return { ok: false, error: P + "malformed: expected {mission id: star mask}" };
-    var ids = Object.keys(data);
-    if (ids.length > MAX_MISSIONS) return { ok: false, error: P + ids.length + " missions; at most " + MAX_MISSIONS };
+    var parsed = members(text);
+    if (parsed.error) return { ok: false, error: parsed.error };
+    var list = parsed.members;
+    if (list.length > MAX_MISSIONS) return { ok: false, error: P + grouped(list.length) + " missions; at most " + MAX_MISSIONS };
     var stars = dict();
-    for (var i = 0; i < ids.length; i++) {
-      var id = ids[i];
-      var mask = data[id];
+    var seen = dict();
+    for (var i = 0; i < list.length; i++) {
+      var id = list[i][0];
+      var raw = list[i][1];
       if (!ID.test(id)) return { ok: false, error: P + "mission id " + shown(id) + " is not a plain id (lowercase letters, digits, -)" };
-      if (typeof mask !== "number" || !Number.isInteger(mask) || mask < 0 || mask >= 65536) {
-        return { ok: false, error: P + id + ": star mask " + shown(String(mask)) + " is not a whole number 0..65535" };
+      if (seen[id]) return { ok: false, error: P + "mission id " + shown(id) + " appears twice" };
+      seen[id] = true;
+      if (!/^(?:0|[1-9][0-9]{0,4})$/.test(raw) || Number(raw) >= 65536) {
+        return { ok: false, error: P + id + ": star mask " + shown(raw) + " is not a whole number 0..65535 in digits" };
       }
+      var mask = Number(raw);
       if (!mask) continue;
       var flags = [];
       for (var b = 0; mask >> b; b++) flags.push(((mask >> b) & 1) === 1);
