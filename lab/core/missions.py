@@ -228,7 +228,7 @@ def _fmt(value):
         return "true" if value else "false"
     if isinstance(value, F.BigNumber) or (isinstance(value, int) and abs(value) >= 10**15):
         return F.describe(value)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:  # 1e308 is "1e+308", as the CLI writes it
         return str(int(value))
     if isinstance(value, float):
         return f"{value:g}"

@@ -5,6 +5,7 @@ are tuned by their authors) plus the sandbox.
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -146,6 +147,18 @@ def test_non_finite_and_odd_numbers_are_refused(raw):
     sb = sandbox_mission()
     settings, notes = parse_settings(sb, {"rate": raw})
     assert settings == {} and len(notes) == 1
+
+
+@pytest.mark.parametrize("raw", ["1e308", "-1e308", "1e300", "123456789012.5e290"])
+def test_a_huge_value_is_abbreviated_in_its_note_as_the_cli_writes_it(raw):
+    from lab.core.fields import number  # how the CLI's errors write a refused value
+
+    sb = sandbox_mission()
+    settings, notes = parse_settings(sb, {"rate": raw})
+    assert settings == {} and len(notes) == 1
+    assert f": {number(float(raw))} is out of range" in notes[0], notes[0]
+    assert not re.search(r"[0-9]{20}", notes[0]), notes[0]
+    assert len(notes[0]) < 200
 
 
 class Refusing:
