@@ -340,7 +340,7 @@ PAGE_CSS = """
 .stf-fv-embed .stf-fv-control { flex: %(flex)s; }
 .stf-fv-reset { display: inline-block; opacity: .5; margin: 8px 10px 4px 10px; width: 150px; border-color: #ccc;
                 color: %(ink)s; border-radius: 4px; }
-.stf-fv-label { margin: 4px 0; }
+.stf-fv-label { margin: 4px 0; overflow-wrap: anywhere; }  /* a control's label, as .bk-slider-title */
 .stf-fv-group { display: flex; flex-wrap: wrap; }
 .stf-fv-btn { flex: 1 1 auto; text-align: center; padding: 8px 8px;  /* 31 px tall, as Bokeh's buttons */ border: 1px solid #0072B2; color: #0072B2;
               margin-right: -1px; font-size: 13px; }

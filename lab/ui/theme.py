@@ -132,6 +132,9 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-brief h1, .stf-brief h2, .stf-brief h3 { font-size: 16px; margin: .2em 0 .4em; }
 .stf-brief p { margin: .35em 0; }
 .stf-brief ul { margin: .3em 0; padding-left: 20px; }
+/* Mission text is an author's: a word wider than its box (a long URL, a 300-letter word) breaks
+   anywhere rather than run under the canvas or past a phone's edge. */
+.stf-brief, .stf-title, .stf-star .label, .stf-locked-line, .stf-choice-caption { overflow-wrap: anywhere; }
 .stf-section { font-size: 12px; font-weight: 700; color: var(--muted); text-transform: uppercase; letter-spacing: .07em;
                margin: 4px 0 2px; }
 .stf-legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px; color: var(--ink); align-items: center; }
@@ -215,6 +218,7 @@ kbd { border: 1px solid #c9d2de; border-bottom-width: 2px; border-radius: 3px; p
 SLIDER_CSS = """
 .noUi-target[disabled] .noUi-connect { background: #d3d8df !important; }
 .noUi-target[disabled] .noUi-handle { background: #f1f3f6; box-shadow: none; }
+.bk-slider-title { white-space: normal; overflow-wrap: anywhere; }  /* a mission's control label: Bokeh keeps it on one line */
 """
 
 HUB_CSS = CSS + """
@@ -233,6 +237,7 @@ HUB_CSS = CSS + """
 .stf-mission .num { font-size: 12px; font-weight: 700; color: var(--muted); letter-spacing: .06em; text-transform: uppercase; }
 .stf-mission .name { font-size: 17px; font-weight: 650; }
 .stf-mission .one { font-size: 13.5px; color: #3c4452; flex: 1; }
+.stf-mission .name, .stf-mission .one { overflow-wrap: anywhere; }  /* an author's text: see .stf-brief */
 .stf-mission .stars { font-size: 20px; letter-spacing: 2px; color: #b9c1cc; }
 .stf-mission .stars .on { color: #E69F00; text-shadow: 0 0 1px #7a5200; }
 .stf-mission .stars small { font-size: 12px; letter-spacing: 0; color: var(--muted); margin-left: 6px; }

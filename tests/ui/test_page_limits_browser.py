@@ -1,0 +1,112 @@
+"""The page at its limits, under `lab serve` (issue 35, second pass): what a student or an
+author can throw at it, and the page still says what happened and keeps working.
+
+- A mission whose text holds a 300-character word: it wraps, nothing scrolls sideways, at
+  1366 px and at 390 px, on the lab page, the hub and the static site's pre-rendered first
+  view (lab/ui/prerender.py, shown alone).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from mission_text_payloads import settle  # noqa: E402
+from screenshots import shot  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+WORD = ("Disaggregation" * 22)[:300]  # one word of 300 letters: no break opportunity in it
+LONG_ID = "long-words"
+
+
+def _long_word_mission():
+    return {
+        "id": LONG_ID, "order": 1, "title": f"Title {WORD}", "summary": WORD[:190],
+        "brief": [f"A brief with {WORD} in it.", "", f"**Try:** {WORD}"],
+        "scenario": {
+            "workload": {"rate": 4, "duration_s": 20, "prompt_tokens": 1000, "output_tokens": 100},
+            "fleet": {"layout": "colocated", "gpus": 2, "prefill_gpus": 1, "decode_gpus": 1},
+            "slo": {"ttft_s": 1.5, "tpot_ms": 25}, "seed": 3, "drain_s": 30,
+        },
+        "controls": {"layout": {"choices": ["colocated", "disaggregated"]},
+                     "gpus": {"min": 1, "max": 4, "label": f"GPUs {WORD}"}},
+        "stars": [{"label": f"Star {WORD}", "when": [{"metric": "gpus", "op": ">=", "value": 1}]}],
+    }
+
+
+@pytest.fixture(scope="module")
+def long_words(tmp_path_factory, missions_server):
+    folder = tmp_path_factory.mktemp("long-word-missions")
+    (folder / f"01-{LONG_ID}.json").write_text(json.dumps(_long_word_mission()), encoding="utf-8")
+    return missions_server(folder)
+
+
+# Every element showing mission text, and the page: (what, scrollWidth, clientWidth) of each that scrolls sideways.
+OVERFLOWING = """() => {
+    const out = [];
+    const doc = document.documentElement;
+    if (doc.scrollWidth > doc.clientWidth) out.push(["page", doc.scrollWidth, doc.clientWidth]);
+    const walk = (root) => {
+        for (const el of root.querySelectorAll("*")) {
+            if (el.shadowRoot) walk(el.shadowRoot);
+            const cls = typeof el.className === "string" ? el.className : "";
+            if (/stf-(brief|title|star\\b|stars|mission|hub)/.test(cls) && el.scrollWidth > el.clientWidth + 1
+                && getComputedStyle(el).overflowX === "visible") {
+                out.push([cls, el.scrollWidth, el.clientWidth]);
+            }
+        }
+    };
+    walk(document);
+    return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_300_character_word_in_a_mission_wraps_and_nothing_scrolls_sideways(browser, long_words, width):
+    ctx = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        pg = ctx.new_page()
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(f"{long_words}/lab?mission={LONG_ID}")
+        settle(pg)
+        brief = pg.locator(".stf-brief").first
+        brief.wait_for()
+        assert WORD in brief.inner_text()
+        shot(pg, f"long-word-lab-{width}.png")
+        assert pg.evaluate(OVERFLOWING) == []
+        box = brief.bounding_box()
+        assert box["x"] + box["width"] <= width  # the brief ends inside the screen
+        pg.goto(f"{long_words}/")
+        pg.locator('ul.stf-missions[data-loaded="true"]').wait_for()
+        shot(pg, f"long-word-hub-{width}.png")
+        assert pg.evaluate(OVERFLOWING) == []
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_300_character_word_wraps_in_the_static_sites_first_view_too(browser, tmp_path, width):
+    from lab.ui.prerender import first_view_html
+
+    folder = tmp_path / "missions"
+    folder.mkdir()
+    (folder / f"01-{LONG_ID}.json").write_text(json.dumps(_long_word_mission()), encoding="utf-8")
+    view = first_view_html(f"mission={LONG_ID}", missions_dir=str(folder))
+    ctx = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        pg = ctx.new_page()
+        pg.set_content(f'<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1">'
+                       f'</head><body style="margin:0">{view}</body></html>')
+        assert WORD in pg.locator(".stf-first .stf-brief").inner_text()
+        shot(pg, f"long-word-first-view-{width}.png")
+        assert pg.evaluate(OVERFLOWING.replace("stf-(brief|", "stf-(fv-label|fv-control|fv-side|brief|")) == []
+    finally:
+        ctx.close()
