@@ -100,6 +100,7 @@ def main(argv=None):
     from . import offload
     from .app import get_catalog
     from .page_bridge import guard_location
+    from .url_limits import server_options
 
     guard_location()  # Panel must not convert the query string before the lab's parser sees it
 
@@ -119,6 +120,7 @@ def main(argv=None):
             threaded=False,
             start=False,
             print_url=False,
+            **server_options(),  # addresses as long as the lab reads reach the page (url_limits.py)
         )
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:

@@ -65,6 +65,7 @@ __all__ = [
     "LabState",
     "RESERVED_PARAMS",
     "parse_search",
+    "query_note",
     "parse_settings",
     "parse_hide",
     "parse_pin",
@@ -86,6 +87,8 @@ HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "sta
 # so a link that hides them all still works as the controls grow.
 MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
+MAX_QUERY_FIELDS = 64  # ... and only this many parameters are read (query_note says so)
+MAX_UNKNOWN_NOTES = 5  # parameters that are no setting get a note each up to this many, then one for the rest
 MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
@@ -112,21 +115,39 @@ def _shown(raw):
     return html.escape(text, quote=True)
 
 
+def _query_text(search):
+    return search[1:] if search.startswith("?") else search
+
+
 def parse_search(search):
-    """'?a=1&b=x' -> {"a": "1", "b": "x"} (raw strings; the first of repeated keys wins)."""
+    """'?a=1&b=x' -> {"a": "1", "b": "x"} (raw strings; the first of repeated keys wins).
+
+    Reads the first MAX_QUERY_CHARS characters and MAX_QUERY_FIELDS parameters (query_note
+    says when an address had more)."""
     if not isinstance(search, str):
         return {}
-    text = search[1:] if search.startswith("?") else search
-    text = text[:MAX_QUERY_CHARS]
+    fields = [f for f in _query_text(search)[:MAX_QUERY_CHARS].split("&") if f][:MAX_QUERY_FIELDS]
     out = {}
-    try:
-        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=64)
-    except ValueError:  # too many fields
-        pairs = urllib.parse.parse_qsl(text[:1000], keep_blank_values=True)
-        pairs = pairs[:64]
-    for key, value in pairs:
+    for key, value in urllib.parse.parse_qsl("&".join(fields), keep_blank_values=True):
         out.setdefault(key[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
     return out
+
+
+def query_note(search):
+    """The note for an address longer than parse_search reads, or None."""
+    if not isinstance(search, str):
+        return None
+    text = _query_text(search)
+    fields = sum(1 for f in text[:MAX_QUERY_CHARS].split("&") if f)
+    long, many = len(text) > MAX_QUERY_CHARS, fields > MAX_QUERY_FIELDS
+    if long and many:
+        return (f"The address is {len(text):,} characters long, with {fields:,} parameters in its first "
+                f"{MAX_QUERY_CHARS:,}: the lab read the first {MAX_QUERY_FIELDS} of those and ignored the rest.")
+    if long:
+        return f"The address is {len(text):,} characters long: the lab read the first {MAX_QUERY_CHARS:,} and ignored the rest."
+    if many:
+        return f"The address has {fields:,} parameters: the lab read the first {MAX_QUERY_FIELDS} and ignored the rest."
+    return None
 
 
 def _parse_one(control, raw):
@@ -162,11 +183,14 @@ def parse_settings(mission, params):
     """
     settings = {}
     notes = []
+    unknown = 0
     for key, raw in params.items():
         if key in RESERVED_PARAMS:
             continue
         if key not in CONTROL_PATHS:
-            notes.append(f"Ignored <code>{_shown(key)}</code>: not a setting of the lab.")
+            unknown += 1
+            if unknown <= MAX_UNKNOWN_NOTES:
+                notes.append(f"Ignored <code>{_shown(key)}</code>: not a setting of the lab.")
             continue
         control = mission.controls.get(key)
         if control is None:
@@ -180,6 +204,10 @@ def parse_settings(mission, params):
             )
             continue
         settings[key] = value
+    if unknown > MAX_UNKNOWN_NOTES:
+        more = unknown - MAX_UNKNOWN_NOTES
+        notes.append(f"Ignored {more} more parameter{'s' if more > 1 else ''} that {'are' if more > 1 else 'is'} "
+                     "not a setting of the lab.")
     return settings, notes
 
 
@@ -357,7 +385,7 @@ class LabState(param.Parameterized):
         params = parse_search(search) if isinstance(search, str) else {
             str(k): str(v) for k, v in dict(search or {}).items()
         }
-        notes = []
+        notes = [n for n in (query_note(search),) if n]
         wanted = params.get("mission")
         mission = catalog.get(wanted) if wanted else None
         if mission is None:

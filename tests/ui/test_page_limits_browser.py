@@ -4,9 +4,14 @@ author can throw at it, and the page still says what happened and keeps working.
 - A mission whose text holds a 300-character word: it wraps, nothing scrolls sideways, at
   1366 px and at 390 px, on the lab page, the hub and the static site's pre-rendered first
   view (lab/ui/prerender.py, shown alone).
+- An address of 1,200 parameters, or one over 64 KB (to 250,000 characters: the lab reads
+  200,000): `lab serve` answers with the page, the page says what it ignored, and a control
+  change still runs.
 """
 
 import json
+import random
+import string
 import sys
 from pathlib import Path
 
@@ -110,3 +115,47 @@ def test_a_300_character_word_wraps_in_the_static_sites_first_view_too(browser, 
         assert pg.evaluate(OVERFLOWING.replace("stf-(brief|", "stf-(fv-label|fv-control|fv-side|brief|")) == []
     finally:
         ctx.close()
+
+
+def _notes(pg):
+    notes = pg.locator(".stf-notes-pane .stf-notes")
+    notes.wait_for()
+    return notes.inner_text()
+
+
+def _ran_after(pg, run):
+    """Wait (bounded) for a run newer than `run` to be drawn; returns its number."""
+    status = pg.locator('.stf-status[data-busy="false"][data-run]')
+    pg.wait_for_function("""(run) => {
+        const find = (root) => { for (const el of root.querySelectorAll("*")) {
+            if (el.matches('.stf-status[data-busy="false"][data-run]')) return el;
+            if (el.shadowRoot) { const got = find(el.shadowRoot); if (got) return got; } } return null; };
+        const el = find(document);
+        return el !== null && Number(el.dataset.run) > run;
+    }""", arg=run)
+    return int(status.get_attribute("data-run"))
+
+
+def _letters(n, seed=35):
+    """Random letters: what compresses worst in Bokeh's session token (url_limits.py)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters) for _ in range(n))
+
+
+@pytest.mark.parametrize("query, needle", [
+    ("&".join(f"x{i}=1" for i in range(1_200)), "The address has 1,201 parameters"),
+    ("junk=" + "j" * 70_000, "Ignored junk: not a setting of the lab"),
+    ("&".join(f"x{i}=" + _letters(146, i) for i in range(1_300)), "The address has 1,301 parameters"),
+    ("junk=" + _letters(250_000), "The address is 250,026 characters long"),
+], ids=["1,200 parameters", "a 70 KB value", "a 199 KB query", "a 250 KB query"])
+def test_an_oversized_address_opens_the_page_with_a_note(server, page, query, needle):
+    page.goto(f"{server}/lab?mission=mixing-hurts&{query}")
+    settle(page)
+    assert "Mixing" in page.locator(".stf-title").inner_text()  # the mission the address names
+    text = _notes(page)
+    assert needle in text, text
+    shot(page, f"long-url-{len(query)}.png")
+    # The page works: a control change runs.
+    run = int(page.locator('.stf-status[data-busy="false"][data-run]').get_attribute("data-run"))
+    page.locator(".stf-control-layout button", has_text="Split").click()
+    assert _ran_after(page, run) > run

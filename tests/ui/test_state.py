@@ -17,7 +17,8 @@ import lab.core as core  # noqa: E402
 from lab.core.errors import LabError  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
 from lab.ui.metrics_view import STARS_WAIT_NOTE, stars_html  # noqa: E402
-from lab.ui.state import LabState, format_value, parse_search, parse_settings, sweep_rates  # noqa: E402
+from lab.ui.state import (MAX_QUERY_CHARS, MAX_QUERY_FIELDS, MAX_UNKNOWN_NOTES, LabState, format_value,  # noqa: E402
+                          parse_search, parse_settings, query_note, sweep_rates)
 
 M1 = "ui-mixing-hurts"
 M2 = "ui-decode-drowns"
@@ -210,6 +211,22 @@ def test_query_string_parsing_is_bounded():
     assert len(parse_search(huge)) <= 64
     long_value = "?mission=" + "x" * 100_000
     assert len(parse_search(long_value)["mission"]) < 5000
+
+
+def test_an_address_longer_than_the_lab_reads_gets_one_note_saying_so(catalog):
+    many = f"?mission={M1}&" + "&".join(f"k{i}=v" for i in range(1_200))
+    params = parse_search(many)
+    assert list(params)[:3] == ["mission", "k0", "k1"] and len(params) == MAX_QUERY_FIELDS  # the first ones, in order
+    assert query_note(many) == (f"The address has 1,201 parameters: the lab read the first {MAX_QUERY_FIELDS} "
+                                "and ignored the rest.")
+    state = LabState.from_query(catalog, many)
+    assert state.mission.id == M1 and state.notes[0] == query_note(many)
+    unknown = [n for n in state.notes if "not a setting of the lab" in n]
+    assert len(unknown) == MAX_UNKNOWN_NOTES + 1  # one each for the first few, then one for the rest
+    assert f"Ignored {MAX_QUERY_FIELDS - 1 - MAX_UNKNOWN_NOTES} more parameters" in unknown[-1]
+    long = f"?mission={M1}&junk=" + "j" * MAX_QUERY_CHARS
+    assert query_note(long).startswith(f"The address is {len(long) - 1:,} characters long: the lab read the first")
+    assert query_note(f"?mission={M1}&gpus=3") is None and query_note(None) is None
 
 
 @pytest.mark.parametrize("pin_changes", [None, {"layout": "disaggregated", "prefill_gpus": 1, "decode_gpus": 3},
