@@ -23,7 +23,7 @@ from .catalog import SANDBOX_ID, TRACE_SOURCES
 from .a11y import choice_spec, slider_spec
 from .control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, control_words, format_value
 from .refusal import refusal_html
-from .trace_upload import MAX_UPLOAD_BYTES, TraceUpload
+from .trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, TraceUpload
 from .panel_shims import FloatSlider, Html, IntSlider
 from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
@@ -154,7 +154,8 @@ def sources_html():
                        f'({html.escape(url.split("github.com/")[-1])})' for label, url in TRACE_SOURCES)
     return (f'<div class="stf-lock stf-trace-sources">Columns <code>arrival_s,prompt_tokens,output_tokens</code>, '
             f'Azure\'s <code>TIMESTAMP,ContextTokens,GeneratedTokens</code> or '
-            f'<code>arrived_at,num_prefill_tokens,num_decode_tokens</code>; up to {MAX_UPLOAD_BYTES / 1e6:g} MB. '
+            f'<code>arrived_at,num_prefill_tokens,num_decode_tokens</code>; up to {MAX_UPLOAD_BYTES / 1e6:g} MB '
+            f'({MAX_SENT_BYTES / 1e6:g} MB as sent: quotes and line breaks count twice). '
             f'Real traces: {links}.</div>')
 
 

@@ -7,6 +7,9 @@ author can throw at it, and the page still says what happened and keeps working.
 - An address of 1,200 parameters, or one over 64 KB (to 250,000 characters: the lab reads
   200,000): `lab serve` answers with the page, the page says what it ignored, and a control
   change still runs.
+- A trace upload under the file bound (16 MB) but over the message bound (20 MB as sent): a
+  fully quoted CSV with CRLF line ends, 15.6 MB and 25.2 MB as JSON, past Bokeh's 20 MiB
+  websocket limit. Refused with a note, the earlier trace still replays, the page still runs.
 """
 
 import json
@@ -159,3 +162,36 @@ def test_an_oversized_address_opens_the_page_with_a_note(server, page, query, ne
     run = int(page.locator('.stf-status[data-busy="false"][data-run]').get_attribute("data-run"))
     page.locator(".stf-control-layout button", has_text="Split").click()
     assert _ran_after(page, run) > run
+
+
+QUOTED_HEADER = '"arrival_s","prompt_tokens","output_tokens"\r\n'
+
+
+def test_a_trace_that_grows_past_the_message_limit_is_refused_and_the_page_runs_on(server, page):
+    from lab.ui.trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, sent_bytes
+
+    page.goto(f"{server}/lab?mission=sandbox")
+    first = settle(page)
+    upload = page.locator(".stf-trace-upload input[type=file]")
+    small = QUOTED_HEADER + "".join(f'"{i * 0.25:.2f}","{1000 + 10 * i}","{50 + i}"\r\n' for i in range(120))
+    upload.set_input_files(files=[{"name": "quoted.csv", "mimeType": "text/csv", "buffer": small.encode()}])
+    replay = page.locator(".stf-replay")
+    replay.wait_for()
+    assert "Replaying quoted.csv: 120 requests" in replay.inner_text()  # quotes and CRLF are fine in themselves
+    run = _ran_after(page, first)
+
+    big = QUOTED_HEADER + '"1","2","3"\r\n' * 1_200_000
+    size, sent = len(big.encode()), sent_bytes("big.csv", big)
+    assert size < MAX_UPLOAD_BYTES < MAX_SENT_BYTES < sent  # under the file bound, over the message bound
+    upload.set_input_files(files=[{"name": "big.csv", "mimeType": "text/csv", "buffer": big.encode()}])
+    error = page.locator(".stf-upload-error")
+    error.wait_for()
+    text = error.inner_text()
+    assert f"big.csv is {size / 1e6:.1f} MB, but {sent / 1e6:.1f} MB as the page sends it" in text, text
+    assert f"the limit is {MAX_SENT_BYTES / 1e6:g} MB" in text
+    assert "Replaying quoted.csv" in replay.inner_text()  # the previous workload stays
+    shot(page.locator(".stf-sidebar"), "upload-refused.png")
+    # The connection is alive: a control change still runs, on the replayed trace.
+    page.locator(".stf-control-layout button", has_text="Split").click()
+    later = _ran_after(page, run)
+    assert page.locator(f'.stf-status[data-run="{later}"]').inner_text().startswith("120 requests")

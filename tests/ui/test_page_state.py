@@ -325,6 +325,23 @@ def test_the_upload_refuses_text_over_the_limit_even_if_the_page_did_not(monkeyp
     assert refused[0].startswith("big.csv is larger") and refused[1] == "huge.csv is 99.0 MB"
 
 
+def test_the_upload_is_measured_as_it_travels_not_as_a_file(monkeypatch):
+    import lab.ui.trace_upload as tu
+    from bokeh.server.tornado import DEFAULT_WEBSOCKET_MAX_MESSAGE_SIZE_BYTES
+
+    # JSON writes each quote and CR or LF as two characters: a fully quoted CRLF row grows by 8 of 13 bytes.
+    row = '"1","2","3"\r\n'
+    assert tu.sent_bytes("t.csv", row * 1000) - tu.sent_bytes("t.csv", "") == 21 * 1000
+    # The bound leaves room for Bokeh's envelope under its websocket message limit.
+    assert tu.MAX_UPLOAD_BYTES < tu.MAX_SENT_BYTES < DEFAULT_WEBSOCKET_MAX_MESSAGE_SIZE_BYTES - 64 * 1024
+    got, refused = [], []
+    upload = tu.TraceUpload(on_file=lambda text, name: got.append(name), on_refused=refused.append)
+    monkeypatch.setattr(tu, "MAX_SENT_BYTES", tu.sent_bytes("q.csv", row * 10))
+    upload._handle_msg({"type": "file", "name": "q.csv", "text": row * 11})  # the page checks first; Python too
+    upload._handle_msg({"type": "file", "name": "q.csv", "text": row * 10})
+    assert got == ["q.csv"] and len(refused) == 1 and "as the page sends it" in refused[0]
+
+
 def test_history_entries_and_popstate_restore_through_the_app(catalog, app_timers):
     """The app pushes one entry per settled change and restores an entry's settings on popstate."""
     import lab.ui.app as app
