@@ -79,7 +79,7 @@ from .paint_speed import PaintSpeed
 from .panel_shims import Html, escape_without_nh3, one_patch_per_update, skip_busy_tracking
 from .plots import Plots
 from .result_strip import ResultStrip
-from .stars_bridge import ProgressTools, StarsBridge
+from .stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
 from .state import LabState, format_value, parse_pin, parse_search, parse_settings
 from .story import StoryView
 from .table_view import TableView
@@ -589,13 +589,8 @@ class LabApp:
 
     def _on_notes(self, *_):
         notes = list(self.state.notes)
-        status = self.bridge.status
-        if status == "recovered":
-            notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) "
-                         "and the readable ones kept.")
-        elif status == "unavailable":
-            notes.append("This browser does not let the page store data, so stars last only for this visit: "
-                         "\"Copy my progress\" keeps them.")
+        if self.bridge.status in STORAGE_NOTES:
+            notes.append(html.escape(STORAGE_NOTES[self.bridge.status], quote=False))
         if notes:
             items = "".join(f"<li>{n}</li>" for n in notes)  # notes are built HTML-safe by the state
             self.notes.object = f'<div class="stf-notes" role="status" data-notes="{len(notes)}"><ul>{items}</ul></div>'
@@ -931,12 +926,8 @@ class HubApp:
         notes = []
         if self.catalog.error:
             notes.append(html.escape(self.catalog.error))
-        if self.bridge.status == "recovered":
-            notes.append("Some saved stars could not be read; they were set aside (backed up in this browser) and the "
-                         "readable ones kept.")
-        elif self.bridge.status == "unavailable":
-            notes.append("This browser does not let the page store data, so stars last only for this visit: "
-                         "\"Copy my progress\" keeps them.")
+        if self.bridge.status in STORAGE_NOTES:
+            notes.append(html.escape(STORAGE_NOTES[self.bridge.status], quote=False))
         self.note.object = ('<div class="stf-notes" role="status"><ul>' + "".join(f"<li>{n}</li>" for n in notes)
                             + "</ul></div>") if notes else ""
         self.note.visible = bool(notes)

@@ -11,7 +11,9 @@ assets/stars.js): one versioned key,
     split-the-fleet:stars:v1 = {"version": 1, "stars": {"mission-id": [true, false, true]}}
 
 stars only ever added, unreadable data moved to a backup key before anything is dropped,
-every backup kept until cleared, memory for the visit when storage is blocked or full.
+every backup kept until cleared, memory for the visit when storage is blocked or full
+(and for the tab, in sessionStorage); `status` says which, and STORAGE_NOTES what the
+pages tell the student then.
 
 Saving is acknowledged: a message sent before the page's component exists is lost, so
 `earn` keeps the stars pending until the page reports storage holding them (every reply
@@ -44,7 +46,7 @@ from .theme import CSS
 from .timers import every
 
 __all__ = ["StarsBridge", "ProgressTools", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_JS", "RETRY_MS", "RETRY_LIMIT",
-           "clean_stars"]
+           "STORAGE_NOTES", "clean_stars"]
 
 STORAGE_KEY = "split-the-fleet:stars:v1"
 BACKUP_KEY = STORAGE_KEY + ":backup"  # the newest backup; older ones are BACKUP_KEY + ":<n>"
@@ -57,6 +59,18 @@ MAX_MISSIONS = progress_code.MAX_MISSIONS
 RETRY_MS = 1000  # resend stars the page has not confirmed this often ...
 RETRY_LIMIT = 60  # ... for at most this many tries (a page that never answers is gone)
 STORE_JS = Path(__file__).with_name("stars_store.js")
+# What the lab and the hub say about the storage's status (the static hub, static/site/hub.js,
+# says the same words; a test holds them equal). Plain text: no markup, no "<" or "&".
+STORAGE_NOTES = {
+    "recovered": "Some saved stars could not be read; they were set aside (backed up in this browser) and the "
+                 "readable ones kept.",
+    "unavailable": "This browser does not let the page store data, so stars last only for this visit: "
+                   "\"Copy my progress\" keeps them.",
+    "full": "This browser's storage for this site is full, so stars earned now are not saved: they last while "
+            "this tab is open. \"Copy my progress\" keeps them as a code to paste later; or free space (\"Clear "
+            "backups\" on the missions page, or this site's data in the browser's settings) and they are saved "
+            "on the next page.",
+}
 
 
 def clean_stars(data):
@@ -165,7 +179,7 @@ class StarsBridge(Bridge):
 
     stars = param.Dict(default={}, doc="Stars saved in this browser.")
     loaded = param.Boolean(default=False, doc="The page has answered at least once.")
-    status = param.String(default="", doc="ok | recovered | unavailable")
+    status = param.String(default="", doc="ok | recovered | unavailable (blocked) | full (its quota)")
     backups = param.List(default=[], doc="Backup keys in this browser's storage, newest first.")
     pending = param.Dict(default={}, doc="Stars sent to the page that it has not confirmed yet.")
     embedded = param.Boolean(default=False, doc="The page is in an iframe (maybe on another site).")
@@ -202,7 +216,7 @@ class StarsBridge(Bridge):
         backups = [k for k in (data.get("backups") or []) if isinstance(k, str) and _BACKUP.fullmatch(k)]
         pending = {m: f for m, f in self.pending.items() if not _covers(stars.get(m, []), f)}
         with param.parameterized.batch_call_watchers(self):
-            self.status = status if status in ("ok", "recovered", "unavailable") else "ok"
+            self.status = status if status in STORAGE_NOTES else "ok"
             self.stars = stars
             self.backups = backups
             self.pending = pending

@@ -10,7 +10,10 @@
 // mangled entry for one mission does not cost another mission's stars. Every backup is
 // kept until the student clears them: the newest is "split-the-fleet:stars:v1:backup",
 // older ones "split-the-fleet:stars:v1:backup:<n>" (higher n = newer). When storage is
-// blocked or full, stars that could not be written live in memory for the visit.
+// blocked or full, stars that could not be written live in memory for the visit, and in
+// sessionStorage ("split-the-fleet:stars:v1:unsaved") for the tab, so the hub after the lab
+// still has them; status says which ("unavailable": blocked, "full": QuotaExceededError),
+// and they are written to localStorage as soon as a write succeeds again.
 //
 // Everything keyed by mission id is a null-prototype object, so ids such as "constructor"
 // or "__proto__" are plain keys. Plain script (no modules): it also runs from file://.
@@ -24,6 +27,8 @@ var STFStars = (function () {
   var MAX_STARS = 16;
   var MAX_MISSIONS = 500;
   var memory = null;  // stars that could not be written (blocked or full storage), OR-ed into every read
+  var memoryWhy = "unavailable";  // why not: "full" (the quota) or "unavailable" (blocked)
+  var UNSAVED = KEY + ":unsaved";  // in sessionStorage: `memory`, for this tab
   var granted = null;  // the Storage Access API's unpartitioned localStorage, once a cross-site embed got it
   var CODE_PREFIX = "STF1-";
   var MAX_CODE = 20000;  // as lab/ui/progress_code.py MAX_CODE_CHARS
@@ -135,22 +140,73 @@ var STFStars = (function () {
     return move(s, KEY, target);
   }
 
+  // A full storage throws QuotaExceededError (code 22; Firefox once named it NS_ERROR_DOM_QUOTA_REACHED, 1014).
+  function quota(e) {
+    return !!e && (e.name === "QuotaExceededError" || e.name === "NS_ERROR_DOM_QUOTA_REACHED" || e.code === 22 || e.code === 1014);
+  }
+
+  // Every star of `extra` is in `stars`.
+  function covers(stars, extra) {
+    return Object.keys(extra).every(function (id) {
+      var have = own(stars, id) ? stars[id] : [];
+      return extra[id].every(function (f, i) { return f !== true || have[i] === true; });
+    });
+  }
+
+  // `memory` in sessionStorage, so a star earned while storage is full outlives a page change in this tab.
+  function session() {
+    try { return window.sessionStorage; } catch (e) { return null; }
+  }
+
+  function remember() {
+    var t = session();
+    if (!t) return;
+    try {
+      if (memory) t.setItem(UNSAVED, JSON.stringify({ version: 1, why: memoryWhy, stars: memory }));
+      else t.removeItem(UNSAVED);
+    } catch (e) { /* blocked or full as well: memory it is */ }
+  }
+
+  function recall() {
+    if (memory) return;
+    var t = session();
+    var raw = t ? get(t, UNSAVED) : null;
+    if (raw === null) return;
+    try {
+      var data = JSON.parse(raw);
+      var got = clean(data).stars;
+      if (Object.keys(got).length) {
+        memory = got;
+        memoryWhy = data.why === "full" ? "full" : "unavailable";
+      }
+    } catch (e) { /* unreadable: nothing to add */ }
+  }
+
   function write(stars) {
     var s = storage();
+    var why = "unavailable";
     if (s) {
       try {
         s.setItem(KEY, JSON.stringify({ version: 1, stars: stars }));
+        if (memory && covers(stars, memory)) {  // saved at last
+          memory = null;
+          remember();
+        }
         return true;
-      } catch (e) { /* full */ }
+      } catch (e) { why = quota(e) ? "full" : "unavailable"; }
     }
     memory = merge(memory || dict(), stars);
+    memoryWhy = why;
+    remember();
     return false;
   }
 
-  // {stars, status, kept}: status "ok", "recovered" (unreadable parts set aside) or
-  // "unavailable" (blocked or full storage: some stars last only for this visit); `kept`
-  // when unreadable data could not be backed up and so was left where it was, untouched.
+  // {stars, status, kept}: status "ok", "recovered" (unreadable parts set aside),
+  // "unavailable" (blocked storage) or "full" (its quota: some stars are not saved and last
+  // for this tab); `kept` when unreadable data could not be backed up and so was left where
+  // it was, untouched.
   function load() {
+    recall();
     var s = storage();
     if (!s) return { stars: copy(memory), status: "unavailable", kept: false };
     var raw = get(s, KEY);
@@ -170,7 +226,8 @@ var STFStars = (function () {
   function finish(state) {
     if (memory) {
       merge(state.stars, memory);
-      if (state.status === "ok") state.status = "unavailable";
+      if (!state.kept) write(copy(state.stars));  // room again? then they are saved (never over unread data)
+      if (memory && (state.status === "ok" || memoryWhy === "full")) state.status = memoryWhy;  // "not saved" first
     }
     return state;
   }
@@ -192,8 +249,10 @@ var STFStars = (function () {
     var add = dict();
     add[id] = list.slice(0, MAX_STARS).map(function (v) { return v === true; });
     var merged = merge(current.stars, add);
-    if (current.kept) memory = merge(memory || dict(), add);  // never overwrite what was not backed up
-    else write(merged);
+    if (current.kept) {  // never overwrite what was not backed up
+      memory = merge(memory || dict(), add);
+      remember();
+    } else write(merged);
     changed();
     return { read: read(), added: add };
   }
@@ -238,6 +297,7 @@ var STFStars = (function () {
   function reset() {
     var s = storage();
     memory = null;
+    remember();
     var done = true;
     if (s && get(s, KEY) !== null) done = setAside(s);
     var state = read();
@@ -422,6 +482,7 @@ var STFStars = (function () {
     granted = store;
     var keep = memory;
     memory = null;
+    remember();
     if (keep) Object.keys(keep).forEach(function (id) { earn(id, keep[id]); });
     return read();
   }

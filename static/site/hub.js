@@ -19,6 +19,12 @@
   var armed = false;
   var armTimer = null;
   var clearArmed = false;
+  // What the storage's status means for the student: the words of lab/ui/stars_bridge.py STORAGE_NOTES (a test holds them equal).
+  var STORAGE_NOTES = {
+    recovered: "Some saved stars could not be read; they were set aside (backed up in this browser) and the readable ones kept.",
+    unavailable: "This browser does not let the page store data, so stars last only for this visit: \"Copy my progress\" keeps them.",
+    full: "This browser's storage for this site is full, so stars earned now are not saved: they last while this tab is open. \"Copy my progress\" keeps them as a code to paste later; or free space (\"Clear backups\" on the missions page, or this site's data in the browser's settings) and they are saved on the next page."
+  };
 
   function $(id) { return document.getElementById(id); }
   function text(value) { return value === undefined || value === null ? "" : String(value); }
@@ -92,11 +98,7 @@
 
     var notes = [];
     if (problem) notes.push(problem);
-    if (state.status === "recovered") {
-      notes.push("Some saved stars could not be read; they were set aside (backed up in this browser) and the readable ones kept.");
-    } else if (state.status === "unavailable") {
-      notes.push("This browser does not let the page store data, so stars last only for this visit: \"Copy my progress\" keeps them.");
-    }
+    if (own(STORAGE_NOTES, state.status)) notes.push(STORAGE_NOTES[state.status]);
     var note = $("stf-note");
     clear(note);
     if (notes.length) note.appendChild(el("ul", null));

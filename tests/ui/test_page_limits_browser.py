@@ -10,6 +10,9 @@ author can throw at it, and the page still says what happened and keeps working.
 - A trace upload under the file bound (16 MB) but over the message bound (20 MB as sent): a
   fully quoted CSV with CRLF line ends, 15.6 MB and 25.2 MB as JSON, past Bokeh's 20 MiB
   websocket limit. Refused with a note, the earlier trace still replays, the page still runs.
+- A full localStorage: a star earned is shown, named as not saved because storage is full
+  (not as storage being disabled), still there on the hub in the same tab, and saved once
+  there is room.
 """
 
 import json
@@ -24,7 +27,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from mission_text_payloads import settle  # noqa: E402
+from mission_text_payloads import EASY_ID, FILL_TO_QUOTA, settle, write_hostile_missions  # noqa: E402
 from screenshots import shot  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -195,3 +198,54 @@ def test_a_trace_that_grows_past_the_message_limit_is_refused_and_the_page_runs_
     page.locator(".stf-control-layout button", has_text="Split").click()
     later = _ran_after(page, run)
     assert page.locator(f'.stf-status[data-run="{later}"]').inner_text().startswith("120 requests")
+
+
+# Fill this origin's localStorage to the last character: one value of the quota's size, then
+# ever smaller ones until not even one character fits. Returns the keys used.
+FILL_ALL = """(quota) => {
+    const keys = [];
+    let size = quota;
+    while (size >= 1) {
+        const key = "filler" + keys.length;
+        try { localStorage.setItem(key, "x".repeat(size)); keys.push(key); } catch (e) { size = Math.floor(size / 2); }
+    }
+    try { localStorage.setItem("one-more", "x"); return null; } catch (e) { return [keys, e.name]; }
+}"""
+
+
+def test_a_star_earned_in_full_storage_is_named_not_saved_kept_for_the_tab_and_saved_once_there_is_room(
+        tmp_path_factory, missions_server, page):
+    from lab.ui.stars_bridge import STORAGE_KEY, STORAGE_NOTES
+
+    base = missions_server(write_hostile_missions(tmp_path_factory.mktemp("easy-missions")))
+    page.goto(f"{base}/")
+    page.locator('ul.stf-missions[data-loaded="true"]').wait_for()
+    quota = page.evaluate(FILL_TO_QUOTA)
+    filled = page.evaluate(FILL_ALL, quota)
+    assert filled is not None and filled[1] == "QuotaExceededError", filled  # full: not one more character
+    keys = filled[0]
+
+    page.goto(f"{base}/lab?mission={EASY_ID}")
+    settle(page)
+    page.get_by_role("button", name="Split (prefill | decode)").first.click()
+    page.locator('.stf-head-stars[data-earned="1"]').wait_for()  # earned, and shown
+    notes = page.locator(".stf-notes-pane .stf-notes", has_text="storage for this site is full")
+    notes.wait_for()
+    assert "not saved" in notes.inner_text() and "does not let the page store data" not in notes.inner_text()
+    assert page.evaluate(f"localStorage.getItem({json.dumps(STORAGE_KEY)})") is None  # no room for it
+    shot(page, "storage-full-lab.png")
+
+    page.goto(f"{base}/")  # the same tab: the star is still there, still named as not saved
+    card = page.locator(f'a.stf-mission[data-mission="{EASY_ID}"]')
+    card.wait_for()
+    assert card.get_attribute("data-stars") == "1"
+    hub_note = page.locator(".stf-hub-note .stf-notes")
+    assert hub_note.inner_text().strip() == STORAGE_NOTES["full"]
+    shot(page, "storage-full-hub.png")
+
+    page.evaluate("(keys) => keys.forEach((k) => localStorage.removeItem(k))", keys)  # room again
+    page.goto(f"{base}/")
+    page.locator(f'a.stf-mission[data-mission="{EASY_ID}"][data-stars="1"]').wait_for()
+    page.wait_for_function(f"""() => {{ try {{ const s = JSON.parse(localStorage.getItem({json.dumps(STORAGE_KEY)}));
+        return s.stars[{json.dumps(EASY_ID)}][0] === true; }} catch (e) {{ return false; }} }}""")
+    page.locator(".stf-hub-note").wait_for(state="hidden")
