@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 __all__ = ["PAYLOADS", "HOSTILE_TITLE", "HOSTILE_LABEL", "EASY_ID", "CONSTRUCTOR_ID", "DANGEROUS", "write_hostile_missions",
-           "pwned", "settle", "poke", "FILL_TO_QUOTA"]
+           "pwned", "settle", "poke", "FILL_TO_QUOTA", "FILL_ALL"]
 
 PAYLOADS = [
     '<script>window.__pwned=1</script>',
@@ -109,6 +109,20 @@ FILL_TO_QUOTA = """() => {
         localStorage.removeItem("probe");
     }
     return lo;
+}"""
+
+
+# Fill this origin's localStorage to the last character: one value of the quota's size, then
+# ever smaller ones until not even one character fits. Returns [the keys used, the error one
+# more character gets], or null if it still fit.
+FILL_ALL = """(quota) => {
+    const keys = [];
+    let size = quota;
+    while (size >= 1) {
+        const key = "filler" + keys.length;
+        try { localStorage.setItem(key, "x".repeat(size)); keys.push(key); } catch (e) { size = Math.floor(size / 2); }
+    }
+    try { localStorage.setItem("one-more", "x"); return null; } catch (e) { return [keys, e.name]; }
 }"""
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from mission_text_payloads import FILL_TO_QUOTA
+from mission_text_payloads import FILL_ALL, FILL_TO_QUOTA
 from screenshots import shot
 from static_server import Server
 from test_build import build_site
@@ -202,6 +202,28 @@ def test_blocked_storage_still_shows_the_hub(browser, server):
     assert "does not let the page store data" in pg.inner_text("#stf-note")
     assert errors == []
     context.close()
+
+
+def test_full_storage_is_named_full_on_the_static_hub_and_the_star_waits_for_room(page, server):
+    from lab.ui.stars_bridge import STORAGE_NOTES
+
+    page.goto(server.url("site.webmanifest"))
+    filled = page.evaluate(FILL_ALL, page.evaluate(FILL_TO_QUOTA))
+    assert filled is not None and filled[1] == "QuotaExceededError", filled
+    _open_hub(page, server.url("index.html"))
+    page.evaluate("STFStars.earn('mixing-hurts', [true])")  # as a lab in this tab would
+    page.wait_for_selector('#stf-note[data-status="full"]')
+    assert page.inner_text("#stf-note").strip() == STORAGE_NOTES["full"]
+    assert page.evaluate(f"localStorage.getItem({json.dumps(KEY)})") is None
+    _open_hub(page, server.url("index.html"))  # the next page of this tab still has it
+    assert page.get_attribute('a[data-mission="mixing-hurts"]', "data-stars") == "1"
+    assert page.get_attribute("#stf-note", "data-status") == "full"
+    page.evaluate("(keys) => keys.forEach((k) => localStorage.removeItem(k))", filled[0])
+    _open_hub(page, server.url("index.html"))  # room again: saved, and the note goes
+    assert json.loads(page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")) == {
+        "version": 1, "stars": {"mixing-hurts": [True]}}
+    assert page.get_attribute("#stf-note", "data-status") == "ok" and page.is_hidden("#stf-note")
+    assert page.errors == []
 
 
 def test_reset_progress_asks_first_and_keeps_a_backup(page, server):

@@ -29,6 +29,7 @@ var STFStars = (function () {
   var memory = null;  // stars that could not be written (blocked or full storage), OR-ed into every read
   var memoryWhy = "unavailable";  // why not: "full" (the quota) or "unavailable" (blocked)
   var UNSAVED = KEY + ":unsaved";  // in sessionStorage: `memory`, for this tab
+  var moveWhy = "unavailable";  // why the last move (a backup) failed, as memoryWhy
   var granted = null;  // the Storage Access API's unpartitioned localStorage, once a cross-site embed got it
   var CODE_PREFIX = "STF1-";
   var MAX_CODE = 20000;  // as lab/ui/progress_code.py MAX_CODE_CHARS
@@ -127,6 +128,7 @@ var STFStars = (function () {
       s.setItem(to, value);
       return true;
     } catch (e) {
+      moveWhy = quota(e) ? "full" : "unavailable";
       try { s.setItem(from, value); } catch (e2) { /* cannot happen: its room was just freed */ }
       return false;
     }
@@ -249,8 +251,9 @@ var STFStars = (function () {
     var add = dict();
     add[id] = list.slice(0, MAX_STARS).map(function (v) { return v === true; });
     var merged = merge(current.stars, add);
-    if (current.kept) {  // never overwrite what was not backed up
+    if (current.kept) {  // never overwrite what was not backed up (no room for its backup, mostly)
       memory = merge(memory || dict(), add);
+      memoryWhy = moveWhy;
       remember();
     } else write(merged);
     changed();

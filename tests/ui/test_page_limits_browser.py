@@ -27,7 +27,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from mission_text_payloads import EASY_ID, FILL_TO_QUOTA, settle, write_hostile_missions  # noqa: E402
+from mission_text_payloads import EASY_ID, FILL_ALL, FILL_TO_QUOTA, settle, write_hostile_missions  # noqa: E402
 from screenshots import shot  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -198,19 +198,6 @@ def test_a_trace_that_grows_past_the_message_limit_is_refused_and_the_page_runs_
     page.locator(".stf-control-layout button", has_text="Split").click()
     later = _ran_after(page, run)
     assert page.locator(f'.stf-status[data-run="{later}"]').inner_text().startswith("120 requests")
-
-
-# Fill this origin's localStorage to the last character: one value of the quota's size, then
-# ever smaller ones until not even one character fits. Returns the keys used.
-FILL_ALL = """(quota) => {
-    const keys = [];
-    let size = quota;
-    while (size >= 1) {
-        const key = "filler" + keys.length;
-        try { localStorage.setItem(key, "x".repeat(size)); keys.push(key); } catch (e) { size = Math.floor(size / 2); }
-    }
-    try { localStorage.setItem("one-more", "x"); return null; } catch (e) { return [keys, e.name]; }
-}"""
 
 
 def test_a_star_earned_in_full_storage_is_named_not_saved_kept_for_the_tab_and_saved_once_there_is_room(

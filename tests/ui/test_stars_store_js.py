@@ -102,3 +102,13 @@ def test_the_static_hub_says_what_the_lab_says_about_storage():
     hub = (STORE_JS.parents[2] / "static" / "site" / "hub.js").read_text(encoding="utf-8")
     for status, words in STORAGE_NOTES.items():
         assert f"{status}: {json.dumps(words, ensure_ascii=False)}" in hub, status
+
+
+def test_unreadable_data_with_no_room_for_its_backup_is_left_alone_and_the_new_star_named_full():
+    raw = '{"version": 1, "stars": {"a": [true], "junk": "' + "j" * 100 + '"}}'
+    got = _run(f"""
+      local.room = {len(STORAGE_KEY) + len(raw) + 3}; local.setItem({json.dumps(STORAGE_KEY)}, {json.dumps(raw)});
+      out.earned = plain(page().earn("b", [true]));
+      out.stored = local.getItem({json.dumps(STORAGE_KEY)});""")
+    assert got["stored"] == raw  # never overwritten: it could not be backed up
+    assert got["earned"] == {"stars": {"a": [True], "b": [True]}, "status": "full"}
