@@ -13,6 +13,7 @@ from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
 from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
 from test_browser import winning_change  # noqa: E402
+from progress_codes import REPORTED, verdict  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.browser
 
@@ -82,6 +83,24 @@ def test_a_cross_site_lab_embed_earns_a_star_and_the_hub_takes_its_code(browser,
         assert "from the embed" in full.locator(".stf-progress-status .stf-reset-status").inner_text()
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("case", ["5,000 nested lists", "a float mask"])
+def test_a_code_with_a_valid_checksum_and_hostile_content_gets_the_hubs_verdict_in_the_lab(page, server, case):
+    """Once a RecursionError and nothing shown (5,000 nested lists), or accepted by the static hub
+    and refused here ({"mixing-hurts": 1.0}): now one note, the same words as the hub's."""
+    code = REPORTED[case]
+    page.goto(f"{server}/lab?mission=mixing-hurts")
+    page.locator('.stf-status[data-busy="false"][data-run]').wait_for()
+    field = page.locator(".stf-paste-input input")
+    field.evaluate("(el, c) => { el.value = c; el.dispatchEvent(new Event('input', {bubbles: true})); "
+                   "el.dispatchEvent(new Event('change', {bubbles: true})); }", code)
+    page.locator(".stf-paste-progress button").click()
+    status = page.locator('.stf-progress-status [data-ok="false"]')
+    status.wait_for()
+    assert status.inner_text() == f"Nothing changed: {verdict(code)['error']}."
+    # The page's own copy of the hub's decoder (stars_store.js, in the storage bridge) says the same.
+    assert page.evaluate("(c) => window.STFStars.decodeCode(c)", code) == {"ok": False, "error": verdict(code)["error"]}
 
 
 @pytest.mark.parametrize("code", ['<img src=x onerror="window.__pwned=1">', "STF1-" + "A" * 30_000 + ".0000beef"])
