@@ -173,3 +173,19 @@ def test_hostile_mission_text_never_runs_in_the_static_lab(browser, hostile_site
         assert errors == []
     finally:
         context.close()
+
+
+def test_an_address_of_1200_parameters_opens_the_static_lab_with_a_note(browser, site):
+    """The static lab reads an address as `lab serve` does (state.query_note): 1,200 parameters (8 KB,
+    which the test's server, like most hosts, takes) open the page with one note saying what was ignored."""
+    query = "&".join(f"x{i}=1" for i in range(1_200))
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        _open_lab(page, site.url(f"lab.html?mission=mixing-hurts&{query}"))
+        notes = page.locator(".stf-notes-pane .stf-notes")
+        notes.wait_for()
+        assert "The address has 1,201 parameters: the lab read the first 64 and ignored the rest." in notes.inner_text()
+        assert "Mixing" in page.locator(".stf-title").first.inner_text()
+    finally:
+        context.close()
