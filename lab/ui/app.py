@@ -181,7 +181,7 @@ class LabApp:
         self.state.busy = True  # the first run is on its way
         self._auto_window = "t" not in params
         self._pending = None
-        self._running = False  # a run's slow part is under way (on a worker thread under `lab serve`)
+        self._running = False  # a run's slow part is under way (in a worker process under `lab serve`)
         self._run_again = False  # ...and a newer one waits for it
         self._last_change = -1e9  # time.monotonic() of the last accepted change
         self._sweep_iter = None
@@ -450,7 +450,11 @@ class LabApp:
                 self.twin.update()
 
     def _twin_now(self):
-        offload.run(self.state.prepare_twin(), self._twin_ran)
+        work = self.state.prepare_twin()
+        if work is None:  # cached, or the pin is refused: run_twin says which, at once
+            self._twin_ran(offload.Outcome(value=None))
+        else:
+            offload.run(work, self._twin_ran)
 
     def _twin_ran(self, outcome):
         with pn.io.hold():
@@ -487,7 +491,7 @@ class LabApp:
 
     def on_upload(self, text, name):
         """The sandbox got a trace CSV: replay it (a bad one only says why). Parsed like a run's
-        slow part, on a worker thread under `lab serve`."""
+        slow part, in a worker process under `lab serve`."""
         offload.run(self.state.upload_work(text, name), self._uploaded)
 
     def _uploaded(self, outcome):
@@ -509,7 +513,7 @@ class LabApp:
         later(self._sweep_step, 10)
 
     def _sweep_step(self):
-        """The sweep's next point, in its own turn (on a worker thread under `lab serve`)."""
+        """The sweep's next point, in its own turn (in a worker process under `lab serve`)."""
         steps, work = self._sweep_iter, self._sweep_work
         if steps is None or work is None:
             self._sweep_iter = None

@@ -1,20 +1,23 @@
-"""Where the lab page's slow, pure work runs: on worker threads under `lab serve`, at once in the browser.
+"""Where the lab page's slow, pure work runs: in worker processes under `lab serve`, at once in the browser.
 
 `lab serve` is one Python process, one event loop, for every student it serves. A run
 (simulate, measure, blame), a pinned fleet's run, a rate sweep's point and an uploaded
 trace's parse are pure work: lab.core on values read from the state beforehand, nothing of
 the page. On the loop, a mission of 200,000 requests held every other student's page for
-12 s a change. So `run(work, then)` hands `work` to a pool of threads (`start_pool`, which
+12 s a change. So `run(work, then)` hands `work` to a pool of processes (`start_pool`, which
 `lab serve --workers N` calls) and calls `then` with its outcome back on the loop, under the
 document's lock, where the page may be changed.
 
-Threads, not processes: CPython gives the event loop the interpreter every few
-milliseconds while a thread computes (its switch interval), so no page waits for another
-student's run to end; runs share the CPU instead. A process would copy each run across (a
-200,000-request run is hundreds of megabytes of objects) and spend more memory per worker.
+Processes, not threads: threads share one interpreter lock, so Python code runs on one core
+at a time however many the machine has, and on threads one heavy page took half of that core
+from thirty light ones (benchmarks/classroom.py; its figures, threads and processes, are in
+benchmarks/README.md). A process has a core of its own; the price is copying each run back
+(`work` must be picklable: a module-level function and its arguments, as lab/ui/run_work.py's
+are), which for a run at the page's bound is seconds of unpickling, done on the pool's own
+thread, not the loop.
 
-Without a pool (the browser, where Pyodide has no threads; tests; the static site's
-pre-render) `then` runs at once, in the caller's turn, as the page always did.
+Without a pool (the browser, where Pyodide has neither processes nor threads; tests; the
+static site's pre-render) `then` runs at once, in the caller's turn, as the page always did.
 """
 
 import sys
@@ -23,7 +26,7 @@ import traceback
 
 __all__ = ["Outcome", "run", "start_pool", "stop_pool", "pooled", "DEFAULT_WORKERS", "MAX_WORKERS"]
 
-DEFAULT_WORKERS = 4  # runs at once; more wait their turn (each session has at most one: LabApp)
+DEFAULT_WORKERS = 4  # runs at once; more wait their turn (each page has at most one under way: LabApp)
 MAX_WORKERS = 64
 
 _pool = None
@@ -52,7 +55,7 @@ class Outcome:
 
 
 def start_pool(workers=DEFAULT_WORKERS):
-    """Run later `run` calls' work on `workers` threads (idempotent for the same size)."""
+    """Run later `run` calls' work in `workers` processes (idempotent for the same size)."""
     global _pool
     if not 1 <= int(workers) <= MAX_WORKERS:
         raise ValueError(f"workers: {workers} is not 1 to {MAX_WORKERS}")
@@ -60,10 +63,18 @@ def start_pool(workers=DEFAULT_WORKERS):
         if _pool is not None and _pool._max_workers == int(workers):
             return
         if _pool is not None:
-            _pool.shutdown(wait=False)
-        import concurrent.futures  # (here: the browser, which has no threads, never needs it)
+            _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = _new_pool(int(workers))
 
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=int(workers), thread_name_prefix="stf-run")
+
+def _new_pool(workers):
+    # (imported here: the browser, which has no processes, never needs them)
+    import concurrent.futures
+    import multiprocessing
+
+    # "spawn": a fresh interpreter, not a fork of a server with threads (a forked child can
+    # inherit a lock some other thread held); it imports lab.core alone.
+    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def stop_pool():
@@ -75,15 +86,16 @@ def stop_pool():
 
 
 def pooled():
-    """Whether work goes to worker threads (False: it runs at once)."""
+    """Whether work goes to worker processes (False: it runs at once)."""
     return _pool is not None
 
 
 def run(work, then):
     """Call `then(Outcome)` with what `work()` returned or raised: at once without a pool;
-    with one, `work` on a worker thread and `then` on the current document's event loop, under
+    with one, `work` in a worker process and `then` on the current document's event loop, under
     its lock (Bokeh's add_next_tick_callback, the one Document method safe from another thread).
-    A page closed meanwhile gets nothing."""
+    A page closed meanwhile gets nothing. A worker that died (out of memory, say) fails this
+    work with a message, and the pool is started afresh for the next."""
     import panel as pn
     from panel.io.state import set_curdoc
 
@@ -96,15 +108,34 @@ def run(work, then):
         with set_curdoc(doc):
             then(outcome)
 
-    pool.submit(Outcome.of, work).add_done_callback(lambda future: _hand_back(future, doc, on_loop))
+    try:
+        future = pool.submit(Outcome.of, work)
+    except Exception as exc:  # a broken pool (a worker died): a new one for the next run
+        _renew(pool)
+        then(Outcome(error=exc))
+        return
+    future.add_done_callback(lambda done: _hand_back(done, doc, on_loop, pool))
 
 
-def _hand_back(future, doc, on_loop):
+def _hand_back(future, doc, on_loop, pool):
     """(The pool's thread) hand `future`'s Outcome to `on_loop` on `doc`'s event loop."""
     if future.cancelled():
         return
-    outcome = future.result()
+    try:
+        outcome = future.result()
+    except Exception as exc:  # the worker died, or what it returned could not be pickled
+        _renew(pool)
+        outcome = Outcome(error=RuntimeError(f"the lab's worker process failed ({type(exc).__name__}: {exc})"))
     try:
         doc.add_next_tick_callback(lambda: on_loop(outcome))
     except Exception:  # the session is gone: nobody waits for this
         traceback.print_exc(file=sys.stderr)
+
+
+def _renew(broken):
+    """Replace a pool that can take no more work (concurrent.futures' BrokenProcessPool)."""
+    global _pool
+    with _lock:
+        if _pool is broken and getattr(broken, "_broken", False):
+            _pool = _new_pool(broken._max_workers)
+            broken.shutdown(wait=False, cancel_futures=True)

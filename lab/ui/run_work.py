@@ -1,8 +1,9 @@
 """The pure work of the page's runs: what LabState hands to lab/ui/offload.py.
 
 Each function takes values the state read beforehand (the mission, a scenario, its
-requests) and touches nothing of the page, so it may run on a worker thread while the
-student keeps changing controls; the state publishes what it returns, on the loop.
+requests) and touches nothing of the page, so it may run in a worker process while the
+student keeps changing controls (the state hands them over as functools.partial objects,
+which pickle); the state publishes what it returns, on the loop.
 Failures come back as values (`error`), since what the page says about them is the
 state's business.
 """
@@ -13,7 +14,7 @@ import lab.core as core
 import lab.core.spec as core_spec
 from lab.core.errors import LabError
 
-__all__ = ["measure", "run_work", "twin_work", "sweep_point", "parse_upload", "page_requests",
+__all__ = ["measure", "run_work", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload", "page_requests",
            "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
 
 # What one page runs at most, a mission's or an uploaded trace's: the core's bounds before it
@@ -98,6 +99,21 @@ def page_requests(scenario, requests):
         raise LabError("workload.duration_s", f"requests arrive over {span:,.0f} s; the lab page runs at most "
                                               f"{PAGE_MAX_S:,.0f} s (`python -m lab run` runs up to a week)")
     return requests
+
+
+def refused(error):
+    """run_work's value for a run that cannot start (`error`: what the state met preparing it)."""
+    return {"error": error}
+
+
+def upload_work(text, name, sandbox):
+    """(name, the requests of an uploaded trace CSV, or the LabError refusing it)."""
+    try:
+        if not sandbox:
+            raise LabError("upload", "only the sandbox replays uploaded traces")
+        return name, parse_upload(text, name, PAGE_MAX_REQUESTS, PAGE_MAX_S)
+    except LabError as exc:
+        return name, exc
 
 
 def parse_upload(text, name, max_requests, max_span_s):

@@ -46,7 +46,7 @@ def build_parser(prog="python -m lab serve"):
     parser.add_argument("--no-show", dest="show", action="store_false", help="do not open a browser")
     parser.add_argument("--missions", metavar="DIR", default=None, help="folder of mission JSON files (default: the repo's missions/)")
     parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS,
-                        help=f"runs computed at once, on threads beside the server's (default {DEFAULT_WORKERS}); "
+                        help=f"runs computed at once, in processes beside the server's (default {DEFAULT_WORKERS}); "
                              "each page has at most one, and a page waits only for its own")
     return parser
 
@@ -129,7 +129,7 @@ def main(argv=None):
         else:
             print(f"error: --port: cannot listen on {args.address}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    offload.start_pool(args.workers)  # runs go to worker threads: one page's run never holds another's
+    offload.start_pool(args.workers)  # runs go to worker processes: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
     try:

@@ -59,7 +59,7 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, con
 from .catalog import SANDBOX_ID
 from .control_words import control_words, format_value
 from .refusal import refusal_text, short_label
-from .run_work import PAGE_MAX_REQUESTS, PAGE_MAX_S, measure, parse_upload, run_work, sweep_point, twin_work
+from .run_work import PAGE_MAX_S, measure, refused, run_work, sweep_point, twin_work, upload_work
 
 __all__ = [
     "LabState",
@@ -592,15 +592,15 @@ class LabState(param.Parameterized):
         """The next run's slow part, as a function of no arguments (lab/ui/run_work.py on what the
         state holds now), whose value `simulate` takes. `whole`: its measures, blames and the
         pinned fleet's run too, which `finish` then finds done; the page asks for that when the
-        function runs on a worker thread (lab/ui/offload.py), and not in the browser, where the
+        function runs in a worker process (lab/ui/offload.py), and not in the browser, where the
         canvas goes out first and the rest follows in turns of their own."""
         try:
             scenario, requests = self.run_input()
         except Exception as exc:
-            return lambda: {"error": exc}
+            return functools.partial(refused, exc)
         simulate = self._kept_run(scenario, requests) is None
-        mission, twin = self.mission, (self._twin_input() if whole else None)
-        return lambda: run_work(mission, scenario, requests, simulate, twin, measured=whole)
+        twin = self._twin_input() if whole else None
+        return functools.partial(run_work, self.mission, scenario, requests, simulate, twin, measured=whole)
 
     def simulate(self, work=None):
         """A run's first half: publish `result` (the canvas's data), `sim_id` += 1, from `work`
@@ -874,9 +874,9 @@ class LabState(param.Parameterized):
 
     def prepare_twin(self):
         """`run_twin`'s slow part, as `prepare_run`'s: a function of no arguments whose value
-        `run_twin` takes (None when nothing needs to run)."""
+        `run_twin` takes; None when nothing needs to run."""
         twin = self._twin_input()
-        return (lambda: None) if twin is None else (lambda: twin_work(*twin))
+        return None if twin is None else functools.partial(twin_work, *twin)
 
     def run_twin(self, work=None):
         """Run the pinned fleet on the current requests (the current workload, seed and replayed
@@ -930,24 +930,13 @@ class LabState(param.Parameterized):
     def load_trace_text(self, text, name):
         """Replay a trace CSV (text) in the sandbox. True if accepted (needs a `run()` like a change);
         a bad file sets `upload_error` and keeps the current workload. The same as
-        `take_upload(upload_work(text, name)())`, which the page does in two turns (the parse on a
-        worker thread under `lab serve`)."""
+        `take_upload(upload_work(text, name)())`, which the page does in two turns (the parse in a
+        worker process under `lab serve`)."""
         return self.take_upload(self.upload_work(text, name)())
 
     def upload_work(self, text, name):
         """The parse of an uploaded trace, as a function of no arguments: (name, requests or LabError)."""
-        name = str(name or "trace.csv")[:MAX_SHOWN]
-        sandbox = self.mission.id == SANDBOX_ID
-
-        def work():
-            try:
-                if not sandbox:
-                    raise LabError("upload", "only the sandbox replays uploaded traces")
-                return name, parse_upload(text, name, PAGE_MAX_REQUESTS, PAGE_MAX_S)
-            except LabError as exc:
-                return name, exc
-
-        return work
+        return functools.partial(upload_work, text, str(name or "trace.csv")[:MAX_SHOWN], self.mission.id == SANDBOX_ID)
 
     def take_upload(self, parsed):
         """Replay the requests `upload_work` parsed, or say why the file was refused."""
@@ -1014,7 +1003,7 @@ class LabState(param.Parameterized):
         function of no arguments (run_work.sweep_point) and takes what it returned back through
         `send`; `sweep_progress` moves after each point and `sweep` holds the curve at the end.
 
-        The page runs each function in its own turn (on a worker thread under `lab serve`), so
+        The page runs each function in its own turn (in a worker process under `lab serve`), so
         progress shows and the page stays responsive; `run_sweep` runs them in place.
         """
         if not self.can_sweep():
