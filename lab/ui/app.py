@@ -6,7 +6,9 @@
 Both read `pn.state.location` (filled from the request under `lab serve`, from the
 page's address in Pyodide) and return a Panel layout; `serve.py` serves them, and a
 Pyodide conversion can call them from a script ending in `.servable()`. Nothing here
-uses threads, subprocesses or the filesystem beyond reading the mission folder.
+uses threads, subprocesses or the filesystem beyond reading the mission folder; under
+`lab serve` a run's slow part goes to worker processes through offload.py (one run under
+way per page: a change made meanwhile runs when it ends).
 
 Slow work never runs inside a widget callback: a change marks the state busy (the page
 shows it at once) and the run happens in a one-shot callback a moment later: at once for a
@@ -285,8 +287,8 @@ class LabApp:
             self._write_url()
 
     def _run_now(self):
-        """Start the run the settings ask for: its slow part (LabState.prepare_run) on a worker
-        thread under `lab serve` (offload.py), one at a time; a change made meanwhile runs when
+        """Start the run the settings ask for: its slow part (LabState.prepare_run) in a worker
+        process under `lab serve` (offload.py), one at a time; a change made meanwhile runs when
         it is done, and the run it replaced is not shown (its stars still count)."""
         self._pending = None
         if self._running:

@@ -302,6 +302,12 @@ def sweep_rates(rate, points=8):
     return [r for r in rates if r > 0]
 
 
+def _same_requests(a, b):
+    """Whether two runs replayed the same requests: the same object, or (a run that came back
+    from a worker process is a copy) equal ones; None is the generated workload."""
+    return a is b or (a is not None and b is not None and len(a) == len(b) and a == b)
+
+
 def _held_steps(results):
     """Steps logged by these runs, all GPUs (a setting visited twice is one run)."""
     return sum(sum(len(log) for log in r.gpus) for r in {id(r): r for r in results}.values())
@@ -723,7 +729,7 @@ class LabState(param.Parameterized):
         """The kept run of this scenario on these requests (now the newest), or None."""
         key = self._run_key(scenario)
         kept = self._kept.get(key)
-        if kept is None or kept["requests"] is not requests:  # another uploaded trace: not the same run
+        if kept is None or not _same_requests(kept["requests"], requests):  # another uploaded trace: not the same run
             return None
         self._kept[key] = self._kept.pop(key)
         return kept
@@ -731,6 +737,8 @@ class LabState(param.Parameterized):
     def _kept_result(self, work):
         """The result of run_work's `work`, kept with its measures (the newest kept run)."""
         scenario, requests = work["scenario"], work["requests"]
+        if requests is not self._replay_requests and _same_requests(requests, self._replay_requests):
+            requests = self._replay_requests  # (one copy of the trace held, not one per run back from a worker)
         kept = self._kept_run(scenario, requests)
         if kept is None:
             # (simulated on the loop only if the kept run `work` counted on went meanwhile)
@@ -868,7 +876,7 @@ class LabState(param.Parameterized):
             return None
         key = repr(scenario.to_dict())
         cached = self.twin
-        if cached is not None and cached["key"] == key and cached["requests"] is requests:
+        if cached is not None and cached["key"] == key and _same_requests(cached["requests"], requests):
             return None
         return scenario, requests, key
 
@@ -894,9 +902,9 @@ class LabState(param.Parameterized):
             scenario, requests = self._input_for(self.mission.apply(self._clean({**self.settings, **self.pin})))
             key = repr(scenario.to_dict())
             cached = self.twin
-            if cached is not None and cached["key"] == key and cached["requests"] is requests:
+            if cached is not None and cached["key"] == key and _same_requests(cached["requests"], requests):
                 return False
-            if not (work and work["key"] == key and work["requests"] is requests):
+            if not (work and work["key"] == key and _same_requests(work["requests"], requests)):
                 work = twin_work(scenario, requests, key)  # (the pin or workload moved since `work` ran)
             if "error" in work:
                 raise work["error"]

@@ -277,6 +277,28 @@ def test_an_uploaded_trace_replaces_the_workload_until_cleared(catalog):
     assert state.run()["requests"] == generated and state.replay is None
 
 
+def test_a_replayed_run_back_from_a_worker_process_is_kept_and_its_pinned_twin_cached(catalog):
+    """Under `lab serve` a run comes back pickled (lab/ui/offload.py): its requests are a copy of
+    the uploaded trace's. The state still keeps the run (coming back to the setting does not
+    simulate again) and the pinned fleet's run (the next run does not run it again)."""
+    import pickle
+
+    state = sandbox(catalog)
+    rows = [(i * 0.5, 800 + 7 * i, 20 + i % 13) for i in range(90)]
+    assert state.load_trace_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{a},{p},{o}\n" for a, p, o in rows), "mine.csv")
+    state.pin_fleet("current")
+
+    def in_a_worker():
+        return pickle.loads(pickle.dumps(state.prepare_run(whole=True)()))
+
+    first = in_a_worker()
+    assert "result" in first and "twin" in first and first["requests"] is not state._replay_requests
+    assert state.simulate(first) and state.finish()["requests"] == 90
+    assert state.twin is not None and state.twin["metrics"]["requests"] == 90
+    again = in_a_worker()
+    assert "result" not in again and "twin" not in again  # both kept: nothing to simulate
+
+
 def test_azure_columns_replay_too(catalog):
     state = sandbox(catalog)
     text = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"

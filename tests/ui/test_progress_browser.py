@@ -85,12 +85,8 @@ def test_a_cross_site_lab_embed_earns_a_star_and_the_hub_takes_its_code(browser,
         ctx.close()
 
 
-@pytest.mark.parametrize("case", ["5,000 nested lists", "a float mask"])
-def test_a_code_with_a_valid_checksum_and_hostile_content_gets_the_hubs_verdict_in_the_lab(page, server, case):
-    """Once a RecursionError and nothing shown (5,000 nested lists), or accepted by the static hub
-    and refused here ({"mixing-hurts": 1.0}): now one note, the same words as the hub's."""
-    code = REPORTED[case]
-    page.goto(f"{server}/lab?mission=mixing-hurts")
+def _paste_refused(page, code):
+    """Paste `code` in the lab's progress field once the first run is in; the refusal's note."""
     page.locator('.stf-status[data-busy="false"][data-run]').wait_for()
     field = page.locator(".stf-paste-input input")
     field.evaluate("(el, c) => { el.value = c; el.dispatchEvent(new Event('input', {bubbles: true})); "
@@ -98,6 +94,16 @@ def test_a_code_with_a_valid_checksum_and_hostile_content_gets_the_hubs_verdict_
     page.locator(".stf-paste-progress button").click()
     status = page.locator('.stf-progress-status [data-ok="false"]')
     status.wait_for()
+    return status
+
+
+@pytest.mark.parametrize("case", ["5,000 nested lists", "a float mask"])
+def test_a_code_with_a_valid_checksum_and_hostile_content_gets_the_hubs_verdict_in_the_lab(page, server, case):
+    """Once a RecursionError and nothing shown (5,000 nested lists), or accepted by the static hub
+    and refused here ({"mixing-hurts": 1.0}): now one note, the same words as the hub's."""
+    code = REPORTED[case]
+    page.goto(f"{server}/lab?mission=mixing-hurts")
+    status = _paste_refused(page, code)
     assert status.inner_text() == f"Nothing changed: {verdict(code)['error']}."
     # The page's own copy of the hub's decoder (stars_store.js, in the storage bridge) says the same.
     assert page.evaluate("(c) => window.STFStars.decodeCode(c)", code) == {"ok": False, "error": verdict(code)["error"]}
@@ -109,12 +115,7 @@ def test_a_hostile_code_pasted_in_the_lab_changes_nothing(page, server, code):
     page.goto(f"{server}/lab?mission={m1.id}")
     page.locator('.stf-status[data-busy="false"][data-run]').wait_for()
     before = page.evaluate(f"localStorage.getItem({json.dumps(STORAGE_KEY)})")
-    field = page.locator(".stf-paste-input input")
-    field.evaluate("(el, c) => { el.value = c; el.dispatchEvent(new Event('input', {bubbles: true})); "
-                   "el.dispatchEvent(new Event('change', {bubbles: true})); }", code)
-    page.locator(".stf-paste-progress button").click()
-    status = page.locator('.stf-progress-status [data-ok="false"]')
-    status.wait_for()
+    status = _paste_refused(page, code)
     assert status.inner_text().startswith("Nothing changed: progress code:")
     assert len(status.inner_text()) < 300
     assert page.locator(".stf-progress-status img").count() == 0
