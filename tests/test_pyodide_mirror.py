@@ -267,8 +267,7 @@ for m in catalog.missions + [catalog.sandbox]:
         assert app.state.change("layout", other), app.state.error
         app._run_now(); app._finish_now(); app._update_plots()
     if app.state.can_sweep() and len(done) < 2:
-        for _ in app.state.sweep_steps(points=3):
-            pass
+        app.state.run_sweep(points=3)
         app.plots.update()
     json.dumps(doc.to_json(), default=str)
     done.append(m.id)
