@@ -223,10 +223,10 @@ def test_a_star_earned_in_full_storage_is_named_not_saved_kept_for_the_tab_and_s
     shot(page, "storage-full-lab.png")
 
     page.goto(f"{base}/")  # the same tab: the star is still there, still named as not saved
-    card = page.locator(f'a.stf-mission[data-mission="{EASY_ID}"]')
-    card.wait_for()
-    assert card.get_attribute("data-stars") == "1"
-    hub_note = page.locator(".stf-hub-note .stf-notes")
+    # (the card is drawn before the stars bridge has read the tab's stars: wait for them)
+    page.locator(f'a.stf-mission[data-mission="{EASY_ID}"][data-stars="1"]').wait_for()
+    hub_note = page.locator(".stf-hub-note .stf-notes", has_text="storage for this site is full")
+    hub_note.wait_for()
     assert hub_note.inner_text().strip() == STORAGE_NOTES["full"]
     shot(page, "storage-full-hub.png")
 
