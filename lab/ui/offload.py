@@ -13,21 +13,29 @@ at a time however many the machine has, and on threads one heavy page took half 
 from thirty light ones (benchmarks/classroom.py; its figures, threads and processes, are in
 benchmarks/README.md). A process has a core of its own; the price is copying each run back
 (`work` must be picklable: a module-level function and its arguments, as lab/ui/run_work.py's
-are), which for a run at the page's bound is seconds of unpickling, done on the pool's own
-thread, not the loop.
+are). For a run at the page's bound that is about 2 s of unpickling 200,000 requests, their
+rows and blames, and unpickling is one call that holds the interpreter lock throughout: on
+the pool's thread it held every page for those 2 s. So each list longer than SLICE_ITEMS
+in what the work returns comes back in slices, pickled apart in the worker, and the loop
+unpickles one slice a turn (about 20 ms), taking other pages' changes between them.
 
 Without a pool (the browser, where Pyodide has neither processes nor threads; tests; the
 static site's pre-render) `then` runs at once, in the caller's turn, as the page always did.
 """
 
+import dataclasses
+import pickle
 import sys
 import threading
 import traceback
+from itertools import chain
 
 __all__ = ["Outcome", "run", "start_pool", "stop_pool", "pooled", "DEFAULT_WORKERS", "MAX_WORKERS"]
 
 DEFAULT_WORKERS = 4  # runs at once; more wait their turn (each page has at most one under way: LabApp)
 MAX_WORKERS = 64
+SLICE_ITEMS = 5_000  # items of a long list per slice: about 20 ms of unpickling requests on the loop
+SLICE_DEPTH = 4  # how deep in dicts, tuples and dataclasses lists are looked for (a twin's result: 4)
 
 _pool = None
 _lock = threading.Lock()
@@ -109,7 +117,7 @@ def run(work, then):
             then(outcome)
 
     try:
-        future = pool.submit(Outcome.of, work)
+        future = pool.submit(_in_worker, work)
     except Exception as exc:  # a broken pool (a worker died): a new one for the next run
         _renew(pool)
         then(Outcome(error=exc))
@@ -117,17 +125,90 @@ def run(work, then):
     future.add_done_callback(lambda done: _hand_back(done, doc, on_loop, pool))
 
 
+def _in_worker(work):
+    """(In the worker process) work's Outcome, with its long lists cut out, and their slices
+    pickled (see the module docstring)."""
+    outcome, slices = Outcome.of(work), []
+    outcome._value = _cut(outcome._value, slices, SLICE_DEPTH)
+    return outcome, slices
+
+
+class _Sliced:
+    """Where a long list was: it is slices[first:last], concatenated."""
+
+    __slots__ = ("first", "last")
+
+    def __init__(self, first, last):
+        self.first, self.last = first, last
+
+
+def _cut(value, slices, depth):
+    """`value` with each list in it longer than SLICE_ITEMS (looked for `depth` deep in
+    dicts, tuples and dataclass instances, which are changed in place) replaced by a _Sliced,
+    its slices pickled onto `slices`."""
+    if type(value) is list and len(value) > SLICE_ITEMS:
+        first = len(slices)
+        slices.extend(pickle.dumps(value[i:i + SLICE_ITEMS], pickle.HIGHEST_PROTOCOL)
+                      for i in range(0, len(value), SLICE_ITEMS))
+        return _Sliced(first, len(slices))
+    return _each(value, lambda item: _cut(item, slices, depth - 1)) if depth > 0 else value
+
+
+def _paste(value, lists, depth):
+    """_cut undone: each _Sliced in `value` replaced by its list (`lists`: the slices, unpickled)."""
+    if type(value) is _Sliced:
+        return list(chain.from_iterable(lists[value.first:value.last]))
+    return _each(value, lambda item: _paste(item, lists, depth - 1)) if depth > 0 else value
+
+
+def _each(value, change):
+    """`value` with `change` applied to each item of a dict or tuple, or field of a dataclass."""
+    if type(value) is dict:
+        return {key: change(item) for key, item in value.items()}
+    if type(value) is tuple:
+        return tuple(change(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kept = vars(value)  # (GpuLog makes some columns when read: those are not in it, and left alone)
+        for field in dataclasses.fields(value):
+            if field.name in kept:
+                item = kept[field.name]
+                changed = change(item)
+                if changed is not item:  # (a frozen dataclass is never set: no long list in one)
+                    setattr(value, field.name, changed)
+    return value
+
+
 def _hand_back(future, doc, on_loop, pool):
-    """(The pool's thread) hand `future`'s Outcome to `on_loop` on `doc`'s event loop."""
+    """(The pool's thread) hand `future`'s Outcome to `on_loop` on `doc`'s event loop, its
+    lists' slices unpickled there one a turn."""
     if future.cancelled():
         return
     try:
-        outcome = future.result()
+        outcome, slices = future.result()
     except Exception as exc:  # the worker died, or what it returned could not be pickled
         _renew(pool)
-        outcome = Outcome(error=RuntimeError(f"the lab's worker process failed ({type(exc).__name__}: {exc})"))
+        outcome, slices = Outcome(error=RuntimeError(f"the lab's worker process failed ({type(exc).__name__}: {exc})")), []
+    lists = []
+
+    def next_slice():
+        nonlocal outcome
+        try:
+            if len(lists) < len(slices):
+                lists.append(pickle.loads(slices[len(lists)]))
+                slices[len(lists) - 1] = None  # (its bytes are not needed twice)
+                _on_loop(doc, next_slice)
+                return
+            outcome._value = _paste(outcome._value, lists, SLICE_DEPTH)
+        except Exception as exc:
+            outcome = Outcome(error=RuntimeError(f"the lab could not read its worker's answer ({type(exc).__name__}: {exc})"))
+        on_loop(outcome)
+
+    _on_loop(doc, next_slice)
+
+
+def _on_loop(doc, callback):
     try:
-        doc.add_next_tick_callback(lambda: on_loop(outcome))
+        doc.add_next_tick_callback(callback)
     except Exception:  # the session is gone: nobody waits for this
         traceback.print_exc(file=sys.stderr)
 

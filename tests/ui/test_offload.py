@@ -4,6 +4,7 @@ the page's loop; a worker that dies fails that work with a message and the pool 
 import functools
 import os
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -12,12 +13,53 @@ pytest.importorskip("panel")
 from lab.core.errors import LabError  # noqa: E402
 from lab.ui import offload  # noqa: E402
 
+MISSION_01 = Path(__file__).resolve().parents[2] / "missions" / "01-mixing-hurts.json"
+
 
 class _Doc:
     """What `_hand_back` needs of a Document: callbacks for the loop, run here at once."""
 
     def add_next_tick_callback(self, callback):
         callback()
+
+
+class _Loop:
+    """A Document whose loop turns are run by hand (`turn()`), one callback each."""
+
+    def __init__(self):
+        self.waiting = []
+
+    def add_next_tick_callback(self, callback):
+        self.waiting.append(callback)
+
+    def turn(self):
+        self.waiting.pop(0)()
+
+
+class _Done:
+    """A finished future holding `value`."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def cancelled(self):
+        return False
+
+    def result(self):
+        return self.value
+
+
+def _run_like_lab_serve(work):
+    """`work` as lab serve runs it: its outcome cut in the worker, pickled across, handed back
+    on a loop turned by hand. (the outcome, the loop turns it took)"""
+    sent = pickle.loads(pickle.dumps(offload._in_worker(work)))
+    loop, got = _Loop(), []
+    offload._hand_back(_Done(sent), loop, got.append, pool=None)
+    turns = 0
+    while not got:
+        loop.turn()
+        turns += 1
+    return got[0], turns
 
 
 def _refuse():
@@ -36,16 +78,50 @@ def test_a_worker_that_dies_fails_its_work_with_a_message_and_the_next_work_runs
     try:
         pool = offload._pool
         doc, got = _Doc(), []
-        future = pool.submit(offload.Outcome.of, functools.partial(os._exit, 3))  # the worker dies
+        future = pool.submit(offload._in_worker, functools.partial(os._exit, 3))  # the worker dies
         assert future.exception(timeout=120) is not None  # the pool has noticed
         offload._hand_back(future, doc, got.append, pool)
         with pytest.raises(RuntimeError, match="the lab's worker process failed"):
             got[0].get()
         assert offload._pool is not pool and offload.pooled()  # renewed
-        again = offload._pool.submit(offload.Outcome.of, functools.partial(sum, [2, 3]))
+        again = offload._pool.submit(offload._in_worker, functools.partial(sum, [2, 3]))
         again.result(timeout=120)
         offload._hand_back(again, doc, got.append, offload._pool)
         assert got[1].get() == 5
     finally:
         offload.stop_pool()
     assert not offload.pooled()
+
+
+def test_long_lists_come_back_in_slices_one_a_loop_turn_and_equal():
+    """A run's long lists (its requests, rows, blames: inside a dict, a tuple and a dataclass,
+    as run_work returns them) are unpickled on the loop a slice a turn, so no page waits on
+    one long unpickling; what comes back is equal to what the work returned, shorter lists
+    and all."""
+    import lab.core as core
+    from lab.ui.run_work import run_work
+
+    mission = core.load_mission(str(MISSION_01))
+    scenario = mission.scenario.with_changes({"workload.rate": 120.0})  # about 7,000 requests
+    work = functools.partial(run_work, mission, scenario, None, True, None, measured=True)
+    direct = work()
+    outcome, turns = _run_like_lab_serve(work)
+    back = outcome.get()
+    n = len(direct["result"].requests)
+    assert n > offload.SLICE_ITEMS  # (the rows and blames are as long)
+    slices = 3 * -(-n // offload.SLICE_ITEMS)
+    assert turns == slices + 1  # one turn a slice, and one to hand the whole back
+    assert back["result"] == direct["result"] and back["result"].requests == direct["result"].requests
+    assert back["measured"] == direct["measured"] and type(back["measured"]) is tuple
+    assert [vars(b) for b in back["blames"]] == [vars(b) for b in direct["blames"]]
+
+
+def test_a_slice_that_cannot_be_read_fails_the_work_with_a_message():
+    outcome, slices = offload._in_worker(functools.partial(list, range(offload.SLICE_ITEMS + 1)))
+    slices[1] = b"not a pickle"
+    loop, got = _Loop(), []
+    offload._hand_back(_Done((outcome, slices)), loop, got.append, pool=None)
+    while not got:
+        loop.turn()
+    with pytest.raises(RuntimeError, match="the lab could not read its worker's answer"):
+        got[0].get()
