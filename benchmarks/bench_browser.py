@@ -382,7 +382,7 @@ CORE_PY = """
 import json, statistics, time
 import lab.core as _core
 import lab.ui.canvas as _canvas
-from lab.ui.canvas import timeline_data as _timeline_data
+from lab.ui.canvas_data import timeline_data as _timeline_data
 import gc as _gc
 _frozen = _gc.get_freeze_count()  # (the page freezes its heap, lab/ui/collector.py: look there too)
 _gc.unfreeze()
@@ -407,7 +407,8 @@ if hasattr(_canvas, "step_layers"):
     _hi = _lab.window_start + _canvas.WINDOW_S + _canvas.BUFFER_S
     _time("canvas_window", lambda: _canvas.step_layers(_res, _sc.slo.per_token_target_ms,
                                                        _canvas.run_layers(_res, 200)["meta"], (_lo, _hi)))
-    _time("overview_data", lambda: _canvas.overview_data(_res, _sc.slo.per_token_target_ms))
+    _overview = getattr(_canvas.overview_data, "uncached", _canvas.overview_data)  # (built afresh each time)
+    _time("overview_data", lambda: _overview(_res, _sc.slo.per_token_target_ms))
 _t["steps"] = sum(len(g) for g in _res.gpus)
 _t["requests"] = len(_rows)
 json.dumps(_t)

@@ -303,7 +303,7 @@ class LabApp:
         pooled = offload.pooled()
         if not pooled:  # (the browser's one thread: its simulation is the canvas's wait; see collector.py)
             collector.hold()  # no garbage collection until the canvas is out (the second half)
-        offload.run(self.state.prepare_run(whole=pooled), self._ran)
+        offload.run(self.state.prepare_run(whole=pooled, plot_px=self.canvas.plot_px), self._ran)
 
     def _ran(self, outcome):
         self._running = False

@@ -12,7 +12,6 @@ Okabe & Ito palette, and causes of one family that share a colour get a hatch.
 
 import html
 
-import panel as pn
 
 from lab.core.blame import CAUSES
 

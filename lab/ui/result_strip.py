@@ -16,6 +16,9 @@ import html
 
 import numpy as np
 
+from lab.core.report import slow_limit_t
+from lab.core.ticks import TICKS_PER_S
+
 from .figures import NBSP, fmt_ms, fmt_seconds, fmt_share
 from .panel_shims import Html
 from .theme import PALETTE
@@ -45,16 +48,18 @@ STRIP_CSS = f"""
 def row_shares(result, target_ms):
     """Per GPU row (an instance's log): (label, decode, prefill, slow) shares of the run's
     length: decode-only steps within the target, steps with prompt tokens, decode steps over
-    the per-token target (`target_ms`; None: none is). The canvas's colours, summed."""
+    the per-token target (`target_ms`; None: none is). The canvas's colours, summed: a step is
+    slow by the canvas's rule (report.slow_limit_t, on its exact length in ticks)."""
     span = max(float(result.end_time), 1e-12)
+    limit = slow_limit_t(target_ms)
     out = []
     for log in result.gpus:
-        start = np.asarray(log.start, dtype=float)
-        end = np.asarray(log.end, dtype=float)
-        dur = end - start
+        # (ticks, as the engine logged them: seconds columns would be made for this alone)
+        dur_t = np.asarray(log.end_t) - np.asarray(log.start_t)
+        dur = dur_t / TICKS_PER_S
         prefill = np.asarray(log.prefill_tokens, dtype=np.int64) > 0
         decoding = np.asarray(log.decode_seqs, dtype=np.int64) > 0
-        slow = decoding & (dur * 1000.0 > target_ms) if target_ms else np.zeros(len(dur), dtype=bool)
+        slow = decoding & (dur_t > limit)
         out.append((log.label, float(dur[decoding & ~prefill & ~slow].sum()) / span,
                     float(dur[prefill & ~slow].sum()) / span, float(dur[slow].sum()) / span))
     return out

@@ -5,7 +5,8 @@ requests) and touches nothing of the page, so it may run in a worker process whi
 student keeps changing controls (the state hands them over as functools.partial objects,
 which pickle); the state publishes what it returns, on the loop.
 Failures come back as values (`error`), since what the page says about them is the
-state's business.
+state's business. A measured run also brings its whole-run views (`warm_views`), so the
+server's loop, which serves every student, does not build them.
 """
 
 import time
@@ -14,8 +15,11 @@ import lab.core as core
 import lab.core.spec as core_spec
 from lab.core.errors import LabError
 
-__all__ = ["measure", "run_work", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload", "page_requests",
-           "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
+from .canvas_data import overview_data, run_layers
+from .plot_data import itl_histogram
+
+__all__ = ["measure", "run_work", "warm_views", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload",
+           "page_requests", "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
 
 # What one page runs at most, a mission's or an uploaded trace's: the core's bounds before it
 # scaled to a week and a million requests (`lab run` still runs those). A browser tab's Pyodide
@@ -26,19 +30,20 @@ PAGE_MAX_S = min(7_200.0, core_spec.MAX_DURATION_S)
 
 
 def measure(mission, result):
-    """(rows, metrics, stars met) of `result`."""
+    """(rows, metrics, stars met) of `result` (no stars without a `mission`)."""
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
-    now = list(mission.evaluate(metrics)) if mission.stars else []
+    now = list(mission.evaluate(metrics)) if mission is not None and mission.stars else []
     return rows, metrics, now
 
 
-def run_work(mission, scenario, requests, simulate=True, twin=None, measured=False):
+def run_work(mission, scenario, requests, simulate=True, twin=None, measured=False, plot_px=None):
     """A run's slow part: {"scenario", "requests", "ms" (the simulation's time), and "result"
     once `simulate` (False: the state keeps this run already), with "measured" and "blames" if
-    `measured`; "error" if the simulation raised; "twin": twin_work(*twin) when the pinned
-    fleet runs too}. A failure to measure or blame leaves those out: the state measures again
-    in its own turn and says what failed."""
+    `measured`, and its views built (warm_views, for a canvas `plot_px` high); "error" if the
+    simulation raised; "twin": twin_work(*twin) when the pinned fleet runs too}. A failure to
+    measure, blame or build a view leaves those out: the state measures again in its own turn
+    and says what failed (the page builds a missing view when it shows it)."""
     out = {"scenario": scenario, "requests": requests, "ms": 0.0}
     if twin is not None:
         out["twin"] = twin_work(*twin)
@@ -57,9 +62,19 @@ def run_work(mission, scenario, requests, simulate=True, twin=None, measured=Fal
     try:
         out["measured"] = rows, _, _ = measure(mission, result)
         out["blames"] = core.request_blame(result, rows)
+        warm_views(result, plot_px)
     except Exception:
         pass
     return out
+
+
+def warm_views(result, plot_px):
+    """Build the whole-run views the page shows of `result` (lab/ui/run_views.py): in a worker
+    process they then travel back with the run."""
+    target_ms = result.scenario.slo.per_token_target_ms
+    run_layers(result, plot_px)
+    overview_data(result, target_ms)
+    itl_histogram(result, target_ms)
 
 
 def twin_work(scenario, requests, key):
@@ -68,8 +83,7 @@ def twin_work(scenario, requests, key):
     out = {"key": key, "requests": requests}
     try:
         result = core.simulate(scenario, page_requests(scenario, requests))
-        rows = core.request_metrics(result)
-        metrics = core.summarize(result, rows)
+        rows, metrics, _stars = measure(None, result)
         blames = core.request_blame(result, rows)
     except Exception as exc:
         out["error"] = exc
@@ -90,15 +104,20 @@ def page_requests(scenario, requests):
     (PAGE_MAX_REQUESTS arriving over at most PAGE_MAX_S); raises LabError naming the bound."""
     if requests is None:
         requests = core.generate_requests(scenario.workload, scenario.seed)
-    span = requests[-1][0] if requests else 0.0
     where = "workload.trace" if scenario.workload.trace is not None else "workload.rate"
-    if len(requests) > PAGE_MAX_REQUESTS:
-        raise LabError(where, f"{len(requests):,} requests; the lab page runs at most {PAGE_MAX_REQUESTS:,} "
-                              "(`python -m lab run` runs up to {:,}): lower the rate or the duration".format(core_spec.MAX_REQUESTS))
-    if span > PAGE_MAX_S:
-        raise LabError("workload.duration_s", f"requests arrive over {span:,.0f} s; the lab page runs at most "
-                                              f"{PAGE_MAX_S:,.0f} s (`python -m lab run` runs up to a week)")
+    _within_page(requests, where, "workload.duration_s", " (`python -m lab run` runs up to "
+                 f"{core_spec.MAX_REQUESTS:,} requests over a week): lower the rate or the duration")
     return requests
+
+
+def _within_page(requests, where, where_span, advice=""):
+    """Raise LabError naming `where` (the count) or `where_span` (the time span) when `requests`
+    pass the page's bounds; `advice` ends the message."""
+    if len(requests) > PAGE_MAX_REQUESTS:
+        raise LabError(where, f"{len(requests):,} requests; the lab page runs at most {PAGE_MAX_REQUESTS:,}{advice}")
+    span = requests[-1][0] if requests else 0.0
+    if span > PAGE_MAX_S:
+        raise LabError(where_span, f"requests arrive over {span:,.0f} s; the lab page runs at most {PAGE_MAX_S:,.0f} s{advice}")
 
 
 def refused(error):
@@ -111,16 +130,13 @@ def upload_work(text, name, sandbox):
     try:
         if not sandbox:
             raise LabError("upload", "only the sandbox replays uploaded traces")
-        return name, parse_upload(text, name, PAGE_MAX_REQUESTS, PAGE_MAX_S)
+        return name, parse_upload(text, name)
     except LabError as exc:
         return name, exc
 
 
-def parse_upload(text, name, max_requests, max_span_s):
+def parse_upload(text, name):
     """An uploaded trace CSV's requests, within the page's bounds; raises LabError naming the file."""
     requests = core.parse_trace_text(text, name)
-    if len(requests) > max_requests:
-        raise LabError(name, f"{len(requests):,} requests; the limit is {max_requests:,}")
-    if requests[-1][0] > max_span_s:
-        raise LabError(name, f"the trace spans {requests[-1][0]:,.0f} s; the limit is {max_span_s:,.0f} s")
+    _within_page(requests, name, name)
     return tuple(requests)

@@ -594,19 +594,21 @@ class LabState(param.Parameterized):
             return None
         return self.finish()
 
-    def prepare_run(self, whole=False):
+    def prepare_run(self, whole=False, plot_px=None):
         """The next run's slow part, as a function of no arguments (lab/ui/run_work.py on what the
-        state holds now), whose value `simulate` takes. `whole`: its measures, blames and the
-        pinned fleet's run too, which `finish` then finds done; the page asks for that when the
-        function runs in a worker process (lab/ui/offload.py), and not in the browser, where the
-        canvas goes out first and the rest follows in turns of their own."""
+        state holds now), whose value `simulate` takes. `whole`: its measures, blames, whole-run
+        views (for a canvas `plot_px` high) and the pinned fleet's run too, which `finish` and
+        the views then find done; the page asks for that when the function runs in a worker
+        process (lab/ui/offload.py), and not in the browser, where the canvas goes out first and
+        the rest follows in turns of their own."""
         try:
             scenario, requests = self.run_input()
         except Exception as exc:
             return functools.partial(refused, exc)
         simulate = self._kept_run(scenario, requests) is None
         twin = self._twin_input() if whole else None
-        return functools.partial(run_work, self.mission, scenario, requests, simulate, twin, measured=whole)
+        return functools.partial(run_work, self.mission, scenario, requests, simulate, twin, measured=whole,
+                                 plot_px=plot_px)
 
     def simulate(self, work=None):
         """A run's first half: publish `result` (the canvas's data), `sim_id` += 1, from `work`

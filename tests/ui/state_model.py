@@ -34,7 +34,7 @@ import urllib.parse
 import lab.core as core
 from playwright.sync_api import Error as PlaywrightError
 from lab.core.errors import LabError
-from lab.ui.canvas import run_layers
+from lab.ui.canvas_data import run_layers
 from lab.ui.control_words import CHOICE_LABELS
 from lab.ui.metrics_view import metrics_html
 from lab.ui.state import fleet_settings, format_value, parse_pin, parse_search, parse_settings

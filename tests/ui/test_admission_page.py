@@ -12,7 +12,8 @@ pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
 from lab.ui.a11y import run_summary  # noqa: E402
-from lab.ui.canvas import Canvas, legend_html, timeline_data  # noqa: E402
+from lab.ui.canvas import Canvas, legend_html  # noqa: E402
+from lab.ui.canvas_data import timeline_data  # noqa: E402
 from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.controls import locked_html  # noqa: E402
 from lab.ui.metrics_view import metrics_html  # noqa: E402

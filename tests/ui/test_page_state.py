@@ -86,8 +86,8 @@ def test_a_rate_whose_draw_passes_the_request_cap_is_a_run_error_not_a_hang(cata
 
 
 @pytest.mark.parametrize("bound, value, words", [
-    ("PAGE_MAX_REQUESTS", 500, "requests; the lab page runs at most 500 (`python -m lab run` runs up to 1,048,576)"),
-    ("PAGE_MAX_S", 30.0, "s; the lab page runs at most 30 s"),
+    ("PAGE_MAX_REQUESTS", 500, "requests; the lab page runs at most 500 (`python -m lab run` runs up to 1,048,576 "),
+    ("PAGE_MAX_S", 30.0, "s; the lab page runs at most 30 s (`python -m lab run` runs up to 1,048,576 "),
 ])
 def test_a_mission_past_the_pages_bounds_is_refused_naming_the_bound(catalog, monkeypatch, bound, value, words):
     """A mission, not only an upload, is held to what one page runs (lab/ui/run_work.py): mission

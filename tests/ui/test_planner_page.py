@@ -7,7 +7,8 @@ import numpy as np
 
 from lab.core import load_mission, simulate, summarize
 from lab.core.missions import list_missions
-from lab.ui.canvas import ROLE_LAYERS, legend_html, timeline_data
+from lab.ui.canvas import legend_html
+from lab.ui.canvas_data import ROLE_LAYERS, timeline_data
 from lab.ui.control_words import CHOICE_LABELS
 from lab.ui.controls import REQUIRES_WORDS
 from lab.ui.metrics_view import metrics_html
@@ -89,7 +90,7 @@ def test_the_planner_controls_have_words():
 
 
 def test_a_moved_gpus_row_label_says_both_roles_and_fits_the_gutter():
-    from lab.ui.canvas import max_rows, roles_text, split_label
+    from lab.ui.canvas_data import max_rows, roles_text, split_label
 
     assert roles_text([(0.0, "decode")]) == "decode"
     assert roles_text([(0.0, "decode"), (5.0, "switching"), (8.0, "prefill")]) == "→prefill"

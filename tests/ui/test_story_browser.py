@@ -18,7 +18,7 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.canvas import _rows  # noqa: E402
+from lab.ui.canvas_data import _rows  # noqa: E402
 from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.state import WINDOW_S, format_value  # noqa: E402
 from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
