@@ -378,3 +378,38 @@ def test_walk_points_move_each_control_notch_by_notch_in_every_order():
     assert splits == {("disaggregated", 1, 1), ("disaggregated", 2, 1), ("disaggregated", 3, 1), ("disaggregated", 1, 2),
                       ("disaggregated", 2, 2)}
     assert all((s["layout"], s["prefill_gpus"], s["decode_gpus"]) != ("disaggregated", 3, 2) for s in points)
+
+
+def test_a_start_past_the_lab_pages_bounds_fails_the_check_before_any_run(monkeypatch):
+    """The page refuses a run past its bounds (lab/core/page_bounds.py), so a mission whose
+    start is past them could never be played there: `lab check` says so, naming the field,
+    before it runs anything (mini draws about 180 requests over 15 s)."""
+    import lab.core.page_bounds as page_bounds
+    import lab.core.solver as solver
+
+    ran = []
+    monkeypatch.setattr(solver, "simulate", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(page_bounds, "PAGE_MAX_REQUESTS", 100)
+    with pytest.raises(LabError, match=r"^workload\.rate: the start is past what the lab page runs: 1\d\d requests; "
+                                       r"the lab page runs at most 100$"):
+        check_mission(good_mini(), time_budget_s=60)
+    monkeypatch.setattr(page_bounds, "PAGE_MAX_REQUESTS", 10_000)
+    monkeypatch.setattr(page_bounds, "PAGE_MAX_S", 10.0)
+    with pytest.raises(LabError, match=r"^workload\.duration_s: the start is past what the lab page runs: requests "
+                                       r"arrive over 1\d s; the lab page runs at most 10 s$"):
+        check_mission(good_mini(), time_budget_s=60)
+    assert ran == []
+
+
+def test_a_rate_control_reaching_past_the_lab_pages_bounds_is_noted(monkeypatch):
+    import lab.core.page_bounds as page_bounds
+
+    monkeypatch.setattr(page_bounds, "PAGE_MAX_REQUESTS", 500)  # mini: 12 req/s over 15 s, about 180
+    controls = {"gpus": {"min": 1, "max": 5}, "rate": {"min": 4, "max": 60}}
+    report = check_mission(mini(controls=controls, stars=[star("95%", ("slo_attainment", ">=", 0.95))]), time_budget_s=60)
+    note = ("at the rate control's maximum, 60 req/s, the workload draws about 900 requests, past "
+            "the 500 the lab page runs: the page refuses those rates with a note")
+    assert note in report.notes and note in report.format()
+    within = check_mission(mini(controls={**controls, "rate": {"min": 4, "max": 30}},
+                                stars=[star("95%", ("slo_attainment", ">=", 0.95))]), time_budget_s=60)
+    assert not any("lab page runs" in n for n in within.notes)

@@ -55,6 +55,8 @@ from .engine import simulate
 from .errors import LabError
 from .metrics import summarize
 from .missions import CONTROL_SPECS, RATE_METRICS, control_applies, load_mission
+from . import page_bounds
+from .workload import generate_requests
 
 __all__ = ["check_mission", "CheckReport", "StarSolution", "DEFAULT_TIME_BUDGET_S", "DEFAULT_SEEDS", "REPORT_METRICS",
            "SEED_SHARE", "seeds_needed", "predicate_margin"]
@@ -493,11 +495,36 @@ def _vary_rate(mission, star):
     return "rate" in mission.controls and any(p.metric in RATE_METRICS for p in star.when)
 
 
+def _start_in_page(mission):
+    """Raise LabError when the mission's start is past the lab page's bounds (page_bounds.py):
+    the page would refuse its first run."""
+    scenario = mission.scenario
+    where = "workload.trace" if scenario.workload.trace is not None else "workload.rate"
+    try:
+        page_bounds.check_page_bounds(generate_requests(scenario.workload, scenario.seed), where, "workload.duration_s")
+    except LabError as exc:
+        raise LabError(exc.path, f"the start is past what the lab page runs: {exc.detail}") from None
+
+
+def _rate_past_page(mission, report):
+    """Note a rate control that reaches past the lab page's bounds (the page refuses those
+    rates, saying why)."""
+    control, workload = mission.controls.get("rate"), mission.scenario.workload
+    if control is None or control.max is None or workload.trace is not None:
+        return
+    expected = control.max * workload.duration_s
+    if expected > page_bounds.PAGE_MAX_REQUESTS:
+        report.notes.append(f"at the rate control's maximum, {control.max:g} req/s, the workload draws about "
+                            f"{expected:,.0f} requests, past the {page_bounds.PAGE_MAX_REQUESTS:,} the lab page runs: the page "
+                            "refuses those rates with a note")
+
+
 def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_counter, seeds=DEFAULT_SEEDS):
     """Validate (when given a path or dict), run the start, solve every star, and test each fix on `seeds` seeds."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 100:
         raise LabError("--seeds", f"expected a whole number from 1 to 100, got {seeds!r}")
     mission = load_mission(mission)
+    _start_in_page(mission)
     search = _Search(mission, time_budget_s, clock)
     t = clock()
     start_metrics = search.metrics(dict(search.start))
@@ -506,6 +533,7 @@ def check_mission(mission, time_budget_s=DEFAULT_TIME_BUDGET_S, clock=time.perf_
     report = CheckReport(mission, dict(search.start), start_metrics, start_stars, time_budget_s=time_budget_s, start_run_s=start_run_s)
     solutions = [StarSolution(i, star, start_stars[i]) for i, star in enumerate(mission.stars)]
     report.solutions = solutions
+    _rate_past_page(mission, report)
 
     # Candidates grouped by total GPUs; one table for fixed-rate stars, one for rate stars.
     tables = {}

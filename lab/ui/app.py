@@ -82,7 +82,8 @@ from .panel_shims import Html, escape_without_nh3, one_patch_per_update, skip_bu
 from .plots import Plots
 from .result_strip import ResultStrip
 from .stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
-from .state import LabState, format_value, parse_pin, parse_search, parse_settings
+from .run_work import HEAVY_UPLOAD_CHARS
+from .state import LabState, format_value, parse_pin, parse_search, parse_settings, sweep_next
 from .story import StoryView
 from .table_view import TableView
 from .twin_view import TwinView, twin_sentence
@@ -303,7 +304,8 @@ class LabApp:
         pooled = offload.pooled()
         if not pooled:  # (the browser's one thread: its simulation is the canvas's wait; see collector.py)
             collector.hold()  # no garbage collection until the canvas is out (the second half)
-        offload.run(self.state.prepare_run(whole=pooled, plot_px=self.canvas.plot_px), self._ran)
+        offload.run(self.state.prepare_run(whole=pooled, plot_px=self.canvas.plot_px), self._ran,
+                    heavy=self.state.heavy())
 
     def _ran(self, outcome):
         self._running = False
@@ -456,7 +458,7 @@ class LabApp:
         if work is None:  # cached, or the pin is refused: run_twin says which, at once
             self._twin_ran(offload.Outcome(value=None))
         else:
-            offload.run(work, self._twin_ran)
+            offload.run(work, self._twin_ran, heavy=self.state.heavy())
 
     def _twin_ran(self, outcome):
         with pn.io.hold():
@@ -494,7 +496,7 @@ class LabApp:
     def on_upload(self, text, name):
         """The sandbox got a trace CSV: replay it (a bad one only says why). Parsed like a run's
         slow part, in a worker process under `lab serve`."""
-        offload.run(self.state.upload_work(text, name), self._uploaded)
+        offload.run(self.state.upload_work(text, name), self._uploaded, heavy=len(text) > HEAVY_UPLOAD_CHARS)
 
     def _uploaded(self, outcome):
         with pn.io.hold():
@@ -520,20 +522,19 @@ class LabApp:
         if steps is None or work is None:
             self._sweep_iter = None
             return
-        offload.run(work, lambda outcome: self._swept(steps, outcome))
+        offload.run(work, lambda outcome: self._swept(steps, outcome), heavy=self.state.heavy())
 
     def _swept(self, steps, outcome):
         if steps is not self._sweep_iter:
             return
         try:
-            self._sweep_work = steps.send(outcome.get())
-        except StopIteration:
-            self._sweep_iter = None
-            return
+            self._sweep_work = work = sweep_next(steps, outcome)
         except Exception:
             self._sweep_iter = None
-            self.state.sweep_progress = None
             raise
+        if work is None:
+            self._sweep_iter = None
+            return
         later(self._sweep_step, 5)
 
     def _on_key(self, action):

@@ -19,25 +19,34 @@ the pool's thread it held every page for those 2 s. So each list longer than SLI
 in what the work returns comes back in slices, pickled apart in the worker, and the loop
 unpickles one slice a turn (about 20 ms), taking other pages' changes between them.
 
+Heavy work (a run of more than run_work.HEAVY_REQUESTS requests, a large upload) goes to a
+second, smaller pool whose processes run at a lower CPU priority (HEAVY_NICE): on a laptop's
+two cores, one student's 200,000-request run otherwise takes a core from the server and the
+other students' small runs, whose answers then slow down for everyone (benchmarks/classroom.py;
+its figures are in benchmarks/README.md). The heavy run still gets every cycle nobody else
+wants.
+
 Without a pool (the browser, where Pyodide has neither processes nor threads; tests; the
 static site's pre-render) `then` runs at once, in the caller's turn, as the page always did.
 """
 
 import dataclasses
+import os
 import pickle
 import sys
 import threading
 import traceback
 from itertools import chain
 
-__all__ = ["Outcome", "run", "start_pool", "stop_pool", "pooled", "DEFAULT_WORKERS", "MAX_WORKERS"]
+__all__ = ["Outcome", "run", "start_pool", "stop_pool", "pooled", "DEFAULT_WORKERS", "MAX_WORKERS", "HEAVY_NICE"]
 
 DEFAULT_WORKERS = 4  # runs at once; more wait their turn (each page has at most one under way: LabApp)
 MAX_WORKERS = 64
+HEAVY_NICE = 10  # the heavy pool's niceness (Linux: about a tenth of a normal process's share when both want a core)
 SLICE_ITEMS = 5_000  # items of a long list per slice: about 20 ms of unpickling requests on the loop
 SLICE_DEPTH = 4  # how deep in dicts, tuples and dataclasses lists are looked for (a twin's result: 4)
 
-_pool = None
+_pools = {}  # heavy (bool) -> its ProcessPoolExecutor, while `lab serve` runs
 _lock = threading.Lock()
 
 
@@ -63,51 +72,62 @@ class Outcome:
 
 
 def start_pool(workers=DEFAULT_WORKERS):
-    """Run later `run` calls' work in `workers` processes (idempotent for the same size)."""
-    global _pool
+    """Run later `run` calls' work in `workers` processes, and heavy work in half as many (at
+    least one) at a lower priority (idempotent for the same size)."""
     if not 1 <= int(workers) <= MAX_WORKERS:
         raise ValueError(f"workers: {workers} is not 1 to {MAX_WORKERS}")
+    sizes = {False: int(workers), True: max(1, int(workers) // 2)}
     with _lock:
-        if _pool is not None and _pool._max_workers == int(workers):
-            return
-        if _pool is not None:
-            _pool.shutdown(wait=False, cancel_futures=True)
-        _pool = _new_pool(int(workers))
+        for heavy, size in sizes.items():
+            pool = _pools.get(heavy)
+            if pool is not None and pool._max_workers == size:
+                continue
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            _pools[heavy] = _new_pool(size, heavy)
 
 
-def _new_pool(workers):
+def _new_pool(workers, heavy):
     # (imported here: the browser, which has no processes, never needs them)
     import concurrent.futures
     import multiprocessing
 
     # "spawn": a fresh interpreter, not a fork of a server with threads (a forked child can
     # inherit a lock some other thread held); it imports lab.core alone.
-    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_lower_priority if heavy else None)
+
+
+def _lower_priority():
+    """(A heavy pool's process, as it starts) yield the CPU to the server and light runs."""
+    if hasattr(os, "nice"):  # (not on Windows: there the heavy pool runs at normal priority)
+        os.nice(HEAVY_NICE)
 
 
 def stop_pool():
-    global _pool
     with _lock:
-        pool, _pool = _pool, None
-    if pool is not None:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
 def pooled():
     """Whether work goes to worker processes (False: it runs at once)."""
-    return _pool is not None
+    return bool(_pools)
 
 
-def run(work, then):
+def run(work, then, heavy=False):
     """Call `then(Outcome)` with what `work()` returned or raised: at once without a pool;
-    with one, `work` in a worker process and `then` on the current document's event loop, under
+    with one, `work` in a worker process (of the heavy pool if `heavy`) and `then` on the
+    current document's event loop, under
     its lock (Bokeh's add_next_tick_callback, the one Document method safe from another thread).
     A page closed meanwhile gets nothing. A worker that died (out of memory, say) fails this
     work with a message, and the pool is started afresh for the next."""
     import panel as pn
     from panel.io.state import set_curdoc
 
-    pool, doc = _pool, pn.state.curdoc
+    pool, doc = _pools.get(bool(heavy)), pn.state.curdoc
     if pool is None or doc is None:
         then(Outcome.of(work))
         return
@@ -215,8 +235,8 @@ def _on_loop(doc, callback):
 
 def _renew(broken):
     """Replace a pool that can take no more work (concurrent.futures' BrokenProcessPool)."""
-    global _pool
     with _lock:
-        if _pool is broken and getattr(broken, "_broken", False):
-            _pool = _new_pool(broken._max_workers)
-            broken.shutdown(wait=False, cancel_futures=True)
+        for heavy, pool in _pools.items():
+            if pool is broken and getattr(broken, "_broken", False):
+                _pools[heavy] = _new_pool(broken._max_workers, heavy)
+                broken.shutdown(wait=False, cancel_futures=True)

@@ -17,6 +17,7 @@ ticks; y-axis labels are padded to a fixed width, so new data never changes an a
 size (which would re-lay out the whole page in the browser).
 """
 
+import html
 import math
 
 import numpy as np
@@ -448,6 +449,8 @@ class Plots:
             self.sweep_note.object = '<span class="stf-lock">Runs this fleet at 8 rates (about a second).</span>'
         elif s.sweep_stale:
             self.sweep_note.object = '<span class="stf-lock">The fleet changed since this sweep: sweep again.</span>'
+        elif sweep.get("stopped"):  # a point past the page's bounds: the curve ends before it
+            self.sweep_note.object = f'<span class="stf-lock" role="status">{html.escape(sweep["stopped"])}</span>'
         else:
             self.sweep_note.object = ""
         if sweep is self._shown_sweep:  # e.g. after a run: only the note above may change
@@ -459,6 +462,9 @@ class Plots:
                 self.sweep_now.line_alpha = 0
             return
         rates = np.asarray(sweep["rates"], float)
+        if not len(rates):  # (stopped at its first point: the note says why)
+            self.sweep_src.data = {"rate": [], "goodput": [], "ideal": [], "attainment": []}
+            return
         gpus = max(sweep["gpus"], 1)
         ideal = rates / gpus
         self.sweep_src.data = {"rate": rates, "goodput": np.asarray(sweep["goodput"], float), "ideal": ideal,

@@ -8,10 +8,9 @@ again.
 
 Under `lab serve` the worker process that simulated a run also calls them
 (run_work.warm_views) before sending it back: the values travel with the run, and the
-server's loop, which serves every student at once, only looks them up. On a run of 200,000
-requests on 32 GPUs that moved about 1.5 s of work a run off the loop
-(benchmarks/README.md "A classroom on one server"). Callers must not change what they are
-given: the next caller gets the same object.
+server's loop, which serves every student at once, only looks them up (benchmarks/README.md
+"A classroom on one server" measures what that moves off the loop). Callers must not change
+what they are given: the next caller gets the same object.
 """
 
 import functools

@@ -12,21 +12,32 @@ server's loop, which serves every student, does not build them.
 import time
 
 import lab.core as core
-import lab.core.spec as core_spec
 from lab.core.errors import LabError
+from lab.core.page_bounds import LAB_RUN_ADVICE, PAGE_MAX_REQUESTS, PAGE_MAX_S, check_page_bounds
 
 from .canvas_data import overview_data, run_layers
 from .plot_data import itl_histogram
 
-__all__ = ["measure", "run_work", "warm_views", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload",
+__all__ = ["expected_requests", "HEAVY_REQUESTS", "HEAVY_UPLOAD_CHARS", "measure", "run_work", "warm_views", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload",
            "page_requests", "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
 
-# What one page runs at most, a mission's or an uploaded trace's: the core's bounds before it
-# scaled to a week and a million requests (`lab run` still runs those). A browser tab's Pyodide
-# has far less memory and speed than a CPython run, and under `lab serve` a run this size
-# (about 12 s of CPU) is already what a classroom's server can give one student.
-PAGE_MAX_REQUESTS = min(200_000, core_spec.MAX_REQUESTS)
-PAGE_MAX_S = min(7_200.0, core_spec.MAX_DURATION_S)
+# Work past these is heavy: `lab serve` runs it in its lower-priority processes (offload.py),
+# so a student's big run does not slow every other student's small ones (an uploaded trace
+# CSV of a million characters holds about 20,000 requests).
+HEAVY_REQUESTS = 20_000
+HEAVY_UPLOAD_CHARS = 1_000_000
+
+
+def expected_requests(scenario, requests):
+    """About how many requests a run of `scenario` draws (`requests`: the ones given), without
+    drawing them: the busiest phase's rate over the whole duration; None for a trace the
+    workload reads itself (unknown until read)."""
+    if requests is not None:
+        return len(requests)
+    workload = scenario.workload
+    if workload.rate is None:
+        return None
+    return max([workload.rate] + [p.rate for p in workload.phases if p.rate is not None]) * workload.duration_s
 
 
 def measure(mission, result):
@@ -101,23 +112,12 @@ def sweep_point(scenario, rate):
 
 def page_requests(scenario, requests):
     """The run's requests (`requests`, or the workload's own), within what a page runs
-    (PAGE_MAX_REQUESTS arriving over at most PAGE_MAX_S); raises LabError naming the bound."""
+    (lab/core/page_bounds.py); raises LabError naming the bound."""
     if requests is None:
         requests = core.generate_requests(scenario.workload, scenario.seed)
     where = "workload.trace" if scenario.workload.trace is not None else "workload.rate"
-    _within_page(requests, where, "workload.duration_s", " (`python -m lab run` runs up to "
-                 f"{core_spec.MAX_REQUESTS:,} requests over a week): lower the rate or the duration")
+    check_page_bounds(requests, where, "workload.duration_s", LAB_RUN_ADVICE)
     return requests
-
-
-def _within_page(requests, where, where_span, advice=""):
-    """Raise LabError naming `where` (the count) or `where_span` (the time span) when `requests`
-    pass the page's bounds; `advice` ends the message."""
-    if len(requests) > PAGE_MAX_REQUESTS:
-        raise LabError(where, f"{len(requests):,} requests; the lab page runs at most {PAGE_MAX_REQUESTS:,}{advice}")
-    span = requests[-1][0] if requests else 0.0
-    if span > PAGE_MAX_S:
-        raise LabError(where_span, f"requests arrive over {span:,.0f} s; the lab page runs at most {PAGE_MAX_S:,.0f} s{advice}")
 
 
 def refused(error):
@@ -138,5 +138,5 @@ def upload_work(text, name, sandbox):
 def parse_upload(text, name):
     """An uploaded trace CSV's requests, within the page's bounds; raises LabError naming the file."""
     requests = core.parse_trace_text(text, name)
-    _within_page(requests, name, name)
+    check_page_bounds(requests, name, name)
     return tuple(requests)

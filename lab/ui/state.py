@@ -55,11 +55,13 @@ import param
 import lab.core as core
 from lab.core.errors import LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, control_value
+from lab.core.page_bounds import PAGE_MAX_S
 
 from .catalog import SANDBOX_ID
 from .control_words import control_words, format_value
+from .offload import Outcome
 from .refusal import refusal_text, short_label
-from .run_work import PAGE_MAX_S, measure, refused, run_work, sweep_point, twin_work, upload_work
+from .run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, sweep_point, twin_work, upload_work
 
 __all__ = [
     "LabState",
@@ -75,6 +77,7 @@ __all__ = [
     "format_value",
     "carried_note",
     "sweep_rates",
+    "sweep_next",
     "WINDOW_S",
     "MAX_VALUE_CHARS",
 ]
@@ -300,6 +303,23 @@ def sweep_rates(rate, points=8):
     factors = [0.25 + i * (1.75 / (points - 1)) for i in range(points)]
     rates = sorted({round(rate * f, 2) for f in factors} | {float(rate)})
     return [r for r in rates if r > 0]
+
+
+def sweep_next(steps, outcome):
+    """A sweep's next point (LabState.sweep_steps) after the last point's Outcome: its metrics
+    are sent in, a LabError it raised is thrown in (the sweep stops there, saying why); None
+    once the sweep is over. Any other error is raised, the sweep closed first."""
+    try:
+        try:
+            value = outcome.get()
+        except LabError as exc:
+            return steps.throw(exc)
+        return steps.send(value)
+    except StopIteration:
+        return None
+    except Exception:
+        steps.close()
+        raise
 
 
 def _same_requests(a, b):
@@ -924,6 +944,14 @@ class LabState(param.Parameterized):
 
     # ------------------------------------------------------------ replaying a trace (sandbox)
 
+    def heavy(self):
+        """Whether this page's runs are heavy (run_work.HEAVY_REQUESTS): its next run's expected
+        requests, or for a trace the workload reads itself, its last run's."""
+        expected = expected_requests(*self.run_input())
+        if expected is None:
+            expected = len(self.result.requests) if self.result is not None else 0
+        return expected > HEAVY_REQUESTS
+
     def run_input(self):
         """(scenario, requests or None) for the next run: the uploaded trace's requests, if any,
         with the workload's duration stretched over them (arrivals end at the last one)."""
@@ -1011,7 +1039,9 @@ class LabState(param.Parameterized):
     def sweep_steps(self, points=8):
         """The rate sweep a point at a time, as a generator: it yields each point's run as a
         function of no arguments (run_work.sweep_point) and takes what it returned back through
-        `send`; `sweep_progress` moves after each point and `sweep` holds the curve at the end.
+        `send`, or what it raised through `throw`; `sweep_progress` moves after each point and
+        `sweep` holds the curve at the end. A point past the page's bounds (a LabError) ends
+        the curve there, and `sweep["stopped"]` says why.
 
         The page runs each function in its own turn (in a worker process under `lab serve`), so
         progress shows and the page stays responsive; `run_sweep` runs them in place.
@@ -1023,21 +1053,26 @@ class LabState(param.Parameterized):
         rates = sweep_rates(scenario.workload.rate, points)
         gpus = scenario.fleet.total_gpus
         key = self.sweep_key()
-        goodput, attainment = [], []
+        goodput, attainment, stopped = [], [], None
         self.sweep_progress = 0.0
         try:
             for i, rate in enumerate(rates):
-                metrics = yield functools.partial(sweep_point, scenario, rate)
+                try:
+                    metrics = yield functools.partial(sweep_point, scenario, rate)
+                except LabError as exc:
+                    stopped = f"The sweep stopped at {rate:.3g} req/s: {exc}"
+                    break
                 goodput.append(metrics["goodput_rps_per_gpu"])
                 attainment.append(metrics["slo_attainment"] or 0.0)
                 self.sweep_progress = (i + 1) / len(rates)
             self.sweep = {
-                "rates": rates,
+                "rates": rates[:len(goodput)],
                 "goodput": goodput,
                 "attainment": attainment,
                 "gpus": gpus,
                 "rate": float(scenario.workload.rate),
                 "key": key,
+                "stopped": stopped,
             }
         finally:
             self.sweep_progress = None
@@ -1048,12 +1083,9 @@ class LabState(param.Parameterized):
         steps = self.sweep_steps(points)
         work, done = next(steps, None), 0
         while work is not None:
-            metrics = work()
+            outcome = Outcome.of(work)
             done += 1
-            try:
-                work = steps.send(metrics)
-            except StopIteration:
-                work = None
+            work = sweep_next(steps, outcome)
             if progress is not None:
                 progress(done, total)
         return self.sweep

@@ -76,17 +76,17 @@ def test_an_outcome_carries_a_value_or_the_error_and_pickles():
 def test_a_worker_that_dies_fails_its_work_with_a_message_and_the_next_work_runs():
     offload.start_pool(1)
     try:
-        pool = offload._pool
+        pool = offload._pools[False]
         doc, got = _Doc(), []
         future = pool.submit(offload._in_worker, functools.partial(os._exit, 3))  # the worker dies
         assert future.exception(timeout=120) is not None  # the pool has noticed
         offload._hand_back(future, doc, got.append, pool)
         with pytest.raises(RuntimeError, match="the lab's worker process failed"):
             got[0].get()
-        assert offload._pool is not pool and offload.pooled()  # renewed
-        again = offload._pool.submit(offload._in_worker, functools.partial(sum, [2, 3]))
+        assert offload._pools[False] is not pool and offload.pooled()  # renewed
+        again = offload._pools[False].submit(offload._in_worker, functools.partial(sum, [2, 3]))
         again.result(timeout=120)
-        offload._hand_back(again, doc, got.append, offload._pool)
+        offload._hand_back(again, doc, got.append, offload._pools[False])
         assert got[1].get() == 5
     finally:
         offload.stop_pool()
@@ -125,3 +125,20 @@ def test_a_slice_that_cannot_be_read_fails_the_work_with_a_message():
         loop.turn()
     with pytest.raises(RuntimeError, match="the lab could not read its worker's answer"):
         got[0].get()
+
+
+def test_heavy_work_runs_in_processes_at_a_lower_priority():
+    """lab serve's heavy pool (offload.py): its processes yield the CPU to the server and to the
+    light pool's runs; the light pool's run at the server's own priority."""
+    if not hasattr(os, "nice"):
+        pytest.skip("no process priorities on this system")
+    offload.start_pool(2)
+    try:
+        assert offload._pools[False]._max_workers == 2 and offload._pools[True]._max_workers == 1
+        own = os.nice(0)
+        light = offload._pools[False].submit(offload._in_worker, functools.partial(os.nice, 0)).result(timeout=120)
+        heavy = offload._pools[True].submit(offload._in_worker, functools.partial(os.nice, 0)).result(timeout=120)
+        assert light[0].get() == own
+        assert heavy[0].get() == min(own + offload.HEAVY_NICE, 19)
+    finally:
+        offload.stop_pool()

@@ -90,17 +90,79 @@ def test_a_rate_whose_draw_passes_the_request_cap_is_a_run_error_not_a_hang(cata
     ("PAGE_MAX_S", 30.0, "s; the lab page runs at most 30 s (`python -m lab run` runs up to 1,048,576 "),
 ])
 def test_a_mission_past_the_pages_bounds_is_refused_naming_the_bound(catalog, monkeypatch, bound, value, words):
-    """A mission, not only an upload, is held to what one page runs (lab/ui/run_work.py): mission
-    1 draws 722 requests over 60 s; the bounds are lowered here to meet it."""
-    import lab.ui.run_work as run_work
+    """A mission, not only an upload, is held to what one page runs (lab/core/page_bounds.py):
+    mission 1 draws 722 requests over 60 s; the bounds are lowered here to meet it."""
+    import lab.core.page_bounds as page_bounds
 
     state = LabState.from_query(catalog, f"?mission={M1}")
     assert state.run() is not None
-    monkeypatch.setattr(run_work, bound, value)
+    monkeypatch.setattr(page_bounds, bound, value)
     state.change("gpus", state.settings["gpus"] + 1)  # a run not kept (a kept one would not simulate)
     assert state.run() is None and not state.busy
     assert words in state.run_error
     assert state.run_error.startswith("workload.rate: 7" if bound == "PAGE_MAX_REQUESTS" else "workload.duration_s: requests arrive over 60 s")
+
+
+def test_a_sweep_past_the_pages_bounds_stops_there_and_says_why(catalog, monkeypatch, app_timers):
+    """The rate sweep runs the fleet up to twice its rate: a point past what one page runs ends
+    the curve at the points before it, and the sweep's note names the rate and the bound
+    (it used to end with an error in the server's log and nothing on the page)."""
+    import lab.core.page_bounds as page_bounds
+    import lab.ui.app as app
+    from bokeh.document import Document
+
+    monkeypatch.setattr(page_bounds, "PAGE_MAX_REQUESTS", 1_000)  # mission 1: 12 req/s over 60 s, so about 16 req/s
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    sweep = state.run_sweep(points=8)
+    assert 0 < len(sweep["rates"]) < 8 and len(sweep["goodput"]) == len(sweep["rates"])
+    assert max(sweep["rates"]) * 60 < 1_100
+    assert sweep["stopped"].startswith("The sweep stopped at ")
+    assert "requests; the lab page runs at most 1,000" in sweep["stopped"]
+    assert state.sweep_progress is None
+
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    lab.view.server_doc(Document())
+    lab.on_sweep()
+    while any(t.callback == lab._sweep_step and not t.stopped for t in app_timers.timers):
+        app_timers.fire(lab._sweep_step)
+    assert lab.state.sweep["stopped"] == sweep["stopped"] and lab._sweep_iter is None
+    assert "The sweep stopped at " in lab.plots.sweep_note.object
+    assert not lab.plots.progress.visible and not lab.plots.sweep_button.disabled
+
+
+def test_a_page_past_the_heavy_mark_runs_its_work_in_the_low_priority_pool(catalog, monkeypatch, app_timers):
+    """Under `lab serve` a run expected to draw more than HEAVY_REQUESTS (rate x duration, the
+    busiest phase's rate; a given trace's length; a trace the workload reads: its last run's)
+    goes to the heavy pool (offload.py), and so do that page's sweep points and pinned fleet."""
+    import lab.ui.app as app
+    import lab.ui.offload as offload
+    import lab.ui.state as state_module
+    from bokeh.document import Document
+    from lab.ui.run_work import expected_requests
+
+    lab = app.LabApp(catalog, f"?mission={SANDBOX_ID}")
+    lab.view.server_doc(Document())
+    state = lab.state
+    workload = state.scenario.workload
+    expected = expected_requests(*state.run_input())
+    assert expected == workload.rate * workload.duration_s
+    HEAVY_REQUESTS = expected + 1  # (the sandbox's rate control stops far below the real mark)
+    monkeypatch.setattr(state_module, "HEAVY_REQUESTS", HEAVY_REQUESTS)
+    assert not state.heavy()
+    sent = []
+    monkeypatch.setattr(offload, "run", lambda work, then, heavy=False: sent.append(heavy))
+    lab._run_now()
+    state.change("rate", workload.rate * 2)
+    assert state.heavy()
+    lab._running = False
+    lab._run_now()
+    lab.on_sweep()
+    app_timers.fire(lab._sweep_step)
+    assert sent == [False, True, True]
+    busiest = HEAVY_REQUESTS / workload.duration_s * 2
+    scenario = state.scenario.with_changes({"workload.phases": [{"start_s": 1, "rate": busiest}], "workload.rate": 1})
+    assert expected_requests(scenario, None) == busiest * workload.duration_s
+    assert expected_requests(scenario, ((0.0, 10, 10),) * 3) == 3
 
 
 def test_a_failed_run_clears_the_canvas_and_advances_its_run_marker(catalog, monkeypatch):
@@ -429,7 +491,7 @@ def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catal
 
 def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_has_them():
     from lab.ui.offload import DEFAULT_WORKERS, MAX_WORKERS
-    from lab.ui.run_work import PAGE_MAX_REQUESTS, PAGE_MAX_S
+    from lab.core.page_bounds import PAGE_MAX_REQUESTS, PAGE_MAX_S
 
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     assert f"runs at most {PAGE_MAX_REQUESTS:,} requests arriving over at most {PAGE_MAX_S:,.0f} s" in readme
