@@ -257,6 +257,36 @@ def test_serve_on_a_busy_port_is_an_error_not_a_traceback(capsys):
     assert f"error: --port: port {port} is in use" in err and "Traceback" not in err
 
 
+def test_serve_stopped_by_sigterm_exits_cleanly_and_stops_its_workers():
+    """A service manager's `kill` (SIGTERM) ends `lab serve` as Ctrl+C does: its `finally` runs,
+    so the worker pools are stopped (offload.stop_pool), and it exits 0 (it used to die at once,
+    leaving its workers to finish runs nobody waited for)."""
+    pytest.importorskip("panel")
+    import os
+    import signal
+    import urllib.request
+
+    from static_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "serve", "--port", str(port), "--no-show", "--workers", "1"],
+                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        while not proc.stdout.readline().startswith("Split the Fleet: http://"):  # (after the missions' line)
+            assert proc.poll() is None, "lab serve ended before it served"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60) as resp:
+            assert resp.status == 200
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
+
+
 def test_overrides_on_a_non_object_and_an_unwritable_csv_are_errors(tmp_path, scenario_file, capsys):
     listed = tmp_path / "list.json"
     listed.write_text("[1, 2]")

@@ -35,6 +35,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 import traceback
 from itertools import chain
 
@@ -43,6 +44,7 @@ __all__ = ["Outcome", "run", "start_pool", "stop_pool", "pooled", "DEFAULT_WORKE
 DEFAULT_WORKERS = 4  # runs at once; more wait their turn (each page has at most one under way: LabApp)
 MAX_WORKERS = 64
 HEAVY_NICE = 10  # the heavy pool's niceness (Linux: about a tenth of a normal process's share when both want a core)
+PARENT_CHECK_S = 1.0  # how often a worker looks whether the server is still there
 SLICE_ITEMS = 5_000  # items of a long list per slice: about 20 ms of unpickling requests on the loop
 SLICE_DEPTH = 4  # how deep in dicts, tuples and dataclasses lists are looked for (a twin's result: 4)
 
@@ -95,21 +97,38 @@ def _new_pool(workers, heavy):
     # "spawn": a fresh interpreter, not a fork of a server with threads (a forked child can
     # inherit a lock some other thread held); it imports lab.core alone.
     return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                                  initializer=_lower_priority if heavy else None)
+                                                  initializer=_worker_start, initargs=(os.getpid(), heavy))
 
 
-def _lower_priority():
-    """(A heavy pool's process, as it starts) yield the CPU to the server and light runs."""
-    if hasattr(os, "nice"):  # (not on Windows: there the heavy pool runs at normal priority)
+def _worker_start(server_pid, heavy):
+    """(A worker process, as it starts) leave with the server, and in the heavy pool yield the
+    CPU to the server and light runs: on Linux run only when a core would otherwise idle
+    (SCHED_IDLE), elsewhere at a lower priority (nice), on Windows at the normal one."""
+    threading.Thread(target=_leave_with, args=(server_pid,), daemon=True).start()
+    if heavy and hasattr(os, "nice"):
         os.nice(HEAVY_NICE)
+    if heavy and hasattr(os, "SCHED_IDLE"):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def _leave_with(server_pid):
+    """Exit once the server is gone (killed, so it could not stop its pool): a worker never
+    outlives it, finishing a run nobody waits for."""
+    while os.getppid() == server_pid:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def stop_pool():
+    """Stop the pools: queued work is dropped and runs under way are ended (their processes too)."""
     with _lock:
         pools = list(_pools.values())
         _pools.clear()
     for pool in pools:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
 
 
 def pooled():

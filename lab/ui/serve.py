@@ -11,6 +11,7 @@ server runs shows up on the next load (a broken one is listed on the hub, not fa
 import argparse
 import errno
 import os
+import signal
 import sys
 
 from .offload import DEFAULT_WORKERS, MAX_WORKERS
@@ -132,6 +133,8 @@ def main(argv=None):
     offload.start_pool(args.workers)  # runs go to worker processes: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
+    # SIGTERM (a service manager, `kill`) ends the server as Ctrl+C does: the worker processes stop too.
+    signal.signal(signal.SIGTERM, lambda *_: server.io_loop.add_callback(server.io_loop.stop))
     try:
         server.start()
         server.io_loop.start()

@@ -142,3 +142,66 @@ def test_heavy_work_runs_in_processes_at_a_lower_priority():
         assert heavy[0].get() == min(own + offload.HEAVY_NICE, 19)
     finally:
         offload.stop_pool()
+
+
+_ORPHAN_SCRIPT = """
+import functools, sys, time
+sys.path.insert(0, {repo!r})
+from lab.ui import offload
+offload.start_pool(1)
+future = offload._pools[False].submit(offload._in_worker, functools.partial(time.sleep, 600))
+while not offload._pools[False]._processes:
+    time.sleep(0.05)
+print(*offload._pools[False]._processes, flush=True)
+{then}
+"""
+
+
+def _worker_of(then):
+    """Start a server-like process whose one worker sleeps 10 minutes; (the process, the worker's pid)."""
+    import subprocess
+    import sys
+
+    script = _ORPHAN_SCRIPT.format(repo=str(MISSION_01.parents[1]), then=then)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    return proc, int(proc.stdout.readline())
+
+
+def _gone(pid, within_s):
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            os.waitpid(pid, os.WNOHANG)  # (reaped here if it was ours)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def test_stopping_the_pool_ends_a_run_under_way():
+    proc, worker = _worker_of("offload.stop_pool(); print('stopped', flush=True); time.sleep(600)")
+    try:
+        assert proc.stdout.readline().strip() == "stopped"
+        assert _gone(worker, 10), "the worker still runs after stop_pool"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_worker_never_outlives_a_killed_server():
+    """Killed (SIGKILL: no `finally`, no stop_pool), the server leaves its worker mid-run; the
+    worker sees it gone and exits, instead of finishing a run nobody waits for."""
+    proc, worker = _worker_of("time.sleep(600)")
+    proc.kill()
+    proc.wait()
+    try:
+        assert _gone(worker, 3 * offload.PARENT_CHECK_S + 5), "the worker outlived its server"
+    finally:
+        if not _gone(worker, 0.1):
+            os.kill(worker, 9)
