@@ -29,7 +29,8 @@ shows where the slow steps are over the whole run. A click on a step goes to
 `on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
 transfer a story points at.
 
-Data is built with numpy from the columnar step logs, and a change's canvas patch carries
+Data is built with numpy from the columnar step logs (lab/ui/canvas_data.py, no Bokeh), and a
+change's canvas patch carries
 only what its window needs: the GPU steps around the window are built alone (`step_layers`
 over `step_range`: bisection into each log, so a minute-long run costs what its seconds
 near the window cost; decode runs break at each whole second, so those steps give exactly the

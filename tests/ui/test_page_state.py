@@ -498,3 +498,8 @@ def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_
     assert f"(a trace uploaded to the lab page: {PAGE_MAX_S:,.0f} s and {PAGE_MAX_REQUESTS:,} requests" in readme
     assert f"`--workers N`, default {DEFAULT_WORKERS}, at most {MAX_WORKERS})" in readme
     assert f"[--workers {DEFAULT_WORKERS}]" in readme
+    from lab.ui.run_work import HEAVY_REQUESTS, HEAVY_UPLOAD_CHARS
+
+    assert HEAVY_UPLOAD_CHARS == 1_000_000
+    assert (f"a run expected to draw more than {HEAVY_REQUESTS:,} requests, an upload of over a million characters) "
+            "goes to a second pool of half as many processes") in readme
