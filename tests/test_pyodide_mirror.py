@@ -253,8 +253,9 @@ def find_spec(name, path=None, target=None):  # as if not installed
 importlib.machinery.PathFinder.find_spec = staticmethod(find_spec)
 
 from bokeh.document import Document
-from lab.ui.app import LabApp, _extension, get_catalog
-_extension()  # what lab_page() and hub_page() do first, in the browser too
+from lab.ui.app import LabApp
+from lab.ui.pages import get_catalog, page_extension
+page_extension()  # what lab_page() and hub_page() do first, in the browser too
 catalog = get_catalog()
 done = []
 for m in catalog.missions + [catalog.sandbox]:

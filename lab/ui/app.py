@@ -1,9 +1,8 @@
-"""The two pages: the mission hub and the lab for one mission.
+"""The lab page for one mission (the hub is hub.py; what both share, pages.py).
 
-    hub_page()  -> the hub: every mission in order with its stars, the sandbox, reset
     lab_page()  -> the lab: ?mission=ID[&embed=1][&<control>=<value>...][&t=SECONDS]
 
-Both read `pn.state.location` (filled from the request under `lab serve`, from the
+It reads `pn.state.location` (filled from the request under `lab serve`, from the
 page's address in Pyodide) and return a Panel layout; `serve.py` serves them, and a
 Pyodide conversion can call them from a script ending in `.servable()`. Nothing here
 uses threads, subprocesses or the filesystem beyond reading the mission folder; under
@@ -71,27 +70,30 @@ from . import collector, offload
 from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
 from .blame_view import BlameView
 from .canvas import Canvas, legend_html
-from .catalog import SANDBOX_ID, Catalog
+from .catalog import SANDBOX_ID
+from .control_words import format_value
 from .controls import Controls
 from .metrics_view import MetricsView, StarsView
 from .figures import model_words
 from .mission_text import brief_html, plain
 from .page_bridge import PageBridge, guard_location
 from .paint_speed import PaintSpeed
-from .panel_shims import Html, escape_without_nh3, one_patch_per_update, skip_busy_tracking
+from .panel_shims import Html
+from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, search, star_text
 from .plots import Plots
 from .result_strip import ResultStrip
 from .stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
 from .run_work import HEAVY_UPLOAD_CHARS
-from .state import LabState, format_value, parse_pin, parse_search, parse_settings, sweep_next
+from .state import LabState, sweep_next
+from .url_state import parse_pin, parse_search, parse_settings
 from .story import StoryView
 from .table_view import TableView
 from .twin_view import TwinView, twin_sentence
 from .theme import CSS, HUB_CSS, PALETTE
 from .timers import later
 
-__all__ = ["hub_page", "lab_page", "lab_app", "get_catalog", "LabApp", "HubApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS", "PLOTS_WAIT_MS",
-           "URL_THROTTLE_MS", "MISSIONS_ENV", "HISTORY_SETTLE_MS"]
+__all__ = ["lab_page", "lab_app", "LabApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS", "PLOTS_WAIT_MS",
+           "URL_THROTTLE_MS", "HISTORY_SETTLE_MS"]
 
 DEBOUNCE_MS = 40  # a change soon after another waits this long before simulating (coalesces bursts)
 FIRST_MS = 1  # a change after a quiet spell simulates at once (once the "Simulating…" patch is out)
@@ -101,53 +103,8 @@ PLOTS_LAG_MS = 40  # the plots redraw this long after the metrics, in a patch of
 PLOTS_WAIT_MS = 2000  # ... or, judged before the page painted the run's canvas, after that paint or this long
 URL_THROTTLE_MS = 400  # while the student scrubs, write the window start to the address at most this often
 HISTORY_SETTLE_MS = 600  # a change this long after the last one gets a history entry of its own
-MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
-_CATALOGS = {}
 FULL_WIDTH = "100%"  # a flex item's min-width never beyond its row (no sideways scroll at 320 px)
 _SECONDS_RE = re.compile(r"\d{1,7}(\.\d{0,6})?", re.ASCII)  # a window start in a popped address (fullmatch)
-TAGLINE = ("When should an LLM serving fleet split into a prefill pool and a decode pool? "
-           "Reshape a small simulated fleet and watch every GPU's timeline and the latency targets react.")
-
-
-def get_catalog(missions_dir=None):
-    """The catalog for a folder, loaded once per process and reloaded when its files change."""
-    directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
-    key = os.path.abspath(directory) if directory else ""
-    if key not in _CATALOGS:
-        _CATALOGS[key] = Catalog(directory)
-    else:
-        _CATALOGS[key].refresh()  # a mission file added or edited while `lab serve` runs
-    return _CATALOGS[key]
-
-
-def _search():
-    loc = pn.state.location
-    search = getattr(loc, "search", "") if loc is not None else ""
-    return search if isinstance(search, str) else ""
-
-
-def _static_build():
-    """True when the page is the static site (index.html, lab.html) rather than `lab serve`.
-
-    Python in the browser (Pyodide) means the static site, whatever the host does to its
-    URLs (some serve lab.html as /lab); a path ending in .html also says so.
-    """
-    if sys.platform == "emscripten":
-        return True
-    loc = pn.state.location
-    path = getattr(loc, "pathname", "") if loc is not None else ""
-    return isinstance(path, str) and path.endswith(".html")
-
-
-def hub_href():
-    return "index.html" if _static_build() else "./"
-
-
-def lab_href(mission_id):
-    base = "lab.html" if _static_build() else "lab"
-    return f"{base}?mission={mission_id}"
-
-
 def _settings_attr(settings):
     """The settings a run simulated, as the status line carries them (`data-settings`): the
     address's words (format_value), so a test can hold controls = address = run."""
@@ -157,18 +114,6 @@ def _settings_attr(settings):
 def _debug(*args):
     if os.environ.get("STF_DEBUG"):
         print(f"{time.time() * 1000:.0f}", *args, file=sys.stderr, flush=True)
-
-
-def _brand():
-    return (f'<a class="stf-brand" href="{hub_href()}" title="All missions">'
-            '<span class="logo" aria-hidden="true"></span>Split the Fleet</a>')
-
-
-def _star_text(saved, total):
-    got = sum(1 for s in saved[:total] if s)
-    glyphs = "".join(f'<span class="{"on" if i < len(saved) and saved[i] else ""}">{"★" if i < len(saved) and saved[i] else "☆"}</span>'
-                     for i in range(total))
-    return got, glyphs
 
 
 # ---------------------------------------------------------------------- lab page
@@ -673,7 +618,7 @@ class LabApp:
         if not total:
             self.header_stars.object = ""
             return
-        got, glyphs = _star_text(s.saved_stars, total)
+        got, glyphs = star_text(s.saved_stars, total)
         self.header_stars.object = (f'<div class="stf-head-stars" data-earned="{got}"><span class="stars" '
                                     f'aria-label="{got} of {total} stars earned">{glyphs}</span>'
                                     f'<small>{got}/{total}</small></div>')
@@ -761,7 +706,7 @@ class LabApp:
         nav = (f'<a href="{plain(lab_href(next_m.id))}">Next: {plain(next_m.title)} →</a>' if next_m else "")
         header = pn.Row(
             Html(
-                f'<div class="stf-header">{_brand()}<a href="{hub_href()}">← All missions</a>'
+                f'<div class="stf-header">{brand_html()}<a href="{hub_href()}">← All missions</a>'
                 f'<span class="stf-spacer"></span>{nav}</div>',
                 stylesheets=[CSS], sizing_mode="stretch_width", margin=(8, 16, 0, 16),
             ),
@@ -836,140 +781,11 @@ class LabApp:
 
 def lab_app(missions_dir=None):
     """The LabApp for the mission named in the address (lab/ui/prerender.py runs its first run itself)."""
-    _extension()
+    page_extension()
     guard_location()  # before anything reads pn.state.location
-    return LabApp(get_catalog(missions_dir), _search())
+    return LabApp(get_catalog(missions_dir), search())
 
 
 def lab_page(missions_dir=None):
     """The lab for the mission named in the address (`?mission=ID`)."""
     return lab_app(missions_dir).view
-
-
-# ---------------------------------------------------------------------- hub page
-
-class HubApp:
-    """Every mission in order with the stars earned in this browser; the sandbox; reset."""
-
-    def __init__(self, catalog):
-        self.catalog = catalog
-        self.bridge = StarsBridge()
-        self.list = Html("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
-                                 css_classes=["stf-hub-list"])
-        self.total = Html("", stylesheets=[HUB_CSS], margin=(10, 0, 12, 0), css_classes=["stf-hub-total"])
-        self.note = Html("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
-                                 css_classes=["stf-hub-note"])
-        self._armed = False
-        self.reset_button = pn.widgets.Button(
-            name="Reset progress", button_type="light", margin=(14, 0, 4, 0), width=190, css_classes=["stf-reset-progress"],
-            description="Forget the stars earned in this browser (asks to confirm)",
-        )
-        self.reset_button.on_click(self._on_reset)
-        # Every backup of old stars is kept until the student clears them (stars_store.js).
-        self.backups = Html("", stylesheets=[HUB_CSS], margin=(4, 0), visible=False, css_classes=["stf-hub-backups"])
-        self._clear_armed = False
-        self.clear_button = pn.widgets.Button(name="Clear backups", button_type="light", margin=(0, 0, 4, 0), width=190,
-                                              visible=False, css_classes=["stf-clear-backups"],
-                                              description="Delete the backups of earlier stars (asks to confirm)")
-        self.clear_button.on_click(self._on_clear_backups)
-        self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
-        self.a11y = A11yBridge(widgets={"stf-hub": landmark_spec("main", "Split the Fleet missions")})
-        self.progress = ProgressTools(self.bridge, hub_href())  # copy / paste a progress code; the full-lab link in an iframe
-        self._render()
-        self.view = self._layout()
-
-    def _on_reset(self, _event):
-        if not self._armed:
-            self._armed = True
-            self.reset_button.name = "Click again to forget all stars"
-            self.reset_button.button_type = "danger"
-            return
-        self._armed = False
-        self.reset_button.name = "Reset progress"
-        self.reset_button.button_type = "light"
-        self.bridge.reset()
-
-    def _on_clear_backups(self, _event):
-        if not self._clear_armed:
-            self._clear_armed = True
-            self.clear_button.name = "Click again to delete the backups"
-            return
-        self._clear_armed = False
-        self.clear_button.name = "Clear backups"
-        self.bridge.clear_backups()
-
-    def _render(self, *_):
-        keys = self.bridge.backups
-        self.backups.object = (f'<span class="stf-total" data-backups="{len(keys)}">{len(keys)} backup'
-                               f'{"" if len(keys) == 1 else "s"} of earlier stars kept in this browser: '
-                               f'{plain(", ".join(keys))}.</span>') if keys else ""
-        self.backups.visible = self.clear_button.visible = bool(keys)
-        stars = self.bridge.stars
-        loaded = self.bridge.loaded
-        items = []
-        earned_all = 0
-        total_all = 0
-        for i, m in enumerate(self.catalog.missions):
-            total = len(m.stars)
-            saved = stars.get(m.id, [])
-            got, glyphs = _star_text(saved, total)
-            earned_all += got
-            total_all += total
-            items.append(
-                f'<li><a class="stf-mission" href="{plain(lab_href(m.id))}" data-mission="{plain(m.id)}" data-stars="{got}">'
-                f'<span class="num">Mission {i + 1}</span><span class="name">{plain(m.title)}</span>'
-                f'<span class="one">{plain(m.summary)}</span>'
-                f'<span class="stars" aria-label="{got} of {total} stars earned">{glyphs}'
-                f"<small>{got}/{total}</small></span></a></li>"
-            )
-        items.append(
-            f'<li><a class="stf-mission sandbox" href="{lab_href(SANDBOX_ID)}" data-mission="{SANDBOX_ID}">'
-            '<span class="num">Free play</span><span class="name">Sandbox</span>'
-            '<span class="one">Every control open, no stars: try anything.</span></a></li>'
-        )
-        self.list.object = f'<ul class="stf-missions" data-loaded="{str(loaded).lower()}">{"".join(items)}</ul>'
-        self.total.object = (f'<span class="stf-total" data-earned="{earned_all}">★ {earned_all} of {total_all} stars earned '
-                             f'in this browser</span>' if loaded else '<span class="stf-total">Reading your stars…</span>')
-        notes = []
-        if self.catalog.error:
-            notes.append(html.escape(self.catalog.error))
-        if self.bridge.status in STORAGE_NOTES:
-            notes.append(html.escape(STORAGE_NOTES[self.bridge.status], quote=False))
-        self.note.object = ('<div class="stf-notes" role="status"><ul>' + "".join(f"<li>{n}</li>" for n in notes)
-                            + "</ul></div>") if notes else ""
-        self.note.visible = bool(notes)
-
-    def _layout(self):
-        header = pn.Row(
-            Html(f'<div class="stf-header">{_brand()}</div>', stylesheets=[CSS], sizing_mode="stretch_width",
-                         margin=(8, 16, 0, 16)),
-            sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
-        )
-        hero = Html(
-            f'<div class="stf-hero"><div class="stf-kicker">An interactive lab</div><h1>Split the Fleet</h1>'
-            f"<p>{html.escape(TAGLINE)}</p></div>",
-            stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=0,
-        )
-        body = pn.Column(hero, self.total, self.note, self.list, self.progress.view, self.reset_button, self.backups,
-                         self.clear_button, self.bridge, self.a11y,
-                         sizing_mode="stretch_width", margin=(12, 24, 24, 24), styles={"max-width": "1180px"})
-        return pn.Column(header, body, sizing_mode="stretch_width", margin=0, css_classes=["stf-hub"],
-                         styles={"background": PALETTE["page"], "min-height": "100vh"})
-
-
-def hub_page(missions_dir=None):
-    """The mission hub."""
-    _extension()
-    guard_location()
-    return HubApp(get_catalog(missions_dir)).view
-
-
-def _extension():
-    """Panel settings both pages need (idempotent; safe in Pyodide)."""
-    escape_without_nh3()
-    skip_busy_tracking()  # the lab shows its own busy status
-    if sys.platform == "emscripten":  # the static site: Panel's worker link, one patch per update
-        one_patch_per_update()
-    pn.config.raw_css = [c for c in pn.config.raw_css if "stf-page" not in c] + [
-        "/* stf-page */ body { margin: 0; background: %s; }" % PALETTE["page"]
-    ]

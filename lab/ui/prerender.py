@@ -31,11 +31,12 @@ from lab.core.missions import CONTROL_SPECS
 from .canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
                      STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
                      split_label, timeline_data, _keys_html)
-from .control_words import CHOICE_LABELS
+from .control_words import CHOICE_LABELS, format_value
 from .figures import model_words
 from .controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
 from .metrics_view import STARS_CSS, metrics_html, stars_html
-from .state import WINDOW_S, format_value, parse_search
+from .state import WINDOW_S
+from .url_state import parse_search
 from .theme import HUB_CSS, PALETTE
 
 __all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "prerender_name", "view_state"]
@@ -59,7 +60,7 @@ def first_window(result):
 
 def view_state(query, missions_dir=None):
     """(The LabState of lab.html?QUERY after its first run, simulated and judged as the live page has it, the catalog)."""
-    from .app import get_catalog
+    from .pages import get_catalog
     from .state import LabState
 
     catalog = get_catalog(missions_dir)

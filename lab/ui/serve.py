@@ -68,7 +68,7 @@ def make_apps(missions_dir=None):
     """{route: page function} for pn.serve."""
     import panel as pn
 
-    from . import app
+    from . import app, hub as hub_module
 
     template = _page_template()
 
@@ -78,7 +78,7 @@ def make_apps(missions_dir=None):
         return view
 
     def hub():
-        return page(app.hub_page(missions_dir))
+        return page(hub_module.hub_page(missions_dir))
 
     def lab():
         return page(app.lab_page(missions_dir))
@@ -99,7 +99,7 @@ def main(argv=None):
     import panel as pn
 
     from . import offload
-    from .app import get_catalog
+    from .pages import get_catalog
     from .page_bridge import guard_location
     from .url_limits import server_options
 

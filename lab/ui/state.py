@@ -12,7 +12,7 @@ result (`sim_id`: the canvas draws from it alone), `finish()` its metrics, blame
 stars (`run_id`: every other view), in parts the page runs a turn each (`finish_steps`).
 `run()` is both in one go. A run that a newer `simulate` replaces before its finish is not
 shown; its stars are judged (and saved) with the next finish, or the next failure.
-URL query strings go through `from_query`/`query`, which never trust a value: anything
+URL query strings go through `from_query`/`query` (read by url_state.py), which never trust a value: anything
 bad falls back to the mission's start with a note; `query` adds the window start (`t`)
 once `share_window` is set.
 
@@ -44,7 +44,6 @@ import functools
 import html
 import itertools
 import math
-import re
 import sys
 import time
 import traceback
@@ -54,13 +53,16 @@ import param
 
 import lab.core as core
 from lab.core.errors import LabError
-from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS, control_applies, control_value
+from lab.core.missions import control_applies, control_value
 from lab.core.page_bounds import PAGE_MAX_S
 
 from .catalog import SANDBOX_ID
 from .control_words import control_words, format_value
 from .offload import Outcome
 from .refusal import refusal_text, short_label
+from .url_state import (FLOAT_RE, HIDE_PANELS, MAX_SHOWN, MAX_VALUE_CHARS, RESERVED_PARAMS, carried_note,  # noqa: F401
+                        fleet_settings, format_pin, parse_hide, parse_pin, parse_search, parse_settings, query_note,
+                        short_text, shown_value)
 from .run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, sweep_point, twin_work, upload_work
 
 __all__ = [
@@ -83,17 +85,6 @@ __all__ = [
 ]
 
 WINDOW_S = 2.5  # seconds of simulated time the canvas shows at once
-RESERVED_PARAMS = ("mission", "embed", "t", "hide", "pin")  # query keys that are not control settings
-# Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.
-HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "stars", "progress", "plots")
-# Names in one `hide` list (the rest are ignored with a note): every panel and control once,
-# so a link that hides them all still works as the controls grow.
-MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
-MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
-MAX_QUERY_FIELDS = 64  # ... and only this many parameters are read (query_note says so)
-MAX_UNKNOWN_NOTES = 5  # parameters that are no setting get a note each up to this many, then one for the rest
-MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
-MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 MAX_UNJUDGED = 8  # runs replaced unfinished kept for judging at most (each holds its step logs)
 MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabState._kept)
 # ...and at most this many logged steps in all, in either: a step log costs about 100 bytes a
@@ -101,201 +92,6 @@ MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabSt
 # newest run is always kept; an older one goes (kept runs) or is judged now (unjudged).
 MAX_HELD_STEPS = 2_000_000
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
-_INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
-_FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
-
-
-def _short(exc, limit=300):
-    text = str(exc)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _shown(raw):
-    """A bad value as it may appear in a note: short and HTML-escaped."""
-    text = str(raw)
-    if len(text) > MAX_SHOWN:
-        text = text[: MAX_SHOWN - 1] + "…"
-    return html.escape(text, quote=True)
-
-
-def _query_text(search):
-    return search[1:] if search.startswith("?") else search
-
-
-def parse_search(search):
-    """'?a=1&b=x' -> {"a": "1", "b": "x"} (raw strings; the first of repeated keys wins).
-
-    Reads the first MAX_QUERY_CHARS characters and MAX_QUERY_FIELDS parameters (query_note
-    says when an address had more)."""
-    if not isinstance(search, str):
-        return {}
-    fields = [f for f in _query_text(search)[:MAX_QUERY_CHARS].split("&") if f][:MAX_QUERY_FIELDS]
-    out = {}
-    for key, value in urllib.parse.parse_qsl("&".join(fields), keep_blank_values=True):
-        out.setdefault(key[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
-    return out
-
-
-def query_note(search):
-    """The note for an address longer than parse_search reads, or None."""
-    if not isinstance(search, str):
-        return None
-    text = _query_text(search)
-    fields = sum(1 for f in text[:MAX_QUERY_CHARS].split("&") if f)
-    long, many = len(text) > MAX_QUERY_CHARS, fields > MAX_QUERY_FIELDS
-    if long and many:
-        return (f"The address is {len(text):,} characters long, with {fields:,} parameters in its first "
-                f"{MAX_QUERY_CHARS:,}: the lab read the first {MAX_QUERY_FIELDS} of those and ignored the rest.")
-    if long:
-        return f"The address is {len(text):,} characters long: the lab read the first {MAX_QUERY_CHARS:,} and ignored the rest."
-    if many:
-        return f"The address has {fields:,} parameters: the lab read the first {MAX_QUERY_FIELDS} and ignored the rest."
-    return None
-
-
-def _parse_one(control, raw):
-    """(value, None) or (None, why) for one raw query string value."""
-    if control.kind == "choice":
-        for choice in control.choices:
-            if raw == format_value(choice):
-                return choice, None
-        options = ", ".join(format_value(c) for c in control.choices)
-        return None, f"expected one of {options}"
-    text = raw.strip()
-    if control.kind == "int":
-        if not _INT_RE.fullmatch(text):
-            return None, "expected a whole number"
-        value = int(text)
-    else:
-        if not _FLOAT_RE.fullmatch(text):
-            return None, "expected a number"
-        value = float(text)
-        if not math.isfinite(value):
-            return None, "expected a finite number"
-    try:
-        return control.check(value), None
-    except LabError as exc:
-        return None, exc.detail
-
-
-def parse_settings(mission, params):
-    """Settings from raw URL params: ({name: value} for the good ones, [notes] for the rest).
-
-    Unknown keys, locked controls and bad values are each reported and ignored; the
-    caller starts from the mission's start and applies what survived.
-    """
-    settings = {}
-    notes = []
-    unknown = 0
-    for key, raw in params.items():
-        if key in RESERVED_PARAMS:
-            continue
-        if key not in CONTROL_PATHS:
-            unknown += 1
-            if unknown <= MAX_UNKNOWN_NOTES:
-                notes.append(f"Ignored <code>{_shown(key)}</code>: not a setting of the lab.")
-            continue
-        control = mission.controls.get(key)
-        if control is None:
-            notes.append(f"Ignored <code>{_shown(key)}={_shown(raw)}</code>: this mission keeps {key} locked.")
-            continue
-        value, why = _parse_one(control, raw)
-        if why:
-            notes.append(
-                f"Ignored <code>{_shown(key)}={_shown(raw)}</code>: {html.escape(why)}; "
-                f"using the mission's start ({_shown(format_value(control.value(mission.scenario)))})."
-            )
-            continue
-        settings[key] = value
-    if unknown > MAX_UNKNOWN_NOTES:
-        more = unknown - MAX_UNKNOWN_NOTES
-        notes.append(f"Ignored {more} more parameter{'s' if more > 1 else ''} that {'are' if more > 1 else 'is'} "
-                     "not a setting of the lab.")
-    return settings, notes
-
-
-def parse_hide(raw):
-    """`hide=a,b` -> (names in the lab's order: controls, then panels; [notes] for the names it ignored).
-
-    A name is a control (CONTROL_SPECS, as in the URL) or one of HIDE_PANELS; blanks and
-    repeats are skipped, anything else is ignored with a note (escaped, shortened).
-    """
-    if not isinstance(raw, str):
-        return (), []
-    wanted = set()
-    notes = []
-    for i, name in enumerate(p.strip() for p in raw.split(",")):
-        if not name:
-            continue
-        if i >= MAX_HIDE:
-            notes.append(f"Ignored the rest of <code>hide</code>: at most {MAX_HIDE} names.")
-            break
-        if name in CONTROL_SPECS or name in HIDE_PANELS:
-            wanted.add(name)
-        else:
-            notes.append(f"Ignored <code>hide={_shown(name)}</code>: not a control or a panel the lab can hide "
-                         f"(panels: {', '.join(HIDE_PANELS)}; controls by their URL names).")
-    order = list(CONTROL_SPECS) + list(HIDE_PANELS)
-    return tuple(n for n in order if n in wanted), notes
-
-
-def fleet_settings(settings):
-    """The fleet part of control settings: all but the workload's (the rate), which a twin shares."""
-    return {k: v for k, v in settings.items() if not CONTROL_PATHS.get(k, "").startswith("workload.")}
-
-
-def format_pin(pin, start):
-    """A pinned fleet as the `pin` URL value: its values off the mission's start, or "start"."""
-    parts = [f"{k}:{format_value(v)}" for k, v in pin.items() if v is not None and v != start.get(k)]
-    return ",".join(parts) or "start"
-
-
-def parse_pin(mission, raw, start):
-    """`pin=...` -> (pinned fleet settings or None, [notes]). All or nothing: one bad entry
-    ignores the whole pin (a fleet with one setting dropped is not the fleet that was pinned).
-    `start`: the settings a pin's unnamed controls take (the mission's start)."""
-    base = fleet_settings(start)
-    text = raw.strip() if isinstance(raw, str) else ""
-    if text == "start":
-        return dict(base), []
-
-    def refuse(why):
-        return None, [f"Ignored <code>pin={_shown(raw)}</code>: {html.escape(why)}; nothing is pinned."]
-
-    if not text:
-        return refuse("expected start or name:value pairs separated by commas (like layout:colocated,gpus:4)")
-    pin = dict(base)
-    named = set()
-    for entry in text.split(","):
-        name, sep, value = entry.strip().partition(":")
-        if not sep or not name:
-            return refuse(f"{entry.strip()[:MAX_SHOWN]!r} is not name:value")
-        if name in named:
-            return refuse(f"{name[:MAX_SHOWN]} is named twice")
-        named.add(name)
-        if name not in CONTROL_PATHS:
-            return refuse(f"{name[:MAX_SHOWN]} is not a setting of the lab")
-        control = mission.controls.get(name)
-        if control is None:
-            return refuse(f"this mission keeps {name} locked")
-        if name not in base:
-            return refuse(f"{name} belongs to the workload, which a pinned fleet shares with the current one")
-        parsed, why = _parse_one(control, value)
-        if why:
-            return refuse(f"{name}: {why}")
-        pin[name] = parsed
-    return pin, []
-
-
-def carried_note(mission, carried):
-    """The sentence for tp controls a layout switch set too (LabState._carry_tp), or ''."""
-    if not carried:
-        return ""
-    names = [f"{mission.controls[n].label or CONTROL_SPECS[n][1]} {format_value(v)}" for n, v in carried.items()]
-    return (f"Also set {' and '.join(names)}: the new layout's fleet does not fit otherwise, and those controls "
-            "were greyed out before the switch.")
-
-
 def sweep_rates(rate, points=8):
     """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
     if not rate or rate <= 0:
@@ -418,7 +214,7 @@ class LabState(param.Parameterized):
             mission = catalog.first()
             label = "the sandbox" if mission.id == SANDBOX_ID else f"mission 1, {html.escape(mission.title)}"
             if wanted:
-                notes.append(f"There is no mission <code>{_shown(wanted)}</code>; opened {label} instead.")
+                notes.append(f"There is no mission <code>{shown_value(wanted)}</code>; opened {label} instead.")
             if catalog.error:
                 notes.append(html.escape(catalog.error))
             if any(k not in RESERVED_PARAMS or k == "pin" for k in params) and wanted:  # a pin is settings too
@@ -448,15 +244,15 @@ class LabState(param.Parameterized):
                 try:
                     state.set_pin(pin)
                 except LabError as exc:
-                    notes.append(f"Ignored <code>pin={_shown(params['pin'])}</code>: {html.escape(str(exc))}; "
+                    notes.append(f"Ignored <code>pin={shown_value(params['pin'])}</code>: {html.escape(str(exc))}; "
                                  "nothing is pinned.")
         if "t" in params:
             raw = params["t"].strip()
-            if _FLOAT_RE.fullmatch(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
+            if FLOAT_RE.fullmatch(raw) and math.isfinite(float(raw)) and 0 <= float(raw) <= 1e6:
                 state.window_start = float(raw)
                 state.share_window = True
             else:
-                notes.append(f"Ignored <code>t={_shown(raw)}</code>: expected a time in seconds.")
+                notes.append(f"Ignored <code>t={shown_value(raw)}</code>: expected a time in seconds.")
         state.notes = notes
         return state
 
@@ -832,7 +628,7 @@ class LabState(param.Parameterized):
         if isinstance(exc, LabError):
             return str(exc)
         traceback.print_exc(file=sys.stderr)
-        return f"the simulation failed unexpectedly ({type(exc).__name__}: {_short(exc)})"
+        return f"the simulation failed unexpectedly ({type(exc).__name__}: {short_text(exc)})"
 
     def _failed(self, message, began, sim_ms=0.0):
         self._pending_run = None
@@ -934,7 +730,7 @@ class LabState(param.Parameterized):
             twin, error = None, str(exc)
         except Exception as exc:  # like run(): a bug must not leave the page busy
             traceback.print_exc(file=sys.stderr)
-            twin, error = None, f"the pinned fleet's run failed unexpectedly ({type(exc).__name__}: {_short(exc)})"
+            twin, error = None, f"the pinned fleet's run failed unexpectedly ({type(exc).__name__}: {short_text(exc)})"
         else:
             twin, error = work["twin"], ""
         with param.parameterized.batch_call_watchers(self):

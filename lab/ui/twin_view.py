@@ -25,7 +25,7 @@ from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_se
                       fmt_watts)
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
 from .control_words import control_words
-from .state import fleet_settings
+from .url_state import fleet_settings
 from .panel_shims import Html
 from .theme import CSS, PALETTE
 
