@@ -344,7 +344,7 @@ def _steps(timeline):
 PHASES_PY = """
 import js
 import panel.io.pyodide as _p
-import lab.ui.panel_shims as _shims
+import lab.ui.browser.panel_shims as _shims
 from lab.ui.app import LabApp
 from lab.ui.state import LabState
 _stf_phases = []
@@ -362,7 +362,7 @@ def _stf_timed(fn, key):
     return timed
 
 from bokeh.document import Document as _Doc
-from lab.ui.controls import Controls
+from lab.ui.views.controls import Controls
 for _owner, _name, _key in ((_Doc, "apply_json_patch", "apply"), (Controls, "_changed", "change"), (LabState, "simulate", "simulate"),
                             (LabState, "finish", "finish"), (LabApp, "_finish_part", "finish"),
                             (LabApp, "_update_plots", "plots"),
@@ -381,10 +381,10 @@ if not hasattr(LabState, "simulate"):  # a tree from before the run's two halves
 CORE_PY = """
 import json, statistics, time
 import lab.core as _core
-import lab.ui.canvas as _canvas
-from lab.ui.canvas_data import timeline_data as _timeline_data
+import lab.ui.timeline.canvas as _canvas
+from lab.ui.timeline.canvas_data import timeline_data as _timeline_data
 import gc as _gc
-_frozen = _gc.get_freeze_count()  # (the page freezes its heap, lab/ui/collector.py: look there too)
+_frozen = _gc.get_freeze_count()  # (the page freezes its heap, lab/ui/timeline/collector.py: look there too)
 _gc.unfreeze()
 _lab = [o for o in _gc.get_objects() if type(o).__name__ == "LabState"][0]
 if _frozen:

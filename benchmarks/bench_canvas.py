@@ -35,8 +35,8 @@ def main(argv=None):
     ap.add_argument("--tree", default=str(REPO), help="the checkout whose lab/ is timed")
     args = ap.parse_args(argv)
     sys.path.insert(0, args.tree)
-    from lab.ui.canvas import Canvas
-    from lab.ui.canvas_data import timeline_data
+    from lab.ui.timeline.canvas import Canvas
+    from lab.ui.timeline.canvas_data import timeline_data
     from lab.ui.catalog import Catalog
     from lab.ui.state import LabState
 

@@ -44,8 +44,8 @@ from bokeh.events import DocumentReady  # noqa: E402
 from tornado.ioloop import IOLoop  # noqa: E402
 
 import lab.ui.app  # noqa: E402,F401  (the lab's own models, likewise)
-from lab.ui.control_words import format_value  # noqa: E402
-from lab.ui.run_work import PAGE_MAX_REQUESTS  # noqa: E402
+from lab.ui.words.control_words import format_value  # noqa: E402
+from lab.ui.runs.run_work import PAGE_MAX_REQUESTS  # noqa: E402
 
 SETTINGS_RE = re.compile(r'data-busy="false" data-run="(\d+)"[^>]*data-settings="([^"]*)"')
 THINK_S = (2.0, 4.0)

@@ -9,7 +9,7 @@ __all__ = ["REPO", "SITE_SRC", "STARS_JS", "MISSIONS_SRC", "NODE_PYODIDE", "STOR
 
 REPO = Path(__file__).resolve().parent.parent
 SITE_SRC = REPO / "static" / "site"
-STARS_JS = REPO / "lab" / "ui" / "stars_store.js"  # the stars' storage logic: the lab's bridge and the hub share it
+STARS_JS = REPO / "lab" / "ui" / "stars" / "stars_store.js"  # the stars' storage logic: the lab's bridge and the hub share it
 MISSIONS_SRC = REPO / "missions"
 NODE_PYODIDE = REPO / "node_modules" / "pyodide"
 

@@ -15,8 +15,8 @@ import subprocess
 from hypothesis import strategies as st
 
 from lab.core.errors import LabError
-from lab.ui import progress_code as pc
-from lab.ui.stars_bridge import STORE_JS
+from lab.ui.stars import progress_code as pc
+from lab.ui.stars.stars_bridge import STORE_JS
 
 __all__ = ["signed", "codes", "verdict", "JSDecoder", "REPORTED"]
 

@@ -297,7 +297,7 @@ def test_numeric_flags_raise_only_lab_error_naming_the_flag(flag, text):
 
 
 # ---------------------------------------------------------------- progress codes
-# The lab (lab/ui/progress_code.py) and the static hub (stars_store.js) decode the same codes:
+# The lab (lab/ui/stars/progress_code.py) and the static hub (stars_store.js) decode the same codes:
 # each one gets the same verdict from both, word for word, and Python raises only LabError.
 
 import pytest  # noqa: E402
@@ -332,7 +332,7 @@ def test_a_reported_progress_code_gets_one_verdict_naming_what_is_wrong(js_decod
 
 
 def test_a_code_pasted_with_the_spaces_a_web_page_adds_is_read_the_same_by_both(js_decode):
-    from lab.ui import progress_code as pc
+    from lab.ui.stars import progress_code as pc
 
     code = pc.encode({"mixing-hurts": [True, False, True]})
     for pad in ("\u00a0", "\ufeff", " \r\n", "\u200b\u3000"):

@@ -732,7 +732,7 @@ def test_tp_controls_offer_whole_servers_and_the_spec_refuses_partial_instances(
 
 
 def test_the_specs_refusals_carry_their_reason_and_the_values_their_message_says():
-    """A page says these refusals in its own words (lab/ui/refusal.py) from `reason` and
+    """A page says these refusals in its own words (lab/ui/words/refusal.py) from `reason` and
     `facts`, not from the message's text: they must agree with the message, and survive the
     trip back from a worker process (pickle, lab/parallel.py)."""
     import pickle

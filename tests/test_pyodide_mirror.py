@@ -308,7 +308,7 @@ def test_the_lab_runs_without_the_dropped_packages_other_than_nh3():
 
 
 def test_the_lab_renders_without_nh3():
-    """The browser has no nh3: the lab's FlexBox layouts render through lab.ui.panel_shims instead,
+    """The browser has no nh3: the lab's FlexBox layouts render through lab.ui.browser.panel_shims instead,
     which escapes what nh3 would have cleaned (stricter: no markup survives)."""
     proc = _probe(["nh3"])
     assert proc.returncode == 0, proc.stderr[-3000:]

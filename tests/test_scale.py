@@ -385,7 +385,7 @@ def test_a_runs_step_lists_start_in_the_collectors_oldest_generation():
 
 
 def test_a_run_with_the_collector_off_collects_nothing():
-    # The lab page switches the collector off for a run's first half (lab/ui/collector.py):
+    # The lab page switches the collector off for a run's first half (lab/ui/timeline/collector.py):
     # the run must not collect behind its back.
     collections = []
     callback = lambda phase, info: phase == "start" and collections.append(info["generation"])  # noqa: E731

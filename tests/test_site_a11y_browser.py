@@ -77,7 +77,7 @@ def test_the_static_lab_in_pyodide_announces_runs_and_downloads_the_table(page, 
     from playwright.sync_api import expect
 
     from lab.core.report import REQUESTS_CSV_COLUMNS
-    from lab.ui.a11y import ANNOUNCE_ID
+    from lab.ui.browser.a11y import ANNOUNCE_ID
 
     _open_lab(page, site.url("lab.html?mission=decode-drowns"))
     region = page.locator(f"#{ANNOUNCE_ID}")

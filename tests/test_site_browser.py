@@ -124,9 +124,9 @@ def test_hub_lists_every_mission_in_order_with_the_sandbox(page, server):
 
 
 def test_stars_written_by_the_lab_page_appear_on_the_hub(page, server):
-    """The lab's StarsBridge (its own ES module, from lab/ui/stars_bridge.py) saves stars on this
+    """The lab's StarsBridge (its own ES module, from lab/ui/stars/stars_bridge.py) saves stars on this
     origin; the hub shows them, live in another tab and after a reload."""
-    from lab.ui.stars_bridge import _ESM
+    from lab.ui.stars.stars_bridge import _ESM
 
     _open_hub(page, server.url("index.html"))
     lab_tab = page.context.new_page()
@@ -205,7 +205,7 @@ def test_blocked_storage_still_shows_the_hub(browser, server):
 
 
 def test_full_storage_is_named_full_on_the_static_hub_and_the_star_waits_for_room(page, server):
-    from lab.ui.stars_bridge import STORAGE_NOTES
+    from lab.ui.stars.stars_bridge import STORAGE_NOTES
 
     page.goto(server.url("site.webmanifest"))
     filled = page.evaluate(FILL_ALL, page.evaluate(FILL_TO_QUOTA))
@@ -687,7 +687,7 @@ def test_object_prototype_names_in_storage_and_as_a_mission_id_on_the_static_hub
 
 
 def test_the_hub_and_the_lab_bridge_share_one_copy_of_the_storage_logic(dist):
-    from lab.ui.stars_bridge import _ESM, STORE_JS
+    from lab.ui.stars.stars_bridge import _ESM, STORE_JS
 
     store = STORE_JS.read_text(encoding="utf-8")
     assert (dist / "assets" / "stars.js").read_text(encoding="utf-8") == store

@@ -94,7 +94,7 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         # Panel renders in shadow DOM: a locator sees the status line, document.querySelector does not.
         expect(page.locator(RAN).first).not_to_have_attribute("data-run", before, timeout=120_000)
         # The split's start: 3 prefill + 1 decode GPUs, the link's row and the two queue rows.
-        # One patch per Python turn (lab.ui.panel_shims.one_patch_per_update): the click's
+        # One patch per Python turn (lab.ui.browser.panel_shims.one_patch_per_update): the click's
         # ("Simulating…"), the run's canvas (LabState.simulate) and the run's metrics
         # (LabState.finish), the new status among the last one's events (with Panel's own one
         # patch per event, the run alone sent over 30, one event each).

@@ -3,7 +3,7 @@
 __all__ = ["LabError", "WHOLE_INSTANCES", "WEIGHTS_DO_NOT_FIT"]
 
 # Reasons a refusal may carry (LabError.reason), for callers that say it in other words
-# (lab/ui/refusal.py) without reading the message's text.
+# (lab/ui/words/refusal.py) without reading the message's text.
 WHOLE_INSTANCES = "whole_instances"  # facts: gpus, tp_field, tp
 WEIGHTS_DO_NOT_FIT = "weights_do_not_fit"  # facts: llm, weights_gb, tp, gpu, usable_gb
 

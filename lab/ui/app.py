@@ -66,31 +66,32 @@ import panel as pn
 
 from lab.core.errors import LabError
 
-from . import collector, offload
-from .a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
-from .blame_view import BlameView
-from .canvas import Canvas, legend_html
+from .browser.a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, run_summary, slider_spec
+from .browser.page_bridge import PageBridge, guard_location
+from .browser.panel_shims import Html
+from .browser.timers import later
 from .catalog import SANDBOX_ID
-from .control_words import format_value
-from .controls import Controls
-from .metrics_view import MetricsView, StarsView
-from .figures import model_words
-from .mission_text import brief_html, plain
-from .page_bridge import PageBridge, guard_location
-from .paint_speed import PaintSpeed
-from .panel_shims import Html
 from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, search, star_text
-from .plots import Plots
-from .result_strip import ResultStrip
-from .stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
-from .run_work import HEAVY_UPLOAD_CHARS
+from .runs import offload
+from .runs.run_work import HEAVY_UPLOAD_CHARS
+from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
 from .state import LabState, sweep_next
+from .timeline import collector
+from .timeline.canvas import Canvas, legend_html
+from .timeline.paint_speed import PaintSpeed
 from .url_state import parse_pin, parse_search, parse_settings
-from .story import StoryView
-from .table_view import TableView
-from .twin_view import TwinView, twin_sentence
-from .theme import CSS, HUB_CSS, PALETTE
-from .timers import later
+from .views.blame_view import BlameView
+from .views.controls import Controls
+from .views.metrics_view import MetricsView, StarsView
+from .views.plots import Plots
+from .views.result_strip import ResultStrip
+from .views.story import StoryView
+from .views.table_view import TableView
+from .views.twin_view import TwinView, twin_sentence
+from .words.control_words import format_value
+from .words.figures import model_words
+from .words.mission_text import brief_html, plain
+from .words.theme import CSS, HUB_CSS, PALETTE
 
 __all__ = ["lab_page", "lab_app", "LabApp", "DEBOUNCE_MS", "FIRST_MS", "FINISH_LAG_MS", "FINISH_WAIT_MS", "PLOTS_LAG_MS", "PLOTS_WAIT_MS",
            "URL_THROTTLE_MS", "HISTORY_SETTLE_MS"]

@@ -5,14 +5,14 @@ import html
 
 import panel as pn
 
-from .a11y import A11yBridge, landmark_spec
+from .browser.a11y import A11yBridge, landmark_spec
+from .browser.page_bridge import guard_location
+from .browser.panel_shims import Html
 from .catalog import SANDBOX_ID
-from .mission_text import plain
 from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, star_text
-from .page_bridge import guard_location
-from .panel_shims import Html
-from .stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
-from .theme import CSS, HUB_CSS, PALETTE
+from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
+from .words.mission_text import plain
+from .words.theme import CSS, HUB_CSS, PALETTE
 
 __all__ = ["HubApp", "hub_page", "TAGLINE"]
 

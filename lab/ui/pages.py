@@ -10,9 +10,9 @@ import sys
 
 import panel as pn
 
+from .browser.panel_shims import escape_without_nh3, one_patch_per_update, skip_busy_tracking
 from .catalog import Catalog
-from .panel_shims import escape_without_nh3, one_patch_per_update, skip_busy_tracking
-from .theme import PALETTE
+from .words.theme import PALETTE
 
 __all__ = ["get_catalog", "search", "hub_href", "lab_href", "brand_html", "page_extension", "star_text", "MISSIONS_ENV"]
 

@@ -28,16 +28,16 @@ import numpy as np
 
 from lab.core.missions import CONTROL_SPECS
 
-from .canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
+from .timeline.canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
                      STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
                      split_label, timeline_data, _keys_html)
-from .control_words import CHOICE_LABELS, format_value
-from .figures import model_words
-from .controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
-from .metrics_view import STARS_CSS, metrics_html, stars_html
 from .state import WINDOW_S
 from .url_state import parse_search
-from .theme import HUB_CSS, PALETTE
+from .views.controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .views.metrics_view import STARS_CSS, metrics_html, stars_html
+from .words.control_words import CHOICE_LABELS, format_value
+from .words.figures import model_words
+from .words.theme import HUB_CSS, PALETTE
 
 __all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "prerender_name", "view_state"]
 
@@ -370,7 +370,7 @@ def first_view_html(query, missions_dir=None, stamp=""):
     """lab.html?QUERY's first view: one HTML fragment (with its own styles) that loader.js puts
     in a shadow root. The root carries the stamp and format loader.js checks, and the query."""
     from .app import SANDBOX_ID
-    from .mission_text import brief_html, plain
+    from .words.mission_text import brief_html, plain
 
     embed = parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
     state, catalog = view_state(query, missions_dir)

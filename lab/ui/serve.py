@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from .offload import DEFAULT_WORKERS, MAX_WORKERS
+from .runs.offload import DEFAULT_WORKERS, MAX_WORKERS
 
 __all__ = ["main", "build_parser", "make_apps"]
 
@@ -68,7 +68,8 @@ def make_apps(missions_dir=None):
     """{route: page function} for pn.serve."""
     import panel as pn
 
-    from . import app, hub as hub_module
+    from . import app
+    from . import hub as hub_module
 
     template = _page_template()
 
@@ -98,10 +99,10 @@ def main(argv=None):
     os.environ.setdefault("BOKEH_RESOURCES", "server")  # JS/CSS from this server, never a CDN
     import panel as pn
 
-    from . import offload
+    from .runs import offload
     from .pages import get_catalog
-    from .page_bridge import guard_location
-    from .url_limits import server_options
+    from .browser.page_bridge import guard_location
+    from .browser.url_limits import server_options
 
     guard_location()  # Panel must not convert the query string before the lab's parser sees it
 

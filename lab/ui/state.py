@@ -57,13 +57,13 @@ from lab.core.missions import control_applies, control_value
 from lab.core.page_bounds import PAGE_MAX_S
 
 from .catalog import SANDBOX_ID
-from .control_words import control_words, format_value
-from .offload import Outcome
-from .refusal import refusal_text, short_label
+from .runs.offload import Outcome
+from .words.control_words import control_words, format_value
+from .words.refusal import refusal_text, short_label
 from .url_state import (FLOAT_RE, HIDE_PANELS, MAX_SHOWN, MAX_VALUE_CHARS, RESERVED_PARAMS, carried_note,  # noqa: F401
                         fleet_settings, format_pin, parse_hide, parse_pin, parse_search, parse_settings, query_note,
                         short_text, shown_value)
-from .run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, sweep_point, twin_work, upload_work
+from .runs.run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, sweep_point, twin_work, upload_work
 
 __all__ = [
     "LabState",
@@ -411,11 +411,11 @@ class LabState(param.Parameterized):
         return self.finish()
 
     def prepare_run(self, whole=False, plot_px=None):
-        """The next run's slow part, as a function of no arguments (lab/ui/run_work.py on what the
+        """The next run's slow part, as a function of no arguments (lab/ui/runs/run_work.py on what the
         state holds now), whose value `simulate` takes. `whole`: its measures, blames, whole-run
         views (for a canvas `plot_px` high) and the pinned fleet's run too, which `finish` and
         the views then find done; the page asks for that when the function runs in a worker
-        process (lab/ui/offload.py), and not in the browser, where the canvas goes out first and
+        process (lab/ui/runs/offload.py), and not in the browser, where the canvas goes out first and
         the rest follows in turns of their own."""
         try:
             scenario, requests = self.run_input()

@@ -16,7 +16,7 @@ import urllib.parse
 from lab.core.errors import LabError
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
 
-from .control_words import format_value
+from .words.control_words import format_value
 
 RESERVED_PARAMS = ("mission", "embed", "t", "hide", "pin")  # query keys that are not control settings
 # Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.

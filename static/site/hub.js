@@ -19,7 +19,7 @@
   var armed = false;
   var armTimer = null;
   var clearArmed = false;
-  // What the storage's status means for the student: the words of lab/ui/stars_bridge.py STORAGE_NOTES (a test holds them equal).
+  // What the storage's status means for the student: the words of lab/ui/stars/stars_bridge.py STORAGE_NOTES (a test holds them equal).
   var STORAGE_NOTES = {
     recovered: "Some saved stars could not be read; they were set aside (backed up in this browser) and the readable ones kept.",
     unavailable: "This browser does not let the page store data, so stars last only for this visit: \"Copy my progress\" keeps them.",

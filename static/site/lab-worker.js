@@ -179,7 +179,7 @@ def _stf_sync_location(_init_doc=_stf_pyodide.init_doc):
     from panel.io.state import state
     from panel.util import edit_readonly
     data = json.loads(_stf_page_location)
-    from lab.ui.page_bridge import guard_location
+    from lab.ui.browser.page_bridge import guard_location
     guard_location()  # before the first state.location: Panel must not parse a query it does not sync
     loc = state.location
     if loc is not None:

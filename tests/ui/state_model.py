@@ -34,11 +34,11 @@ import urllib.parse
 import lab.core as core
 from playwright.sync_api import Error as PlaywrightError
 from lab.core.errors import LabError
-from lab.ui.canvas_data import run_layers
-from lab.ui.control_words import CHOICE_LABELS
-from lab.ui.metrics_view import metrics_html
+from lab.ui.timeline.canvas_data import run_layers
+from lab.ui.words.control_words import CHOICE_LABELS
+from lab.ui.views.metrics_view import metrics_html
 from lab.ui.state import fleet_settings, format_value, parse_pin, parse_search, parse_settings
-from lab.ui.twin_view import fleet_phrase
+from lab.ui.views.twin_view import fleet_phrase
 
 __all__ = ["Failure", "Page", "walk", "shrink", "replay", "SETTLE_S", "SEED", "WALK_ACTIONS", "MODEL_MISSIONS"]
 

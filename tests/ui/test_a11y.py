@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("panel")
 
 import lab.core as core  # noqa: E402
-import lab.ui.table_view as table_view  # noqa: E402
+import lab.ui.views.table_view as table_view  # noqa: E402
 from lab.core.report import REQUESTS_CSV_COLUMNS  # noqa: E402
-from lab.ui.a11y import decimals_for, run_summary, slider_spec  # noqa: E402
-from lab.ui.controls import Controls  # noqa: E402
+from lab.ui.browser.a11y import decimals_for, run_summary, slider_spec  # noqa: E402
+from lab.ui.views.controls import Controls  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
 M1 = "ui-mixing-hurts"

@@ -20,7 +20,7 @@ from playwright.sync_api import expect  # noqa: E402
 
 from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from lab.core.report import REQUESTS_CSV_COLUMNS  # noqa: E402
-from lab.ui.a11y import ANNOUNCE_ID  # noqa: E402
+from lab.ui.browser.a11y import ANNOUNCE_ID  # noqa: E402
 from siblings import sibling  # noqa: E402
 from screenshots import shot  # noqa: E402
 

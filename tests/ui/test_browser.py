@@ -15,8 +15,8 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
-from lab.ui.stars_bridge import BACKUP_KEY, STORAGE_KEY  # noqa: E402
+from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
+from lab.ui.stars.stars_bridge import BACKUP_KEY, STORAGE_KEY  # noqa: E402
 from site_run import PLOTS_IN  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.browser

@@ -1,6 +1,6 @@
 """A classroom on one `lab serve`: one student's heavy run never holds another's page.
 
-Runs go to worker threads (lab/ui/offload.py), so while one page runs the heaviest mission
+Runs go to worker threads (lab/ui/runs/offload.py), so while one page runs the heaviest mission
 the page allows (PAGE_MAX_REQUESTS), light changes on another page are answered before that
 run ends, and each page ends on the run its controls show. Held without timing anything:
 the test reads, on the heavy page, that its run is still under way when the light page has
@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import Mission  # noqa: E402
-from lab.ui.run_work import PAGE_MAX_REQUESTS  # noqa: E402
+from lab.ui.runs.run_work import PAGE_MAX_REQUESTS  # noqa: E402
 from state_model import SETTLE_S, Page  # noqa: E402
 
 pytestmark = pytest.mark.browser

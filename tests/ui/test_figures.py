@@ -11,7 +11,7 @@ pytest.importorskip("panel")
 
 from lab.core.stars import Predicate  # noqa: E402
 from lab.ui.catalog import Catalog  # noqa: E402
-from lab.ui.metrics_view import metrics_html, stars_html  # noqa: E402
+from lab.ui.views.metrics_view import metrics_html, stars_html  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
 MISSIONS = Path(__file__).resolve().parents[2] / "missions"
@@ -38,8 +38,9 @@ def values_of(fragment):
 # ---------------------------------------------------------------- one formatter
 
 def test_a_time_of_a_second_or_more_reads_in_seconds_with_one_decimal_everywhere():
-    from lab.ui import a11y, result_strip, story, twin_view  # noqa: F401 (they format through figures)
-    from lab.ui.figures import fmt_ms, fmt_seconds
+    from lab.ui.browser import a11y  # noqa: F401 (they format through figures)
+    from lab.ui.views import result_strip, story, twin_view  # noqa: F401
+    from lab.ui.words.figures import fmt_ms, fmt_seconds
 
     assert fmt_ms(7164.0).replace(NBSP, " ") == "7.2 s"  # was "7,164 ms" beside a brief's "7.2 s"
     assert fmt_seconds(7.164).replace(NBSP, " ") == "7.2 s"
@@ -52,7 +53,7 @@ def test_a_time_of_a_second_or_more_reads_in_seconds_with_one_decimal_everywhere
 
 
 def test_dollars_keep_two_decimals_so_neighbours_read_alike(missions):
-    from lab.ui.metrics_view import cost_cards
+    from lab.ui.views.metrics_view import cost_cards
 
     m = {"usd_per_good_request": 0.0003, "usd_per_hour": 41.2, "usd_per_million_tokens": 0.28,
          "energy_j_per_token": 0.6, "power_w_mean": 700.0, "energy_j_per_request": 120.0}
@@ -76,7 +77,7 @@ def test_the_worst_gap_card_and_its_star_line_read_the_same_figure_as_the_brief(
 
 
 def test_a_value_that_misses_its_target_never_reads_as_the_target():
-    from lab.ui.figures import fmt_metric
+    from lab.ui.words.figures import fmt_metric
 
     assert fmt_metric("slo_attainment", 0.9496, against=0.95) == "94.96%"
     assert fmt_metric("ttft_p99_s", 2.04, against=2.0).replace(NBSP, " ") == "2.04 s"
@@ -101,7 +102,7 @@ def test_star_lines_use_the_cards_words_and_units(missions):
 
 
 def test_every_metric_a_mission_star_tests_has_a_title_and_a_unit(missions):
-    from lab.ui.figures import METRIC_TITLES, star_test_text
+    from lab.ui.words.figures import METRIC_TITLES, star_test_text
 
     for mission in missions.missions:
         for star in mission.stars:
@@ -136,7 +137,7 @@ def test_mission_12s_refusal_names_the_slider_and_a_value_that_works(missions):
 
 
 def test_the_refusal_shows_the_students_words_and_folds_the_config_path(missions):
-    from lab.ui.controls import Controls
+    from lab.ui.views.controls import Controls
 
     state = LabState.from_query(missions, "?mission=tp-per-phase")
     controls = Controls(state, on_change=state.change)
@@ -152,8 +153,8 @@ def test_a_refusal_reads_the_cores_reason_not_its_message(missions):
     """refusal.py takes the why from LabError.reason and .facts; the message's text only when
     an error has none. Facts that disagree with the text show which one the sentence read."""
     from lab.core.errors import WEIGHTS_DO_NOT_FIT, WHOLE_INSTANCES, LabError
-    from lab.ui.control_words import control_words
-    from lab.ui.refusal import refusal_text
+    from lab.ui.words.control_words import control_words
+    from lab.ui.words.refusal import refusal_text
 
     mission = missions.get("tp-per-phase")
     settings = mission.settings()
@@ -199,7 +200,7 @@ def test_mission_12s_third_star_states_its_90_percent_condition(missions):
 
 
 def test_a_predicate_in_the_cards_words():
-    from lab.ui.figures import star_test_text
+    from lab.ui.words.figures import star_test_text
 
     line = star_test_text(Predicate("slo_attainment", ">=", 0.95), 0.86)
     assert line == "Meeting the SLO ≥ 95% (now 86%)"
@@ -211,7 +212,7 @@ def test_a_predicate_in_the_cards_words():
 
 def test_the_cards_and_the_status_name_the_model_that_drew_them(missions):
     from lab.core.spec import Model
-    from lab.ui.figures import model_words
+    from lab.ui.words.figures import model_words
 
     calibrated = Model.from_dict({"cost": "calibrated", "llm": "llama3-70b", "gpu": "a100", "dtype": "fp8"})
     assert model_words(calibrated) == ("Step times: calibrated on published measurements (a current optimised engine), "

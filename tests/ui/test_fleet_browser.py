@@ -14,7 +14,7 @@ from conftest import FLEET_MISSIONS  # noqa: E402  (tests/ui is on sys.path)
 from screenshots import shot  # noqa: E402  (tests/ is on sys.path)
 from siblings import sibling  # noqa: E402
 from lab.core.spec import GPU_PRESETS  # noqa: E402
-from lab.ui.metrics_view import fmt_usd  # noqa: E402
+from lab.ui.views.metrics_view import fmt_usd  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

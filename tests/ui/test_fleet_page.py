@@ -8,14 +8,14 @@ import pytest
 pytest.importorskip("panel")
 
 from lab.core.cost import instance_costs  # noqa: E402
-from lab.ui.canvas_data import max_rows, timeline_data  # noqa: E402
+from lab.ui.timeline.canvas_data import max_rows, timeline_data  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, sandbox_mission  # noqa: E402
-from lab.ui.controls import Controls, locked_html  # noqa: E402
-from lab.ui.metrics_view import fmt_joules, fmt_usd, fmt_watts  # noqa: E402
-from lab.ui.queues import kv_usage  # noqa: E402
+from lab.ui.views.controls import Controls, locked_html  # noqa: E402
+from lab.ui.views.metrics_view import fmt_joules, fmt_usd, fmt_watts  # noqa: E402
+from lab.ui.timeline.queues import kv_usage  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
-from lab.ui.story import story_html  # noqa: E402
-from lab.ui.table_view import gpu_table_html  # noqa: E402
+from lab.ui.views.story import story_html  # noqa: E402
+from lab.ui.views.table_view import gpu_table_html  # noqa: E402
 
 FLEET = "ui-fleet-built"  # tests/ui/fleet_missions/01-fleet-built.json: 70B, H100 prefill TP 2, A100 decode TP 4
 M1 = "ui-mixing-hurts"
@@ -59,8 +59,8 @@ def test_the_canvas_is_sized_for_the_most_instances_and_the_longest_label(catalo
 
 
 def test_a_gpu_type_takes_a_second_line_only_where_rows_have_room(built, fleet_catalog):
-    from lab.ui.canvas import Canvas
-    from lab.ui.canvas_data import TWO_LINE_PX, rows_html, split_label
+    from lab.ui.timeline.canvas import Canvas
+    from lab.ui.timeline.canvas_data import TWO_LINE_PX, rows_html, split_label
 
     labels = labels_of(built)
     assert split_label(labels[1]) == ("GPUs 0–1 · prefill", "H100 ×2") and split_label("link (KV)") == ("link (KV)", None)
@@ -164,7 +164,7 @@ def test_the_locked_list_leaves_out_fleet_knobs_at_the_plain_default(catalog, bu
 # ---------------------------------------------------------------- cost and energy
 
 def test_cost_and_energy_cards_show_the_cores_metrics(built):
-    from lab.ui.metrics_view import metrics_html
+    from lab.ui.views.metrics_view import metrics_html
 
     m = built.metrics
     page = metrics_html(m, built.scenario)
@@ -191,7 +191,7 @@ def test_money_energy_and_power_formats():
 
 
 def test_a_star_tests_value_never_reads_in_e_notation():
-    from lab.ui.figures import fmt_number  # a number with no card of its own
+    from lab.ui.words.figures import fmt_number  # a number with no card of its own
 
     values = (None, 3, 0.0, 0.95, 0.00225, 1.8e-05, 1243.5, -2500.0, 12345678.0)
     shown = [fmt_number(v) for v in values]
@@ -200,7 +200,7 @@ def test_a_star_tests_value_never_reads_in_e_notation():
 
 
 def test_the_table_view_gives_cost_and_energy_per_pool(built):
-    from lab.ui.table_view import pool_table_html
+    from lab.ui.views.table_view import pool_table_html
 
     m = built.metrics
     table = pool_table_html(built.result, m)
@@ -212,7 +212,7 @@ def test_the_table_view_gives_cost_and_energy_per_pool(built):
 
 
 def test_the_twin_compares_cost_and_energy_and_names_what_fleets_are_built_of(built, fleet_catalog):
-    from lab.ui.twin_view import fleet_phrase, metric_deltas
+    from lab.ui.views.twin_view import fleet_phrase, metric_deltas
 
     cheaper = LabState.from_query(fleet_catalog, f"?mission={FLEET}&prefill_gpu=a100")
     cheaper.run()
@@ -224,7 +224,7 @@ def test_the_twin_compares_cost_and_energy_and_names_what_fleets_are_built_of(bu
 
 
 def test_the_story_says_which_queue_a_routed_request_waited_in(catalog):
-    from lab.ui.story import story_html
+    from lab.ui.views.story import story_html
 
     def queued(query):
         state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&rate=30&{query}")
@@ -280,7 +280,7 @@ def test_a_locked_long_prompt_split_says_when_it_matters():
 
 
 def test_a_locked_count_of_one_reads_in_the_singular():
-    from lab.ui.control_words import control_words
+    from lab.ui.words.control_words import control_words
 
     assert control_words("decode_gpus", 1) == "1 GPU" and control_words("decode_gpus", 2) == "2 GPUs"
     assert control_words("decode_power_cap_w", 0) == "no cap" and control_words("decode_power_cap_w", 350) == "350 W"

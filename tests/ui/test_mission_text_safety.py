@@ -1,6 +1,6 @@
 """Mission text never runs, and stars never get lost: the renderer, the storage bridge, `lab serve`.
 
-- The brief renderer (lab/ui/mission_text.py) on a corpus of XSS payloads: only the
+- The brief renderer (lab/ui/words/mission_text.py) on a corpus of XSS payloads: only the
   allowed elements, no on* attribute, no link outside http/https/mailto/relative.
 - `lab serve --missions DIR` with hostile missions (brief, titles, summaries, star and
   control labels): every page visited and the payloads poked (hover, click, open),
@@ -29,8 +29,8 @@ from mission_text_payloads import (CONSTRUCTOR_ID, DANGEROUS, EASY_ID, FILL_TO_Q
                                    write_hostile_missions)
 
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.mission_text import ALLOWED_SCHEMES, ALLOWED_TAGS, brief_html, plain, safe_href  # noqa: E402
-from lab.ui.stars_bridge import BACKUP_KEY, STORAGE_KEY, StarsBridge, clean_stars  # noqa: E402
+from lab.ui.words.mission_text import ALLOWED_SCHEMES, ALLOWED_TAGS, brief_html, plain, safe_href  # noqa: E402
+from lab.ui.stars.stars_bridge import BACKUP_KEY, STORAGE_KEY, StarsBridge, clean_stars  # noqa: E402
 from site_build import pages  # noqa: E402  (build.py's hub page)
 from site_build.missions import missions_index  # noqa: E402
 
@@ -81,7 +81,7 @@ def test_a_brief_payload_renders_to_allowed_elements_only(payload):
 def test_a_debrief_or_outro_payload_renders_to_allowed_elements_only(payload):
     # Both are shown once stars are earned (metrics_view.stars_html), through the brief's renderer.
     from lab.core.missions import load_mission
-    from lab.ui.metrics_view import stars_html
+    from lab.ui.views.metrics_view import stars_html
 
     base = list_missions(REPO / "missions")[0].to_dict()
     star = {"label": "one", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.5}],

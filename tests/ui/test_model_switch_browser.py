@@ -8,7 +8,7 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.ui.catalog import sandbox_mission  # noqa: E402
-from lab.ui.metrics_view import fmt_share  # noqa: E402
+from lab.ui.views.metrics_view import fmt_share  # noqa: E402
 from siblings import sibling  # noqa: E402
 
 pytestmark = pytest.mark.browser

@@ -1,4 +1,4 @@
-"""lab/ui/offload.py: work handed to `lab serve`'s worker processes comes back as an Outcome on
+"""lab/ui/runs/offload.py: work handed to `lab serve`'s worker processes comes back as an Outcome on
 the page's loop; a worker that dies fails that work with a message and the pool is renewed."""
 
 import functools
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("panel")
 
 from lab.core.errors import LabError  # noqa: E402
-from lab.ui import offload  # noqa: E402
+from lab.ui.runs import offload  # noqa: E402
 
 MISSION_01 = Path(__file__).resolve().parents[2] / "missions" / "01-mixing-hurts.json"
 
@@ -99,7 +99,7 @@ def test_long_lists_come_back_in_slices_one_a_loop_turn_and_equal():
     one long unpickling; what comes back is equal to what the work returned, shorter lists
     and all."""
     import lab.core as core
-    from lab.ui.run_work import run_work
+    from lab.ui.runs.run_work import run_work
 
     mission = core.load_mission(str(MISSION_01))
     scenario = mission.scenario.with_changes({"workload.rate": 120.0})  # about 7,000 requests
@@ -147,7 +147,7 @@ def test_heavy_work_runs_in_processes_at_a_lower_priority():
 _ORPHAN_SCRIPT = """
 import functools, sys, time
 sys.path.insert(0, {repo!r})
-from lab.ui import offload
+from lab.ui.runs import offload
 offload.start_pool(1)
 future = offload._pools[False].submit(offload._in_worker, functools.partial(time.sleep, 600))
 while not offload._pools[False]._processes:

@@ -22,7 +22,7 @@ from lab.core.missions import list_missions  # noqa: E402
 from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 from screenshots import shot  # noqa: E402  (tests/ is on sys.path)
 from lab.ui.catalog import Catalog  # noqa: E402
-from lab.ui.plots import MAX_X_TICKS, MIN_PLOT_PX, Plots, log_ticks, strip_view, thin_ticks  # noqa: E402
+from lab.ui.views.plots import MAX_X_TICKS, MIN_PLOT_PX, Plots, log_ticks, strip_view, thin_ticks  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
 
@@ -91,7 +91,7 @@ def test_no_sideways_scroll_from_320_to_1600_px(browser, new_page, server, query
             page.set_viewport_size({"width": width, "height": 800})
             page.wait_for_function(f"window.innerWidth === {width}")
             # Bokeh lays out again after a resize, and the plots' figures are made after the
-            # first run's paint (lab/ui/plots.py), so they may still be sizing: wait until no
+            # first run's paint (lab/ui/views/plots.py), so they may still be sizing: wait until no
             # element reaches past the screen (bounded), then look at every element again.
             try:
                 page.wait_for_function(f"() => {{ const f = ({OFF_RIGHT})(); return f.scroll <= f.width && !f.off.length; }}",

@@ -171,7 +171,7 @@ QUOTED_HEADER = '"arrival_s","prompt_tokens","output_tokens"\r\n'
 
 
 def test_a_trace_that_grows_past_the_message_limit_is_refused_and_the_page_runs_on(server, page):
-    from lab.ui.trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, sent_bytes
+    from lab.ui.browser.trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, sent_bytes
 
     page.goto(f"{server}/lab?mission=sandbox")
     first = settle(page)
@@ -202,7 +202,7 @@ def test_a_trace_that_grows_past_the_message_limit_is_refused_and_the_page_runs_
 
 def test_a_star_earned_in_full_storage_is_named_not_saved_kept_for_the_tab_and_saved_once_there_is_room(
         tmp_path_factory, missions_server, page):
-    from lab.ui.stars_bridge import STORAGE_KEY, STORAGE_NOTES
+    from lab.ui.stars.stars_bridge import STORAGE_KEY, STORAGE_NOTES
 
     base = missions_server(write_hostile_missions(tmp_path_factory.mktemp("easy-missions")))
     page.goto(f"{base}/")

@@ -15,10 +15,10 @@ pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
 from lab.core.spec import MAX_REQUESTS  # noqa: E402
-from lab.ui.canvas import Canvas  # noqa: E402
+from lab.ui.timeline.canvas import Canvas  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, folder_fingerprint  # noqa: E402
-from lab.ui.controls import EMBED_CONTROL_FLEX, Controls, replay_html  # noqa: E402
-from lab.ui.metrics_view import MetricsView, metrics_html, run_cut_html  # noqa: E402
+from lab.ui.views.controls import EMBED_CONTROL_FLEX, Controls, replay_html  # noqa: E402
+from lab.ui.views.metrics_view import MetricsView, metrics_html, run_cut_html  # noqa: E402
 from lab.ui.state import WINDOW_S, LabState, parse_search  # noqa: E402
 from trace_mission import write_trace_mission  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 
@@ -135,10 +135,10 @@ def test_a_page_past_the_heavy_mark_runs_its_work_in_the_low_priority_pool(catal
     busiest phase's rate; a given trace's length; a trace the workload reads: its last run's)
     goes to the heavy pool (offload.py), and so do that page's sweep points and pinned fleet."""
     import lab.ui.app as app
-    import lab.ui.offload as offload
+    import lab.ui.runs.offload as offload
     import lab.ui.state as state_module
     from bokeh.document import Document
-    from lab.ui.run_work import expected_requests
+    from lab.ui.runs.run_work import expected_requests
 
     lab = app.LabApp(catalog, f"?mission={SANDBOX_ID}")
     lab.view.server_doc(Document())
@@ -201,7 +201,7 @@ def test_a_huge_value_does_not_hide_the_values_after_it():
 def test_panel_location_no_longer_parses_the_query_it_does_not_sync():
     from panel.io.location import Location
 
-    from lab.ui.page_bridge import guard_location
+    from lab.ui.browser.page_bridge import guard_location
 
     guard_location()
     loc = Location()
@@ -340,7 +340,7 @@ def test_an_uploaded_trace_replaces_the_workload_until_cleared(catalog):
 
 
 def test_a_replayed_run_back_from_a_worker_process_is_kept_and_its_pinned_twin_cached(catalog):
-    """Under `lab serve` a run comes back pickled (lab/ui/offload.py): its requests are a copy of
+    """Under `lab serve` a run comes back pickled (lab/ui/runs/offload.py): its requests are a copy of
     the uploaded trace's. The state still keeps the run (coming back to the setting does not
     simulate again) and the pinned fleet's run (the next run does not run it again)."""
     import pickle
@@ -396,7 +396,7 @@ def test_only_the_sandbox_replays_uploads(catalog):
 
 
 def test_the_upload_refuses_text_over_the_limit_even_if_the_page_did_not(monkeypatch):
-    import lab.ui.trace_upload as tu
+    import lab.ui.browser.trace_upload as tu
 
     got, refused = [], []
     upload = tu.TraceUpload(on_file=lambda text, name: got.append(name), on_refused=refused.append)
@@ -410,7 +410,7 @@ def test_the_upload_refuses_text_over_the_limit_even_if_the_page_did_not(monkeyp
 
 
 def test_the_upload_is_measured_as_it_travels_not_as_a_file(monkeypatch):
-    import lab.ui.trace_upload as tu
+    import lab.ui.browser.trace_upload as tu
     from bokeh.server.tornado import DEFAULT_WEBSOCKET_MAX_MESSAGE_SIZE_BYTES
 
     # JSON writes each quote and CR or LF as two characters: a fully quoted CRLF row grows by 8 of 13 bytes.
@@ -490,7 +490,7 @@ def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catal
 
 
 def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_has_them():
-    from lab.ui.offload import DEFAULT_WORKERS, MAX_WORKERS
+    from lab.ui.runs.offload import DEFAULT_WORKERS, MAX_WORKERS
     from lab.core.page_bounds import PAGE_MAX_REQUESTS, PAGE_MAX_S
 
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
@@ -498,7 +498,7 @@ def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_
     assert f"(a trace uploaded to the lab page: {PAGE_MAX_S:,.0f} s and {PAGE_MAX_REQUESTS:,} requests" in readme
     assert f"`--workers N`, default {DEFAULT_WORKERS}, at most {MAX_WORKERS})" in readme
     assert f"[--workers {DEFAULT_WORKERS}]" in readme
-    from lab.ui.run_work import HEAVY_REQUESTS, HEAVY_UPLOAD_CHARS
+    from lab.ui.runs.run_work import HEAVY_REQUESTS, HEAVY_UPLOAD_CHARS
 
     assert HEAVY_UPLOAD_CHARS == 1_000_000
     assert (f"a run expected to draw more than {HEAVY_REQUESTS:,} requests, an upload of over a million characters) "

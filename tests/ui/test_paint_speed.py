@@ -1,4 +1,4 @@
-"""lab.ui.paint_speed: BokehJS's per-paint `--bk-*` CSS-variable lookups answer "" without
+"""lab.ui.timeline.paint_speed: BokehJS's per-paint `--bk-*` CSS-variable lookups answer "" without
 asking, which is exact only while nothing the page loads sets such a variable."""
 
 import re
@@ -11,8 +11,8 @@ pytest.importorskip("panel")
 import bokeh  # noqa: E402
 import panel  # noqa: E402
 
-from lab.ui import theme  # noqa: E402
-from lab.ui.paint_speed import BOKEH_MAJOR  # noqa: E402
+from lab.ui.words import theme  # noqa: E402
+from lab.ui.timeline.paint_speed import BOKEH_MAJOR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # What VisualProperties._get_css_value reads: --bk-<prefix><fill|line|hatch|text>-<attribute>.

@@ -1,12 +1,12 @@
-"""lab/ui/panel_shims.py's `Html`: a changed pane reaches the page as its new text alone."""
+"""lab/ui/browser/panel_shims.py's `Html`: a changed pane reaches the page as its new text alone."""
 
 import pytest
 
 pn = pytest.importorskip("panel")
 from bokeh.document import Document  # noqa: E402
 
-from lab.ui.panel_shims import Html  # noqa: E402
-from lab.ui.theme import CSS  # noqa: E402
+from lab.ui.browser.panel_shims import Html  # noqa: E402
+from lab.ui.words.theme import CSS  # noqa: E402
 
 
 def _changes(pane, text):
@@ -48,7 +48,7 @@ def test_a_widget_event_from_the_page_leaves_panels_busy_counter_alone():
     """Without the shim, pn.state.busy turns True and back around the event (Panel's counter)."""
     from panel.io.state import state
 
-    from lab.ui.panel_shims import skip_busy_tracking
+    from lab.ui.browser.panel_shims import skip_busy_tracking
 
     skip_busy_tracking()
     skip_busy_tracking()  # idempotent
@@ -67,7 +67,7 @@ def test_a_widget_event_from_the_page_leaves_panels_busy_counter_alone():
 def test_a_slider_answers_the_page_with_both_values_even_unchanged_and_without_its_watchers():
     """answer_page: the page's last word for a slider is the value held here (controls.py
     answers every release with it), though nothing changed on this side."""
-    from lab.ui.panel_shims import FloatSlider
+    from lab.ui.browser.panel_shims import FloatSlider
 
     slider = FloatSlider(start=6.25, end=50, step=6.25, value=18.75)
     doc = Document()

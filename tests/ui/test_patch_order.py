@@ -18,7 +18,7 @@ from bokeh.document import Document  # noqa: E402
 from bokeh.models import Column, Div  # noqa: E402
 from bokeh.protocol.messages.patch_doc import PatchJson  # noqa: E402
 
-from lab.ui.panel_shims import PagePatches, encode_patch  # noqa: E402
+from lab.ui.browser.panel_shims import PagePatches, encode_patch  # noqa: E402
 
 
 def _page_of(doc):

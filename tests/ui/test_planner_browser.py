@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 B = sibling("test_browser")
 settle = B.settle
 
-# A named data source of the canvas (lab.ui.canvas: canvas-<layer>), read in the page.
+# A named data source of the canvas (lab.ui.timeline.canvas: canvas-<layer>), read in the page.
 SOURCE = """(name) => {
     for (const doc of Bokeh.documents) {
         const src = doc.get_model_by_name(name);

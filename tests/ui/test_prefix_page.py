@@ -12,10 +12,10 @@ pytest.importorskip("numpy")
 import lab.core as core  # noqa: E402
 from lab.core.prefix_cache import kv_taken_tokens  # noqa: E402
 from lab.ui.catalog import sandbox_mission  # noqa: E402
-from lab.ui.control_words import control_words  # noqa: E402
-from lab.ui.controls import idle_reason  # noqa: E402
-from lab.ui.metrics_view import metrics_html  # noqa: E402
-from lab.ui.story import story_html  # noqa: E402
+from lab.ui.words.control_words import control_words  # noqa: E402
+from lab.ui.views.controls import idle_reason  # noqa: E402
+from lab.ui.views.metrics_view import metrics_html  # noqa: E402
+from lab.ui.views.story import story_html  # noqa: E402
 
 # Two turns of one conversation: the second resends the first's 1,536 tokens of full blocks.
 REQUESTS = [(0.0, 2000, 20, (1, 2, 3, 4)), (1.0, 2300, 20, (1, 2, 3, 9, 10))]
@@ -73,7 +73,7 @@ def test_controls_say_what_a_cache_size_waits_for():
 
 
 def test_the_kv_band_capacity_leaves_out_a_per_gpu_cache():
-    from lab.ui import canvas_data as canvas
+    from lab.ui.timeline import canvas_data as canvas
 
     sc = make("per_gpu")
     result = core.simulate(sc, REQUESTS)

@@ -1,4 +1,4 @@
-"""Progress codes (lab/ui/progress_code.py) and their JS twin in stars_store.js: round trip,
+"""Progress codes (lab/ui/stars/progress_code.py) and their JS twin in stars_store.js: round trip,
 OR-merge, every class of bad code refused with a message naming the problem, and each side
 reading the other's codes (the JS runs in node)."""
 
@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from lab.core.errors import LabError
-from lab.ui import progress_code as pc
-from lab.ui.stars_bridge import STORE_JS
+from lab.ui.stars import progress_code as pc
+from lab.ui.stars.stars_bridge import STORE_JS
 
 STARS = {"mixing-hurts": [True, False, True], "slow-link": [False, True], "none-yet": [False, False],
          "constructor": [True]}

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
-from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
+from lab.ui.stars.stars_bridge import STORAGE_KEY  # noqa: E402
+from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
 from test_browser import winning_change  # noqa: E402
 from progress_codes import REPORTED, verdict  # noqa: E402  (tests/ is on sys.path)
 

@@ -1,4 +1,4 @@
-"""The canvas's queue rows and KV bands (lab/ui/queues.py, canvas.timeline_data) and the one
+"""The canvas's queue rows and KV bands (lab/ui/timeline/queues.py, canvas.timeline_data) and the one
 per-token target (Slo.per_token_target_ms) every view marks steps against.
 
 Hand-built Results give series whose every value is known; engine runs check the
@@ -13,8 +13,8 @@ pytest.importorskip("panel")
 
 import lab.core as core  # noqa: E402
 from lab.core.result import GpuLog, RequestRecord, Result, Transfer  # noqa: E402
-from lab.ui.canvas_data import box_geometry, timeline_data  # noqa: E402
-from lab.ui.queues import kv_usage, link_queue, occupancy, prefill_queue  # noqa: E402
+from lab.ui.timeline.canvas_data import box_geometry, timeline_data  # noqa: E402
+from lab.ui.timeline.queues import kv_usage, link_queue, occupancy, prefill_queue  # noqa: E402
 
 CAPACITY = 1000
 
@@ -183,7 +183,7 @@ def test_mission_3s_slow_link_shows_a_link_queue_on_the_canvas():
     ({"ttft_s": 1}, None, None),
 ])
 def test_the_per_token_target_is_the_max_gap_if_set_else_tpot(slo, ms, name):
-    from lab.ui.targets import over_target_label, target_phrase
+    from lab.ui.words.targets import over_target_label, target_phrase
 
     s = core.Slo.from_dict(slo)
     assert s.per_token_target_ms == ms and s.per_token_target_name == name
@@ -198,7 +198,7 @@ def test_a_step_lasting_exactly_the_target_is_slow_nowhere():
     (report.slow_limit_t): a 50 ms step whose seconds, each rounded, differ by a hair more
     than 0.05 is slow in neither; one tick longer is slow in both."""
     from lab.core.report import gpu_rows
-    from lab.ui.canvas_data import overview_data
+    from lab.ui.timeline.canvas_data import overview_data
 
     target_ms, step_t = 50, 5 * 10**10
     start_t = 158_380_000_000  # (its seconds and its end's differ by more than 0.05)
@@ -215,11 +215,11 @@ def test_a_step_lasting_exactly_the_target_is_slow_nowhere():
 def test_every_view_marks_steps_against_the_max_gap_when_the_slo_sets_one():
     """Mission 5 sets TPOT 30 ms and a 60 ms max gap: a 40 ms step is not "over the target"."""
     from lab.core.report import gpu_rows
-    from lab.ui.canvas import Canvas, legend_html
+    from lab.ui.timeline.canvas import Canvas, legend_html
     from lab.ui.catalog import Catalog
-    from lab.ui.plots import Plots
+    from lab.ui.views.plots import Plots
     from lab.ui.state import LabState
-    from lab.ui.table_view import gpu_table_html
+    from lab.ui.views.table_view import gpu_table_html
 
     state = LabState.from_query(Catalog(), "?mission=chunk-it")
     state.run()

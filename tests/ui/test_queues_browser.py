@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.targets import target_phrase  # noqa: E402
+from lab.ui.words.targets import target_phrase  # noqa: E402
 from test_browser import open_lab  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
 
 pytestmark = pytest.mark.browser
 
-# The named data source of a queue layer (lab.ui.canvas: canvas-<layer>), read in the page.
+# The named data source of a queue layer (lab.ui.timeline.canvas: canvas-<layer>), read in the page.
 SOURCE = """(name) => {
     for (const doc of Bokeh.documents) {
         const src = doc.get_model_by_name(name);

@@ -1,4 +1,4 @@
-"""The result strip's content (lab/ui/result_strip.py), without a browser."""
+"""The result strip's content (lab/ui/views/result_strip.py), without a browser."""
 
 import pytest
 
@@ -6,8 +6,8 @@ pytest.importorskip("panel")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.metrics_view import fmt_share  # noqa: E402
-from lab.ui.result_strip import MAX_STRIP_ROWS, row_shares, strip_html  # noqa: E402
+from lab.ui.views.metrics_view import fmt_share  # noqa: E402
+from lab.ui.views.result_strip import MAX_STRIP_ROWS, row_shares, strip_html  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 
 BY_ID = {m.id: m for m in list_missions()}

@@ -310,7 +310,7 @@ def test_the_canvas_holds_data_only_for_runs_the_state_still_keeps(catalog, monk
     """The canvas's per-run data (Canvas._built) follows the state's kept runs, so the steps
     bound on kept runs bounds what the canvas holds too; the run shown always has its data."""
     from lab.ui import state as state_module
-    from lab.ui.canvas import Canvas
+    from lab.ui.timeline.canvas import Canvas
 
     state = LabState.from_query(catalog, f"?mission={M1}")
     canvas = Canvas(state)
@@ -328,13 +328,13 @@ def test_the_canvas_holds_data_only_for_runs_the_state_still_keeps(catalog, monk
 
 
 def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers, monkeypatch):
-    """lab/ui/collector.py: the collector is off from a run's start to its second half, on
+    """lab/ui/timeline/collector.py: the collector is off from a run's start to its second half, on
     again from the second half's first turn, and back on when a run fails; the page's heap is
     frozen once its first run's plots are out."""
     import gc
 
     import lab.ui.app as app
-    from lab.ui import collector
+    from lab.ui.timeline import collector
 
     frozen = []
     monkeypatch.setattr(collector, "_settled", False)

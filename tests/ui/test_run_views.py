@@ -1,4 +1,4 @@
-"""lab/ui/run_views.py: a whole-run view is computed once per run, and under `lab serve` in the
+"""lab/ui/runs/run_views.py: a whole-run view is computed once per run, and under `lab serve` in the
 worker process, whose values travel back with the run so the page's loop only looks them up."""
 
 import functools
@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
-from lab.ui.canvas_data import overview_data, run_layers  # noqa: E402
-from lab.ui.plot_data import itl_histogram  # noqa: E402
-from lab.ui.run_views import KEPT_AS, per_run  # noqa: E402
-from lab.ui.run_work import run_work  # noqa: E402
+from lab.ui.timeline.canvas_data import overview_data, run_layers  # noqa: E402
+from lab.ui.views.plot_data import itl_histogram  # noqa: E402
+from lab.ui.runs.run_views import KEPT_AS, per_run  # noqa: E402
+from lab.ui.runs.run_work import run_work  # noqa: E402
 
 MISSION_01 = Path(__file__).resolve().parents[2] / "missions" / "01-mixing-hurts.json"
 
@@ -68,7 +68,7 @@ def test_the_page_shows_a_worker_run_without_building_its_views(catalog, app_tim
     plots' histogram are the run's own (built in the worker), not built again."""
     import lab.ui.app as app
     from bokeh.document import Document
-    from lab.ui import offload
+    from lab.ui.runs import offload
 
     lab = app.LabApp(catalog, "?mission=ui-mixing-hurts")
     lab.view.server_doc(Document())

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from lab.ui.stars_bridge import STORAGE_KEY, STORE_JS
+from lab.ui.stars.stars_bridge import STORAGE_KEY, STORE_JS
 
 HARNESS = r"""
 const vm = require("vm");
@@ -97,9 +97,9 @@ def test_reset_forgets_the_unsaved_stars_too():
 
 
 def test_the_static_hub_says_what_the_lab_says_about_storage():
-    from lab.ui.stars_bridge import STORAGE_NOTES
+    from lab.ui.stars.stars_bridge import STORAGE_NOTES
 
-    hub = (STORE_JS.parents[2] / "static" / "site" / "hub.js").read_text(encoding="utf-8")
+    hub = (STORE_JS.parents[3] / "static" / "site" / "hub.js").read_text(encoding="utf-8")
     for status, words in STORAGE_NOTES.items():
         assert f"{status}: {json.dumps(words, ensure_ascii=False)}" in hub, status
 

@@ -16,7 +16,7 @@ pytest.importorskip("numpy")
 import lab.core as core  # noqa: E402
 from lab.core.errors import LabError  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
-from lab.ui.metrics_view import STARS_WAIT_NOTE, stars_html  # noqa: E402
+from lab.ui.views.metrics_view import STARS_WAIT_NOTE, stars_html  # noqa: E402
 from lab.ui.state import LabState, format_value, sweep_rates  # noqa: E402
 from lab.ui.url_state import (MAX_QUERY_CHARS, MAX_QUERY_FIELDS, MAX_UNKNOWN_NOTES, parse_search,  # noqa: E402
                               parse_settings, query_note)
@@ -410,7 +410,7 @@ def test_the_stars_say_they_count_after_a_change_only_while_that_applies(catalog
 
 def test_the_shared_link_note_shows_only_for_a_link_with_settings_not_from_the_hub(catalog):
     """The hub opens /lab?mission=ID: no link's fleet to explain, so no note about links."""
-    from lab.ui.metrics_view import StarsView
+    from lab.ui.views.metrics_view import StarsView
 
     hub = LabState.from_query(catalog, f"?mission={M1}")
     assert not hub.from_link
@@ -459,7 +459,7 @@ def test_sweep_rates_cover_a_quarter_to_twice_the_rate():
 # ---------------------------------------------------------------- views' pure parts
 
 def test_timeline_data_accounts_for_every_step(ran):
-    from lab.ui.canvas_data import timeline_data
+    from lab.ui.timeline.canvas_data import timeline_data
 
     tpot = ran.scenario.slo.per_token_target_ms
     data = timeline_data(ran.result, tpot)
@@ -484,7 +484,7 @@ def test_timeline_data_accounts_for_every_step(ran):
 
 
 def test_timeline_data_of_a_split_fleet_has_a_link_row(catalog):
-    from lab.ui.canvas_data import timeline_data
+    from lab.ui.timeline.canvas_data import timeline_data
 
     state = LabState.from_query(catalog, f"?mission={M2}")
     state.run()
@@ -499,7 +499,7 @@ def test_timeline_data_of_a_split_fleet_has_a_link_row(catalog):
 
 
 def test_token_gaps_match_the_core_per_request_gaps(ran):
-    from lab.ui.plots import token_gaps
+    from lab.ui.views.plots import token_gaps
 
     gaps, weights = token_gaps(ran.result)
     expected = sorted(g * 1000.0 for rec in ran.result.requests for g in core.request_gaps(ran.result, rec))
@@ -509,7 +509,7 @@ def test_token_gaps_match_the_core_per_request_gaps(ran):
 
 
 def test_itl_histogram_shares_sum_to_one(ran):
-    from lab.ui.plots import itl_histogram
+    from lab.ui.views.plots import itl_histogram
 
     hist = itl_histogram(ran.result, 25.0)
     assert math.isclose(float(np.sum(hist["share"])), 1.0, rel_tol=1e-9)
@@ -518,7 +518,7 @@ def test_itl_histogram_shares_sum_to_one(ran):
 
 
 def test_gap_scatter_splits_met_and_missed(ran):
-    from lab.ui.plots import gap_scatter_data
+    from lab.ui.views.plots import gap_scatter_data
 
     data = gap_scatter_data(ran.rows)
     with_gap = [r for r in ran.rows if r["worst_gap_ms"] is not None]
@@ -527,7 +527,7 @@ def test_gap_scatter_splits_met_and_missed(ran):
 
 
 def test_metric_cards_and_stars_escape_and_mark_pass_fail(ran):
-    from lab.ui.metrics_view import metrics_html, stars_html
+    from lab.ui.views.metrics_view import metrics_html, stars_html
 
     page = metrics_html(ran.metrics, ran.scenario)
     assert 'data-metric="tpot"' in page and ("✓" in page or "✗" in page)
@@ -549,7 +549,7 @@ def test_metric_cards_and_stars_escape_and_mark_pass_fail(ran):
 
 def test_an_earned_star_shows_its_debrief_and_all_earned_show_the_outro():
     from lab.core.missions import load_mission
-    from lab.ui.metrics_view import stars_html
+    from lab.ui.views.metrics_view import stars_html
 
     def star(label, debrief):
         return {"label": label, "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.9}], "debrief": debrief}
@@ -582,7 +582,7 @@ def test_an_earned_star_shows_its_debrief_and_all_earned_show_the_outro():
 
 
 def test_clean_stars_keeps_readable_entries_only():
-    from lab.ui.stars_bridge import clean_stars
+    from lab.ui.stars.stars_bridge import clean_stars
 
     assert clean_stars("x") == {}
     data = {"good-one": [True, False, 1, "true"], "Bad Id": [True], "../x": [True], "fine": "nope", "ok": [],
@@ -592,7 +592,7 @@ def test_clean_stars_keeps_readable_entries_only():
 
 
 def test_the_canvas_is_sized_for_the_most_rows_the_mission_can_reach(catalog):
-    from lab.ui.canvas_data import FRAME_MAX_PX, frame_px, max_rows
+    from lab.ui.timeline.canvas_data import FRAME_MAX_PX, frame_px, max_rows
 
     # Queue rows: the prefill queue always; a split fleet's link queue too.
     rows, longest = max_rows(catalog.get(M1))  # colocated up to 8 GPUs, or 6 + 6, the link and 2 queues
@@ -605,7 +605,7 @@ def test_the_canvas_is_sized_for_the_most_rows_the_mission_can_reach(catalog):
 
 def test_changing_the_fleet_never_changes_the_canvas_height(catalog):
     """A new height re-lays out the whole page in the browser: the rows share a fixed frame."""
-    from lab.ui.canvas import Canvas
+    from lab.ui.timeline.canvas import Canvas
 
     state = LabState.from_query(catalog, f"?mission={M1}")
     canvas = Canvas(state)
@@ -632,7 +632,7 @@ def test_changing_the_fleet_never_changes_the_canvas_height(catalog):
 
 
 def test_plot_legends_have_a_swatch_for_every_series_even_without_points(ran):
-    from lab.ui.plots import Plots
+    from lab.ui.views.plots import Plots
 
     plots = Plots(ran, on_sweep=lambda: None)
     assert ran.sweep is None and len(plots.sweep_src.data["rate"]) == 0  # nothing swept yet
@@ -652,7 +652,7 @@ def test_plot_legends_have_a_swatch_for_every_series_even_without_points(ran):
 
 
 def test_log_ticks_read_one_two_five():
-    from lab.ui.plots import log_ticks
+    from lab.ui.views.plots import log_ticks
 
     assert log_ticks(7, 600) == [10, 20, 50, 100, 200, 500]
     assert log_ticks(0.5, 3) == [0.5, 1, 2]
@@ -663,7 +663,7 @@ def test_log_ticks_read_one_two_five():
 
 
 def test_locked_settings_are_one_collapsed_line_in_the_embed(catalog):
-    from lab.ui.controls import locked_html
+    from lab.ui.views.controls import locked_html
 
     state = LabState.from_query(catalog, f"?mission={M2}")  # keeps the rate, chunking, ... locked
     full = locked_html(state)
@@ -680,7 +680,7 @@ def test_locked_settings_are_one_collapsed_line_in_the_embed(catalog):
 
 def test_the_locked_list_keeps_its_length_when_the_layout_switches(catalog):
     """A sidebar that changes height re-lays out the page in the browser."""
-    from lab.ui.controls import locked_html
+    from lab.ui.views.controls import locked_html
 
     state = LabState.from_query(catalog, f"?mission={M1}")  # both layouts allowed
     colocated = locked_html(state)
@@ -715,7 +715,7 @@ def test_a_lone_change_runs_at_once_and_a_burst_is_debounced(monkeypatch):
 
 def test_a_layerwise_fifo_link_row_draws_only_the_wire_time_and_never_overlaps():
     """Layer-wise chunks of several transfers share the fifo wire: the row shows each chunk, not start..end."""
-    from lab.ui.canvas_data import timeline_data
+    from lab.ui.timeline.canvas_data import timeline_data
 
     sc = core.load_scenario({"seed": 3, "workload": {"rate": 20, "duration_s": 6, "prompt_tokens": 2000, "output_tokens": 50},
                              "fleet": {"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2,

@@ -1,4 +1,4 @@
-"""A request's story (lab/ui/story.py) without a browser: what it says, that its TTFT parts add up
+"""A request's story (lab/ui/views/story.py) without a browser: what it says, that its TTFT parts add up
 to the TTFT it shows, which request a click picks, and the view moving the canvas to it."""
 
 import html
@@ -10,10 +10,10 @@ pytest.importorskip("panel")
 pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
-from lab.ui.canvas import Canvas  # noqa: E402
-from lab.ui.metrics_view import fmt_seconds  # noqa: E402
+from lab.ui.timeline.canvas import Canvas  # noqa: E402
+from lab.ui.views.metrics_view import fmt_seconds  # noqa: E402
 from lab.ui.state import WINDOW_S, LabState  # noqa: E402
-from lab.ui.story import (  # noqa: E402
+from lab.ui.views.story import (  # noqa: E402
     StoryView, focus_of, focus_span, missed_order, nearest_point, request_at_step, severity, step_at, story_html,
 )
 
@@ -221,8 +221,8 @@ class _Tap:
 
 
 def test_a_click_on_a_scatter_point_or_a_timeline_step_reaches_the_story(catalog):
-    from lab.ui.canvas_data import _rows
-    from lab.ui.plots import Plots
+    from lab.ui.timeline.canvas_data import _rows
+    from lab.ui.views.plots import Plots
 
     state = LabState.from_query(catalog, f"?mission={M1}")
     canvas = Canvas(state)

@@ -18,11 +18,11 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.canvas_data import _rows  # noqa: E402
-from lab.ui.control_words import CHOICE_LABELS  # noqa: E402
+from lab.ui.timeline.canvas_data import _rows  # noqa: E402
+from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.state import WINDOW_S, format_value  # noqa: E402
-from lab.ui.stars_bridge import STORAGE_KEY  # noqa: E402
-from lab.ui.story import focus_of, focus_span, missed_order, request_at_step  # noqa: E402
+from lab.ui.stars.stars_bridge import STORAGE_KEY  # noqa: E402
+from lab.ui.views.story import focus_of, focus_span, missed_order, request_at_step  # noqa: E402
 from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from test_browser import open_lab, painted, settle, stored, winning_change  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""lab.ui.timers in the browser's way (IN_BROWSER): timers started from a plain call, as a widget
+"""lab.ui.browser.timers in the browser's way (IN_BROWSER): timers started from a plain call, as a widget
 event makes them in Pyodide, fire on the asyncio loop; stop() holds; counts are kept."""
 
 import asyncio
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("panel")
 
-from lab.ui import timers  # noqa: E402
+from lab.ui.browser import timers  # noqa: E402
 
 
 @pytest.fixture

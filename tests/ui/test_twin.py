@@ -13,10 +13,10 @@ pytest.importorskip("panel")
 
 import lab.core as core  # noqa: E402
 from lab.core.blame import CAUSES  # noqa: E402
-from lab.ui.blame_view import CAUSE_LABELS, BlameView, blame_bar_html  # noqa: E402
+from lab.ui.views.blame_view import CAUSE_LABELS, BlameView, blame_bar_html  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
-from lab.ui.twin_view import (  # noqa: E402
+from lab.ui.views.twin_view import (  # noqa: E402
     TWIN_METRICS, TwinView, compare_html, metric_deltas, request_pairs, twin_sentence,
 )
 
@@ -142,7 +142,7 @@ def test_deltas_of_real_runs_agree_with_their_numbers(twinned):
 
 
 def test_the_live_region_hears_the_comparison_in_words(twinned, catalog):
-    from lab.ui.metrics_view import fmt_share
+    from lab.ui.views.metrics_view import fmt_share
 
     text = twin_sentence(twinned)
     now, pinned = twinned.metrics["slo_attainment"], twinned.twin["metrics"]["slo_attainment"]

@@ -19,7 +19,7 @@ import lab.core as core  # noqa: E402
 from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from lab.core.missions import list_missions  # noqa: E402
 from siblings import sibling  # noqa: E402  (tests/ui is on sys.path: pytest prepends it)
-from lab.ui.metrics_view import fmt_share  # noqa: E402
+from lab.ui.views.metrics_view import fmt_share  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -15,8 +15,8 @@ import html
 
 from lab.core.blame import CAUSES
 
-from .panel_shims import Html
-from .theme import CSS, PALETTE
+from ..browser.panel_shims import Html
+from ..words.theme import CSS, PALETTE
 
 __all__ = ["BlameView", "blame_bar_html", "CAUSE_LABELS", "CAUSE_FILLS", "BLAME_CSS"]
 

@@ -12,7 +12,7 @@ Processes, not threads: threads share one interpreter lock, so Python code runs 
 at a time however many the machine has, and on threads one heavy page took half of that core
 from thirty light ones (benchmarks/classroom.py; its figures, threads and processes, are in
 benchmarks/README.md). A process has a core of its own; the price is copying each run back
-(`work` must be picklable: a module-level function and its arguments, as lab/ui/run_work.py's
+(`work` must be picklable: a module-level function and its arguments, as lab/ui/runs/run_work.py's
 are). For a run at the page's bound that is about 2 s of unpickling 200,000 requests, their
 rows and blames, and unpickling is one call that holds the interpreter lock throughout: on
 the pool's thread it held every page for those 2 s. So each list longer than SLICE_ITEMS

@@ -1,5 +1,5 @@
 // Split the Fleet: earned stars in the browser's localStorage. The one copy of this logic:
-// lab/ui/stars_bridge.py puts it into the lab's storage component (lab serve and the
+// lab/ui/stars/stars_bridge.py puts it into the lab's storage component (lab serve and the
 // static site's lab page), and build.py copies it to the static hub as assets/stars.js.
 //
 //   split-the-fleet:stars:v1 = {"version": 1, "stars": {"mission-id": [true, false, true]}}
@@ -32,7 +32,7 @@ var STFStars = (function () {
   var moveWhy = "unavailable";  // why the last move (a backup) failed, as memoryWhy
   var granted = null;  // the Storage Access API's unpartitioned localStorage, once a cross-site embed got it
   var CODE_PREFIX = "STF1-";
-  var MAX_CODE = 20000;  // as lab/ui/progress_code.py MAX_CODE_CHARS
+  var MAX_CODE = 20000;  // as lab/ui/stars/progress_code.py MAX_CODE_CHARS
 
   function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
   function dict() { return Object.create(null); }
@@ -317,7 +317,7 @@ var STFStars = (function () {
   }
 
 
-  // ---- progress codes: the format of lab/ui/progress_code.py, once more for the static hub
+  // ---- progress codes: the format of lab/ui/stars/progress_code.py, once more for the static hub
   //   STF1-<base64url of compact sorted JSON {"mission-id": star bitmask}>.<FNV-1a 32 of the JSON, 8 hex>
   // decodeCode gives every code the verdict progress_code.decode gives it, word for word
   // (tests/test_hostile_input.py runs both on one corpus): the content is read by the same

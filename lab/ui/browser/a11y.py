@@ -30,9 +30,9 @@ import json
 
 import param
 
+from ..words.figures import fmt_ms, fmt_seconds, fmt_share
+from ..words.theme import FOCUS_CSS
 from .bridge import Bridge
-from .figures import fmt_ms, fmt_seconds, fmt_share
-from .theme import FOCUS_CSS
 
 __all__ = ["A11yBridge", "slider_spec", "choice_spec", "figure_spec", "landmark_spec", "run_summary", "ANNOUNCE_ID", "decimals_for"]
 

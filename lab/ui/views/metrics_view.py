@@ -8,18 +8,18 @@ import html
 
 import panel as pn
 
-from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, model_words,
+from ..words.figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, model_words,
                       fmt_usd, fmt_watts, metric_title, star_test_text)
-from .mission_text import brief_html
-from .panel_shims import Html
-from .theme import CSS, PALETTE
+from ..browser.panel_shims import Html
+from ..words.mission_text import brief_html
+from ..words.theme import CSS, PALETTE
 
 __all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd",
            "fmt_joules", "fmt_watts", "cost_cards", "kv_card", "PER_REQUESTS",
            "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
 
 
-# Every figure is formatted by lab.ui.figures (imported here for the views that import them from here).
+# Every figure is formatted by lab.ui.words.figures (imported here for the views that import them from here).
 def _verdict(ok):
     if ok is None:
         return "", ""

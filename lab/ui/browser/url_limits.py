@@ -11,7 +11,7 @@ MAX_HEADER_BYTES and one argument per character of the longest query the lab rea
 A longer address still meets those limits (see README, "The lab page").
 """
 
-from .url_state import MAX_QUERY_CHARS
+from ..url_state import MAX_QUERY_CHARS
 
 __all__ = ["MAX_HEADER_BYTES", "MAX_ARGUMENTS", "server_options"]
 

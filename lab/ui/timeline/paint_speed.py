@@ -46,7 +46,7 @@ Pyodide (benchmarks/bench_browser.py's page, 1366 px):
   it) and all of them follow from then on, as in BokehJS.
 """
 
-from .bridge import Bridge
+from ..browser.bridge import Bridge
 
 __all__ = ["PaintSpeed", "BOKEH_MAJOR"]
 

@@ -19,13 +19,13 @@ import math
 
 from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, control_applies, instance_size
 
-from .catalog import SANDBOX_ID, TRACE_SOURCES
-from .a11y import choice_spec, slider_spec
-from .control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, control_words, format_value
-from .refusal import refusal_html
-from .trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, TraceUpload
-from .panel_shims import FloatSlider, Html, IntSlider
-from .theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
+from ..browser.a11y import choice_spec, slider_spec
+from ..browser.panel_shims import FloatSlider, Html, IntSlider
+from ..browser.trace_upload import MAX_SENT_BYTES, MAX_UPLOAD_BYTES, TraceUpload
+from ..catalog import SANDBOX_ID, TRACE_SOURCES
+from ..words.control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, control_words, format_value
+from ..words.refusal import refusal_html
+from ..words.theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
 
 __all__ = ["Controls", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
            "sources_html"]

@@ -22,12 +22,12 @@ import lab.core as core
 from lab.core.blame import LINK_PARTS  # the TTFT parts only a split fleet has
 from lab.core.report import gpu_rows, write_requests_csv
 
+from ..browser.panel_shims import Html
+from ..words.figures import fmt_joules, fmt_share, fmt_usd, fmt_watts
+from ..words.fleet_words import gpu_type_text, pool_text
+from ..words.targets import target_phrase
+from ..words.theme import CSS
 from .blame_view import CAUSE_LABELS
-from .fleet_words import gpu_type_text, pool_text
-from .figures import fmt_joules, fmt_share, fmt_usd, fmt_watts
-from .targets import target_phrase
-from .panel_shims import Html
-from .theme import CSS
 
 __all__ = ["TableView", "gpu_table_html", "pool_table_html", "requests_table_html", "ROWS_SHOWN", "CSV_NAME"]
 

@@ -228,7 +228,7 @@ def model_words(model, short=False):
     """Which step-time model drew a run, in the page's words: short for the status line beside
     the timelines ("calibrated model": it must fit a 700 px embed's line), long for the line
     under the cards."""
-    from lab.ui.control_words import CHOICE_LABELS
+    from lab.ui.words.control_words import CHOICE_LABELS
 
     llm = CHOICE_LABELS["llm"].get(model.llm, model.llm)
     gpu = CHOICE_LABELS["gpu"].get(model.gpu, model.gpu)

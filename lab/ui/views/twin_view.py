@@ -19,15 +19,15 @@ from bokeh.plotting import figure
 
 from lab.core.missions import CONTROL_SPECS
 
+from ..words.fleet_words import is_plain, pool_text
 from .blame_view import BLAME_CSS, blame_bar_html
-from .fleet_words import is_plain, pool_text
-from .figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, fmt_usd,
+from ..words.figures import (NBSP, PER_REQUESTS, fmt_joules, fmt_metric, fmt_ms, fmt_seconds, fmt_share, fmt_usd,
                       fmt_watts)
+from ..browser.panel_shims import Html
+from ..url_state import fleet_settings
+from ..words.control_words import control_words
+from ..words.theme import CSS, PALETTE
 from .plots import MIN_PLOT_PX, MAX_X_TICKS, _legend_below, _padded, _style, _swatch, log_ticks, thin_ticks
-from .control_words import control_words
-from .url_state import fleet_settings
-from .panel_shims import Html
-from .theme import CSS, PALETTE
 
 __all__ = ["TwinView", "metric_deltas", "request_pairs", "fleet_phrase", "compare_html", "twin_sentence", "TWIN_METRICS",
            "MEASURES", "TWIN_CSS"]

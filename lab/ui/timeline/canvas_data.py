@@ -1,11 +1,11 @@
 """The canvas's data: numpy columns built from a run's step logs, no Bokeh, no Panel.
 
-What the timeline draws, as column dicts (lab/ui/canvas.py puts them in its sources):
+What the timeline draws, as column dicts (lab/ui/timeline/canvas.py puts them in its sources):
 `run_layers` (once per run: queues, KV bands, the link, marks, role bands, and the rows'
 `meta`), `step_layers` (the GPU steps of a span, around the window), `overview_data` (the
 whole run's bars and slow steps), and the rows' geometry and labels. Pure functions of a
 run and a few numbers, so they are tested without a browser, and under `lab serve` the
-whole-run ones run in the worker process that simulated the run (lab/ui/run_views.py):
+whole-run ones run in the worker process that simulated the run (lab/ui/runs/run_views.py):
 the server's loop, which serves every student, only looks them up.
 """
 
@@ -22,9 +22,9 @@ from lab.core.report import slow_limit_t
 from lab.core.result import instance_label
 from lab.core.ticks import TICKS_PER_S, to_seconds
 
-from .fleet_words import gpu_type_text
+from ..runs.run_views import per_run
+from ..words.fleet_words import gpu_type_text
 from .queues import kv_usage, link_queue, prefill_queue, rejections
-from .run_views import per_run
 
 EMBED_ROW_PX = 18  # in an embed: the 700 x 760 iframe shows the metrics under the canvas without scrolling
 ROW_PX = 22  # height of one row in pixels when the mission shows as many rows as it can

@@ -40,10 +40,10 @@ from lab.core.errors import LabError
 from lab.core.missions import ID_PATTERN
 
 from . import progress_code
-from .bridge import Bridge
-from .panel_shims import Html
-from .theme import CSS
-from .timers import every
+from ..browser.bridge import Bridge
+from ..browser.panel_shims import Html
+from ..browser.timers import every
+from ..words.theme import CSS
 
 __all__ = ["StarsBridge", "ProgressTools", "STORAGE_KEY", "BACKUP_KEY", "BACKUP_PREFIX", "STORE_JS", "RETRY_MS", "RETRY_LIMIT",
            "STORAGE_NOTES", "clean_stars"]

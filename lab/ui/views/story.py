@@ -31,12 +31,12 @@ import panel as pn
 from lab.core.blame import LINK_PARTS, TTFT_PARTS
 from lab.core.metrics import gap_steps, request_gaps
 
+from ..browser.panel_shims import Html
+from ..state import WINDOW_S
+from ..words.figures import NBSP, fmt_ms, fmt_seconds
+from ..words.fleet_words import instance_name
+from ..words.theme import CSS, INERT_STYLE, LIVE_STYLE
 from .blame_view import CAUSE_FILLS, CAUSE_LABELS
-from .fleet_words import instance_name
-from .figures import NBSP, fmt_ms, fmt_seconds
-from .state import WINDOW_S
-from .panel_shims import Html
-from .theme import CSS, INERT_STYLE, LIVE_STYLE
 
 __all__ = ["story_html", "StoryView", "request_at_step", "step_at", "missed_order", "focus_of", "focus_span", "nearest_point",
            "severity", "cause_sentence", "PART_NAMES", "CAUSE_WORDS", "STEP_TOLERANCE_S"]

@@ -6,7 +6,7 @@ the first time it cleans. `nh3` is compiled Rust with no build for Pyodide, so i
 browser that import fails and the page never renders. Where `nh3` is missing, the
 sanitizer escapes instead: stricter than cleaning (no markup survives at all), and the
 only strings the lab gives it are layout values such as "wrap" or "14px", which escaping
-leaves alone. Mission text never goes this way: lab/ui/mission_text.py renders it.
+leaves alone. Mission text never goes this way: lab/ui/words/mission_text.py renders it.
 
 `one_patch_per_update`: in Pyodide, Panel sends the page one message per document event
 (panel.io.pyodide._link_docs_worker's `pysync`), so one simulation run, which changes

@@ -12,7 +12,7 @@ the time a prompt's KV waited (for decode memory or the link). A dark triangle o
 marks a preemption (`fleet.kv_policy: on_demand`): a sequence lost its KV there at that step
 boundary and went back to the queue.
 
-Queues and memory (series from lab.ui.queues): the top row, "prefill queue", is a grey
+Queues and memory (series from lab.ui.timeline.queues): the top row, "prefill queue", is a grey
 area as tall as the number of requests waiting for their prefill (full height = the
 run's peak, written in the row); on a split fleet the "link queue" row above the link
 stacks the KV caches waiting for the wire (grey) under those waiting for room on a
@@ -29,7 +29,7 @@ shows where the slow steps are over the whole run. A click on a step goes to
 `on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
 transfer a story points at.
 
-Data is built with numpy from the columnar step logs (lab/ui/canvas_data.py, no Bokeh), and a
+Data is built with numpy from the columnar step logs (lab/ui/timeline/canvas_data.py, no Bokeh), and a
 change's canvas patch carries
 only what its window needs: the GPU steps around the window are built alone (`step_layers`
 over `step_range`: bisection into each log, so a minute-long run costs what its seconds
@@ -73,12 +73,12 @@ from .canvas_data import (  # the columns it draws (the public ones are this mod
     WHOLE_RUN_LAYERS, _empty, _rows, box_geometry, frame_px, max_rows, overview_data, roles_text, row_geometry,
     row_label, rows_html, run_layers, split_label, step_layers, step_range, timeline_data,
 )
-from .state import WINDOW_S
-from .targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
-from .story import STEP_TOLERANCE_S, step_at
-from .panel_shims import Html
-from .theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
-from .timers import every
+from ..browser.panel_shims import Html
+from ..browser.timers import every
+from ..state import WINDOW_S
+from ..views.story import STEP_TOLERANCE_S, step_at
+from ..words.targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
+from ..words.theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 
 __all__ = ["Canvas", "timeline_data", "run_layers", "step_layers", "step_range", "overview_data", "max_rows", "frame_px",
            "row_geometry", "box_geometry", "rows_html", "row_label", "legend_html", "roles_text", "ROW_PX",

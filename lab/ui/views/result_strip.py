@@ -19,9 +19,9 @@ import numpy as np
 from lab.core.report import slow_limit_t
 from lab.core.ticks import TICKS_PER_S
 
-from .figures import NBSP, fmt_ms, fmt_seconds, fmt_share
-from .panel_shims import Html
-from .theme import PALETTE
+from ..browser.panel_shims import Html
+from ..words.figures import NBSP, fmt_ms, fmt_seconds, fmt_share
+from ..words.theme import PALETTE
 
 __all__ = ["ResultStrip", "strip_html", "row_shares", "STRIP_MAX_PX", "STRIP_CSS", "MAX_STRIP_ROWS"]
 
