@@ -382,7 +382,7 @@ CORE_PY = """
 import json, statistics, time
 import lab.core as _core
 import lab.ui.timeline.canvas as _canvas
-from lab.ui.timeline.canvas_data import timeline_data as _timeline_data
+from lab.ui.data.canvas_data import timeline_data as _timeline_data
 import gc as _gc
 _frozen = _gc.get_freeze_count()  # (the page freezes its heap, lab/ui/timeline/collector.py: look there too)
 _gc.unfreeze()

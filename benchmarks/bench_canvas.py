@@ -36,7 +36,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     sys.path.insert(0, args.tree)
     from lab.ui.timeline.canvas import Canvas
-    from lab.ui.timeline.canvas_data import timeline_data
+    from lab.ui.data.canvas_data import timeline_data
     from lab.ui.catalog import Catalog
     from lab.ui.state import LabState
 

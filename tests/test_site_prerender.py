@@ -39,7 +39,7 @@ def _slow_rows_in_svg(text):
 
 def test_the_first_view_is_the_first_run_at_the_live_pages_window():
     from lab.core.missions import list_missions  # noqa: F401  (the corpus is the repo's)
-    from lab.ui.timeline.canvas_data import timeline_data
+    from lab.ui.data.canvas_data import timeline_data
     from lab.ui.views.metrics_view import metrics_html
     from lab.ui.prerender import PRERENDER_FORMAT, first_view_html, first_window, view_state
     from lab.ui.state import WINDOW_S

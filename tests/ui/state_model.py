@@ -34,7 +34,7 @@ import urllib.parse
 import lab.core as core
 from playwright.sync_api import Error as PlaywrightError
 from lab.core.errors import LabError
-from lab.ui.timeline.canvas_data import run_layers
+from lab.ui.data.canvas_data import run_layers
 from lab.ui.words.control_words import CHOICE_LABELS
 from lab.ui.views.metrics_view import metrics_html
 from lab.ui.state import fleet_settings, format_value, parse_pin, parse_search, parse_settings

@@ -15,7 +15,7 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.timeline.canvas_data import REJECT_Y, _rows, row_geometry  # noqa: E402
+from lab.ui.data.canvas_data import REJECT_Y, _rows, row_geometry  # noqa: E402
 from lab.ui.state import WINDOW_S  # noqa: E402
 from axe_check import axe_missing, axe_violations, describe  # noqa: E402  (tests/ is on sys.path)
 from screenshots import shot  # noqa: E402

@@ -13,12 +13,12 @@ pytest.importorskip("numpy")
 import lab.core as core  # noqa: E402
 from lab.ui.browser.a11y import run_summary  # noqa: E402
 from lab.ui.timeline.canvas import Canvas, legend_html  # noqa: E402
-from lab.ui.timeline.canvas_data import timeline_data  # noqa: E402
+from lab.ui.data.canvas_data import timeline_data  # noqa: E402
 from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.views.controls import locked_html  # noqa: E402
 from lab.ui.views.metrics_view import metrics_html  # noqa: E402
 from lab.ui.views.plots import Plots, gap_scatter_data  # noqa: E402
-from lab.ui.timeline.queues import prefill_queue, rejections  # noqa: E402
+from lab.ui.data.queues import prefill_queue, rejections  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 from lab.ui.views.story import StoryView, missed_order, story_html  # noqa: E402
 from lab.ui.views.table_view import requests_table_html  # noqa: E402

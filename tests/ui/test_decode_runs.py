@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("panel")
 
 from lab.ui.timeline.canvas import Canvas  # noqa: E402
-from lab.ui.timeline.canvas_data import _rows, box_geometry, decode_runs, frame_px, row_geometry, timeline_data  # noqa: E402
+from lab.ui.data.canvas_data import _rows, box_geometry, decode_runs, frame_px, row_geometry, timeline_data  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 from lab.ui.views.story import step_at  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_the_steps_built_around_a_window_are_the_whole_runs_steps_there(catalog,
     """The live canvas builds only the steps around its window (step_layers over step_range):
     the same boxes, runs and ticks as the whole run's, every one that overlaps the span, and
     runs whole (a run breaks at each whole second, so none is cut at the span's edges)."""
-    from lab.ui.timeline.canvas_data import run_layers, step_layers
+    from lab.ui.data.canvas_data import run_layers, step_layers
 
     state = LabState.from_query(catalog, f"?mission={mission}")
     assert not settings or state.change_many(settings)

@@ -8,11 +8,11 @@ import pytest
 pytest.importorskip("panel")
 
 from lab.core.cost import instance_costs  # noqa: E402
-from lab.ui.timeline.canvas_data import max_rows, timeline_data  # noqa: E402
+from lab.ui.data.canvas_data import max_rows, timeline_data  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, sandbox_mission  # noqa: E402
 from lab.ui.views.controls import Controls, locked_html  # noqa: E402
 from lab.ui.views.metrics_view import fmt_joules, fmt_usd, fmt_watts  # noqa: E402
-from lab.ui.timeline.queues import kv_usage  # noqa: E402
+from lab.ui.data.queues import kv_usage  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 from lab.ui.views.story import story_html  # noqa: E402
 from lab.ui.views.table_view import gpu_table_html  # noqa: E402
@@ -60,7 +60,7 @@ def test_the_canvas_is_sized_for_the_most_instances_and_the_longest_label(catalo
 
 def test_a_gpu_type_takes_a_second_line_only_where_rows_have_room(built, fleet_catalog):
     from lab.ui.timeline.canvas import Canvas
-    from lab.ui.timeline.canvas_data import TWO_LINE_PX, rows_html, split_label
+    from lab.ui.data.canvas_data import TWO_LINE_PX, rows_html, split_label
 
     labels = labels_of(built)
     assert split_label(labels[1]) == ("GPUs 0–1 · prefill", "H100 ×2") and split_label("link (KV)") == ("link (KV)", None)

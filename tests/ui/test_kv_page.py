@@ -9,9 +9,9 @@ pytest.importorskip("panel")
 import lab.core as core  # noqa: E402
 from lab.core.metrics import gap_steps, request_gaps  # noqa: E402
 from lab.ui.timeline.canvas import legend_html  # noqa: E402
-from lab.ui.timeline.canvas_data import timeline_data  # noqa: E402
+from lab.ui.data.canvas_data import timeline_data  # noqa: E402
 from lab.ui.views.metrics_view import metrics_html  # noqa: E402
-from lab.ui.timeline.queues import kv_usage  # noqa: E402
+from lab.ui.data.queues import kv_usage  # noqa: E402
 from lab.ui.views.story import focus_of, request_at_step, story_html  # noqa: E402
 
 STORM = {
@@ -40,7 +40,7 @@ def test_every_preemption_is_a_mark_on_its_gpus_row_at_its_boundary(storm):
     assert np.allclose([t for t, _ in got], [t for t, _ in expected], atol=1e-6)
     assert [r for _, r in got] == [r for _, r in expected]
     # On the rows of the decode GPUs that preempted (the canvas's row of each GPU).
-    from lab.ui.timeline.canvas_data import _rows
+    from lab.ui.data.canvas_data import _rows
     row_of = {log.index: row for log, row in zip(storm.gpus, _rows(storm)[0])}
     assert sorted(marks["y"].tolist()) == sorted(float(row_of[log.index]) for log in storm.gpus for _ in log.preempted)
 

@@ -8,11 +8,11 @@ import numpy as np
 from lab.core import load_mission, simulate, summarize
 from lab.core.missions import list_missions
 from lab.ui.timeline.canvas import legend_html
-from lab.ui.timeline.canvas_data import ROLE_LAYERS, timeline_data
+from lab.ui.data.canvas_data import ROLE_LAYERS, timeline_data
 from lab.ui.words.control_words import CHOICE_LABELS
 from lab.ui.views.controls import REQUIRES_WORDS
 from lab.ui.views.metrics_view import metrics_html
-from lab.ui.timeline.queues import kv_usage
+from lab.ui.data.queues import kv_usage
 
 MISSION = next(m for m in list_missions() if m.id == "traffic-shifts")
 BY_HAND = {"planner": "schedule", "plan_at_s": 24, "plan_prefill_gpus": 4}
@@ -90,7 +90,7 @@ def test_the_planner_controls_have_words():
 
 
 def test_a_moved_gpus_row_label_says_both_roles_and_fits_the_gutter():
-    from lab.ui.timeline.canvas_data import max_rows, roles_text, split_label
+    from lab.ui.data.canvas_data import max_rows, roles_text, split_label
 
     assert roles_text([(0.0, "decode")]) == "decode"
     assert roles_text([(0.0, "decode"), (5.0, "switching"), (8.0, "prefill")]) == "→prefill"

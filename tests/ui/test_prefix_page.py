@@ -73,7 +73,7 @@ def test_controls_say_what_a_cache_size_waits_for():
 
 
 def test_the_kv_band_capacity_leaves_out_a_per_gpu_cache():
-    from lab.ui.timeline import canvas_data as canvas
+    from lab.ui.data import canvas_data as canvas
 
     sc = make("per_gpu")
     result = core.simulate(sc, REQUESTS)

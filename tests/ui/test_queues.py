@@ -1,4 +1,4 @@
-"""The canvas's queue rows and KV bands (lab/ui/timeline/queues.py, canvas.timeline_data) and the one
+"""The canvas's queue rows and KV bands (lab/ui/data/queues.py, canvas.timeline_data) and the one
 per-token target (Slo.per_token_target_ms) every view marks steps against.
 
 Hand-built Results give series whose every value is known; engine runs check the
@@ -13,8 +13,8 @@ pytest.importorskip("panel")
 
 import lab.core as core  # noqa: E402
 from lab.core.result import GpuLog, RequestRecord, Result, Transfer  # noqa: E402
-from lab.ui.timeline.canvas_data import box_geometry, timeline_data  # noqa: E402
-from lab.ui.timeline.queues import kv_usage, link_queue, occupancy, prefill_queue  # noqa: E402
+from lab.ui.data.canvas_data import box_geometry, timeline_data  # noqa: E402
+from lab.ui.data.queues import kv_usage, link_queue, occupancy, prefill_queue  # noqa: E402
 
 CAPACITY = 1000
 
@@ -198,7 +198,7 @@ def test_a_step_lasting_exactly_the_target_is_slow_nowhere():
     (report.slow_limit_t): a 50 ms step whose seconds, each rounded, differ by a hair more
     than 0.05 is slow in neither; one tick longer is slow in both."""
     from lab.core.report import gpu_rows
-    from lab.ui.timeline.canvas_data import overview_data
+    from lab.ui.data.canvas_data import overview_data
 
     target_ms, step_t = 50, 5 * 10**10
     start_t = 158_380_000_000  # (its seconds and its end's differ by more than 0.05)

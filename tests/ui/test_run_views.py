@@ -1,4 +1,4 @@
-"""lab/ui/runs/run_views.py: a whole-run view is computed once per run, and under `lab serve` in the
+"""lab/ui/data/run_views.py: a whole-run view is computed once per run, and under `lab serve` in the
 worker process, whose values travel back with the run so the page's loop only looks them up."""
 
 import functools
@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("numpy")
 
 import lab.core as core  # noqa: E402
-from lab.ui.timeline.canvas_data import overview_data, run_layers  # noqa: E402
-from lab.ui.views.plot_data import itl_histogram  # noqa: E402
-from lab.ui.runs.run_views import KEPT_AS, per_run  # noqa: E402
+from lab.ui.data.canvas_data import overview_data, run_layers  # noqa: E402
+from lab.ui.data.plot_data import itl_histogram  # noqa: E402
+from lab.ui.data.run_views import KEPT_AS, per_run  # noqa: E402
 from lab.ui.runs.run_work import run_work  # noqa: E402
 
 MISSION_01 = Path(__file__).resolve().parents[2] / "missions" / "01-mixing-hurts.json"

@@ -459,7 +459,7 @@ def test_sweep_rates_cover_a_quarter_to_twice_the_rate():
 # ---------------------------------------------------------------- views' pure parts
 
 def test_timeline_data_accounts_for_every_step(ran):
-    from lab.ui.timeline.canvas_data import timeline_data
+    from lab.ui.data.canvas_data import timeline_data
 
     tpot = ran.scenario.slo.per_token_target_ms
     data = timeline_data(ran.result, tpot)
@@ -484,7 +484,7 @@ def test_timeline_data_accounts_for_every_step(ran):
 
 
 def test_timeline_data_of_a_split_fleet_has_a_link_row(catalog):
-    from lab.ui.timeline.canvas_data import timeline_data
+    from lab.ui.data.canvas_data import timeline_data
 
     state = LabState.from_query(catalog, f"?mission={M2}")
     state.run()
@@ -592,7 +592,7 @@ def test_clean_stars_keeps_readable_entries_only():
 
 
 def test_the_canvas_is_sized_for_the_most_rows_the_mission_can_reach(catalog):
-    from lab.ui.timeline.canvas_data import FRAME_MAX_PX, frame_px, max_rows
+    from lab.ui.data.canvas_data import FRAME_MAX_PX, frame_px, max_rows
 
     # Queue rows: the prefill queue always; a split fleet's link queue too.
     rows, longest = max_rows(catalog.get(M1))  # colocated up to 8 GPUs, or 6 + 6, the link and 2 queues
@@ -715,7 +715,7 @@ def test_a_lone_change_runs_at_once_and_a_burst_is_debounced(monkeypatch):
 
 def test_a_layerwise_fifo_link_row_draws_only_the_wire_time_and_never_overlaps():
     """Layer-wise chunks of several transfers share the fifo wire: the row shows each chunk, not start..end."""
-    from lab.ui.timeline.canvas_data import timeline_data
+    from lab.ui.data.canvas_data import timeline_data
 
     sc = core.load_scenario({"seed": 3, "workload": {"rate": 20, "duration_s": 6, "prompt_tokens": 2000, "output_tokens": 50},
                              "fleet": {"layout": "disaggregated", "prefill_gpus": 3, "decode_gpus": 2,

@@ -221,7 +221,7 @@ class _Tap:
 
 
 def test_a_click_on_a_scatter_point_or_a_timeline_step_reaches_the_story(catalog):
-    from lab.ui.timeline.canvas_data import _rows
+    from lab.ui.data.canvas_data import _rows
     from lab.ui.views.plots import Plots
 
     state = LabState.from_query(catalog, f"?mission={M1}")

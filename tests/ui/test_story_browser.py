@@ -18,7 +18,7 @@ pytest.importorskip("playwright.sync_api")
 
 import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
-from lab.ui.timeline.canvas_data import _rows  # noqa: E402
+from lab.ui.data.canvas_data import _rows  # noqa: E402
 from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.state import WINDOW_S, format_value  # noqa: E402
 from lab.ui.stars.stars_bridge import STORAGE_KEY  # noqa: E402

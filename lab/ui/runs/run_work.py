@@ -15,8 +15,8 @@ import lab.core as core
 from lab.core.errors import LabError
 from lab.core.page_bounds import LAB_RUN_ADVICE, PAGE_MAX_REQUESTS, PAGE_MAX_S, check_page_bounds
 
-from ..timeline.canvas_data import overview_data, run_layers
-from ..views.plot_data import itl_histogram
+from ..data.canvas_data import overview_data, run_layers
+from ..data.plot_data import itl_histogram
 
 __all__ = ["expected_requests", "HEAVY_REQUESTS", "HEAVY_UPLOAD_CHARS", "measure", "run_work", "warm_views", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload",
            "page_requests", "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
@@ -80,7 +80,7 @@ def run_work(mission, scenario, requests, simulate=True, twin=None, measured=Fal
 
 
 def warm_views(result, plot_px):
-    """Build the whole-run views the page shows of `result` (lab/ui/runs/run_views.py): in a worker
+    """Build the whole-run views the page shows of `result` (lab/ui/data/run_views.py): in a worker
     process they then travel back with the run."""
     target_ms = result.scenario.slo.per_token_target_ms
     run_layers(result, plot_px)

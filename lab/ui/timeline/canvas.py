@@ -12,7 +12,7 @@ the time a prompt's KV waited (for decode memory or the link). A dark triangle o
 marks a preemption (`fleet.kv_policy: on_demand`): a sequence lost its KV there at that step
 boundary and went back to the queue.
 
-Queues and memory (series from lab.ui.timeline.queues): the top row, "prefill queue", is a grey
+Queues and memory (series from lab.ui.data.queues): the top row, "prefill queue", is a grey
 area as tall as the number of requests waiting for their prefill (full height = the
 run's peak, written in the row); on a split fleet the "link queue" row above the link
 stacks the KV caches waiting for the wire (grey) under those waiting for room on a
@@ -29,7 +29,7 @@ shows where the slow steps are over the whole run. A click on a step goes to
 `on_step(gpu, step)` (a request's story, story.py), and `outline` frames the step or
 transfer a story points at.
 
-Data is built with numpy from the columnar step logs (lab/ui/timeline/canvas_data.py, no Bokeh), and a
+Data is built with numpy from the columnar step logs (lab/ui/data/canvas_data.py, no Bokeh), and a
 change's canvas patch carries
 only what its window needs: the GPU steps around the window are built alone (`step_layers`
 over `step_range`: bisection into each log, so a minute-long run costs what its seconds
@@ -66,7 +66,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from .canvas_data import (  # the columns it draws (the public ones are this module's too, for callers)
+from ..data.canvas_data import (  # the columns it draws (the public ones are this module's too, for callers)
     _BOUND_COLS, _KV_COLS, _PREEMPT_COLS, _QUAD_COLS, _REJECT_COLS, _RUN_COLS, _STEP_COLS, _STRIP_COLS,
     _XFER_COLS, AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_MAX_PX, FRAME_TOP_PX, HALF,
     LABEL_PX_PER_CHAR, LAYERS, LINK_QUEUE, PREFILL_QUEUE, QUEUE_LAYERS, ROLE_LAYERS, ROW_PX, STRIP, WAIT,

@@ -40,7 +40,7 @@ from bokeh.plotting import figure
 
 from ..browser.panel_shims import Html
 from ..words.theme import CSS, FONT_STACK, PALETTE
-from .plot_data import JITTER, gap_scatter_data, itl_histogram, token_gaps
+from ..data.plot_data import JITTER, gap_scatter_data, itl_histogram, token_gaps
 from .story import nearest_point
 
 __all__ = ["Plots", "gap_scatter_data", "itl_histogram", "token_gaps", "log_ticks", "thin_ticks", "strip_view",

@@ -5,7 +5,7 @@ What the timeline draws, as column dicts (lab/ui/timeline/canvas.py puts them in
 `meta`), `step_layers` (the GPU steps of a span, around the window), `overview_data` (the
 whole run's bars and slow steps), and the rows' geometry and labels. Pure functions of a
 run and a few numbers, so they are tested without a browser, and under `lab serve` the
-whole-run ones run in the worker process that simulated the run (lab/ui/runs/run_views.py):
+whole-run ones run in the worker process that simulated the run (lab/ui/data/run_views.py):
 the server's loop, which serves every student, only looks them up.
 """
 
@@ -22,7 +22,7 @@ from lab.core.report import slow_limit_t
 from lab.core.result import instance_label
 from lab.core.ticks import TICKS_PER_S, to_seconds
 
-from ..runs.run_views import per_run
+from .run_views import per_run
 from ..words.fleet_words import gpu_type_text
 from .queues import kv_usage, link_queue, prefill_queue, rejections
 

@@ -1,6 +1,6 @@
 """The plots' data: numpy from a run and its rows, no Bokeh, no Panel (lab/ui/views/plots.py draws it).
 
-`itl_histogram` is a whole-run view (lab/ui/runs/run_views.py): kept with the run, and under
+`itl_histogram` is a whole-run view (lab/ui/data/run_views.py): kept with the run, and under
 `lab serve` computed in the worker process that simulated it.
 """
 
@@ -9,7 +9,7 @@ import numpy as np
 from lab.core.metrics import first_token_ticks, pooled_gaps, step_gaps_of
 from lab.core.ticks import TICKS_PER_S
 
-from ..runs.run_views import per_run
+from .run_views import per_run
 
 __all__ = ["token_gaps", "itl_histogram", "gap_scatter_data", "JITTER"]
 
