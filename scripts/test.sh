@@ -17,9 +17,9 @@ fi
 
 bash scripts/setup.sh
 
-echo "[test] .venv/bin/python -m pytest $*"
+echo "[test] .venv/bin/python -m pytest --durations=30 $*"
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=30 "$@"  # (the slowest tests listed at the end: where the time goes)
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
