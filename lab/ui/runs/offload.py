@@ -20,7 +20,8 @@ in what the work returns comes back in slices, pickled apart in the worker, and 
 unpickles one slice a turn (about 20 ms), taking other pages' changes between them.
 
 Heavy work (a run of more than run_work.HEAVY_REQUESTS requests, a large upload) goes to a
-second, smaller pool whose processes run at a lower CPU priority (HEAVY_NICE): on a laptop's
+second, smaller pool whose processes run at a lower CPU priority (HEAVY_NICE; on Linux,
+SCHED_IDLE: only when a core would otherwise idle): on a laptop's
 two cores, one student's 200,000-request run otherwise takes a core from the server and the
 other students' small runs, whose answers then slow down for everyone (benchmarks/classroom.py;
 its figures are in benchmarks/README.md). The heavy run still gets every cycle nobody else
