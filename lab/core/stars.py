@@ -44,6 +44,17 @@ def _suggest(word, options):
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def unknown_metric(word):
+    """Why `word` is no metric: the one it most likely meant, else the three nearest names
+    (not all of METRIC_NAMES: a list that long hides the answer)."""
+    close = difflib.get_close_matches(str(word), METRIC_NAMES, n=1, cutoff=0.6)
+    if close:
+        return f"{F.describe(word)} is not a metric; did you mean {close[0]!r}?"
+    nearest = difflib.get_close_matches(str(word), METRIC_NAMES, n=3, cutoff=0.0)
+    return (f"{F.describe(word)} is not a metric; the nearest are {', '.join(repr(n) for n in nearest)} "
+            f"({len(METRIC_NAMES)} in all: `python -m lab run FILE --json` prints every one)")
+
+
 def _format_number(value):
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -60,7 +71,7 @@ class Predicate:
 
     def __post_init__(self):
         if not isinstance(self.metric, str) or self.metric not in METRIC_NAMES:
-            raise LabError("metric", f"{F.describe(self.metric)} is not a metric; {_suggest(self.metric, METRIC_NAMES)}metrics are: {', '.join(METRIC_NAMES)}")
+            raise LabError("metric", unknown_metric(self.metric))
         if not isinstance(self.op, str) or self.op not in OPS:
             raise LabError("op", f"{F.describe(self.op)} is not an operator; use one of {', '.join(OPS)}")
         if not F.is_number(self.value) or isinstance(self.value, F.BigNumber) or abs(self.value) > 1e300 or not math.isfinite(self.value):
@@ -71,10 +82,7 @@ class Predicate:
         F.check_keys(data, path, ("metric", "op", "value"))
         metric = F.read_str(data, "metric", path)
         if metric not in METRIC_NAMES:
-            raise LabError(
-                F.join(path, "metric"),
-                f"{F.describe(metric)} is not a metric; {_suggest(metric, METRIC_NAMES)}metrics are: {', '.join(METRIC_NAMES)}",
-            )
+            raise LabError(F.join(path, "metric"), unknown_metric(metric))
         op = data.get("op")
         if op is None:
             raise LabError(F.join(path, "op"), f"required field is missing; use one of {', '.join(OPS)}")
