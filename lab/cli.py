@@ -473,22 +473,24 @@ def cmd_check(args):
     failed = 0
     reports = []
 
-    def fail(path, problem):
+    def fail(path, error):
+        """Report every mistake `error` names (LabErrors: several), one a line."""
         nonlocal failed
         failed += 1
+        problems = [str(e) for e in getattr(error, "errors", [error])]
         if args.json:
-            reports.append({"file": path, "ok": False, "problems": [problem]})
+            reports.append({"file": path, "ok": False, "problems": problems})
         else:
-            print(f"FAIL {printable(path)}\n  {printable(problem)}")
+            print(f"FAIL {printable(path)}" + "".join(f"\n  {printable(p)}" for p in problems))
 
     for path, mission, error in load_each(files):
         if error is not None:
-            fail(path, str(error))
+            fail(path, error)
             continue
         try:
             report = check_mission(mission, time_budget_s=time_budget_s, seeds=seeds)
         except LabError as exc:
-            fail(path, str(exc))
+            fail(path, exc)
             continue
         if args.json:
             reports.append({"file": path, **report.to_dict()})

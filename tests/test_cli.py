@@ -214,6 +214,38 @@ def test_check_reports_every_file_and_duplicate_ids(tmp_path, capsys):
     assert [r["ok"] for r in reports] == [False, True]  # alone, the copy is fine
 
 
+def test_check_names_every_mistake_of_a_file_in_one_run(tmp_path, capsys):
+    """Seven mistakes in seven parts of one file: one `lab check` names all seven, one a line,
+    in the file's order (it used to stop at the first: seven runs to fix seven mistakes)."""
+    def spoil(d):
+        d.update(id="My Mission", summary="one\ntwo", colour="blue")
+        d["scenario"]["fleet"]["gpus"] = -3
+        d["controls"]["gpus"]["max"] = "many"
+        d["stars"][0]["when"][0]["metric"] = "latency"
+        d["stars"][1]["when"][0]["op"] = "=>"
+
+    write_mission(tmp_path, "spoilt.json", spoil)
+    assert main(["check", str(tmp_path / "spoilt.json")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"FAIL {tmp_path / 'spoilt.json'}"
+    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+        "colour", "id", "summary", "scenario.fleet.gpus", "controls.gpus.max", "stars[0].when[0].metric", "stars[1].when[0].op"]
+    assert main(["check", str(tmp_path / "spoilt.json"), "--json"]) == 1
+    (report,) = json.loads(capsys.readouterr().out)
+    assert len(report["problems"]) == 7 and report["problems"][4] == "controls.gpus.max: expected a whole number, got 'many'"
+
+
+def test_check_names_at_most_twenty_mistakes_and_counts_the_rest(tmp_path, capsys):
+    from lab.core.missions import CONTROL_SPECS, MAX_MISTAKES
+
+    names = list(CONTROL_SPECS)[:MAX_MISTAKES + 5]
+    write_mission(tmp_path, "many.json", lambda d: d.update(controls={n: {"nonsense": 1} for n in names}))
+    assert main(["check", str(tmp_path / "many.json")]) == 1
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == MAX_MISTAKES + 1 and all(line.startswith("  controls.") for line in lines[:MAX_MISTAKES])
+    assert lines[-1] == f"  and {len(names) - MAX_MISTAKES} more (the first {MAX_MISTAKES} are above)"
+
+
 def test_check_seeds_rules_and_margins_in_text_and_json(tmp_path, capsys):
     write_mission(tmp_path, "good.json")
     # Both stars share one fix, and the last one is a single move away (a 2 + 1 split is two: split, add).

@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass, field
 
 from . import fields as F
-from .errors import LabError
+from .errors import LabError, Mistakes
 from .loading import MAX_JSON_BYTES, parse_json, read_text
 from .spec import GPU_PRESETS, LLM_PRESETS, Admission, Fleet, Link, Model, Planner, Scenario
-from .stars import evaluate_stars, parse_stars
+from .stars import Star, evaluate_stars, parse_stars
 from .workload import resolve_trace_path
 
 __all__ = [
@@ -212,6 +212,7 @@ ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # the whole id: use fullma
 MAX_SUMMARY = 200
 # The outro (shown once every star is earned): what the mission taught, and where to go next.
 MAX_OUTRO = 800
+MAX_MISTAKES = 20  # a file's mistakes `lab check` names in one run (more are counted)
 # How many values a numeric control may offer (a slider's notches).
 MAX_NOTCHES = 100_000
 
@@ -444,25 +445,53 @@ class Mission:
         schema = data.get("$schema")
         if isinstance(schema, str) and "json-schema.org" in schema and "id" not in data:
             raise LabError("", "this is a JSON Schema (missions/schema.json describes missions), not a mission")
-        F.check_keys(data, "", MISSION_KEYS + EDITOR_KEYS)
-        mid = F.read_str(data, "id", "")
-        if not ID_PATTERN.fullmatch(mid):
-            raise LabError("id", f"{F.describe(mid)} is not a slug: use lowercase letters, digits and single hyphens, like 'mixing-hurts'")
-        title = F.read_str(data, "title", "").strip()
-        order = F.read_int(data, "order", "", lo=0, hi=1_000_000)
-        summary = F.read_str(data, "summary", "").strip()
-        if "\n" in summary:
-            raise LabError("summary", "must be one line (it is shown on the mission hub); put details in brief")
-        if len(summary) > MAX_SUMMARY:
-            raise LabError("summary", f"is {len(summary)} characters; keep it to {MAX_SUMMARY} (details go in brief)")
-        brief = _read_brief(data)
-        scenario = Scenario.from_dict(F.read_dict(data, "scenario", ""), "scenario", base_dir)
-        controls = _read_controls(data, scenario)
-        stars = parse_stars(F.read_list(data, "stars", ""), "stars")
-        _check_stars_against(stars, scenario, controls)
-        _check_trace_file(scenario)
-        outro = F.read_lines(data, "outro", "", default="", max_chars=MAX_OUTRO).strip()
+        # Parts that do not depend on one another are each checked, so `lab check` names every
+        # mistake of a file in one run; a part that needs a broken one is not checked.
+        mistakes = Mistakes(MAX_MISTAKES)
+        mistakes.check(lambda: F.check_keys(data, "", MISSION_KEYS + EDITOR_KEYS))
+        mid = mistakes.check(lambda: _read_id(data))
+        title = mistakes.check(lambda: F.read_str(data, "title", "").strip())
+        order = mistakes.check(lambda: F.read_int(data, "order", "", lo=0, hi=1_000_000))
+        summary = mistakes.check(lambda: _read_summary(data))
+        brief = mistakes.check(lambda: _read_brief(data))
+        scenario = mistakes.check(lambda: Scenario.from_dict(F.read_dict(data, "scenario", ""), "scenario", base_dir))
+        controls = mistakes.check(lambda: _read_controls(data))
+        if None not in (scenario, controls):
+            controls = mistakes.check(lambda: _check_controls(controls, scenario))
+        stars = mistakes.check(lambda: _read_stars(data))
+        if None not in (scenario, controls, stars):
+            mistakes.check(lambda: _check_stars_against(stars, scenario, controls))
+        if scenario is not None:
+            mistakes.check(lambda: _check_trace_file(scenario))
+        outro = mistakes.check(lambda: F.read_lines(data, "outro", "", default="", max_chars=MAX_OUTRO).strip())
+        mistakes.raise_any()
         return cls(mid, title, order, summary, brief, scenario, controls, stars, path, outro)
+
+
+def _read_id(data):
+    mid = F.read_str(data, "id", "")
+    if not ID_PATTERN.fullmatch(mid):
+        raise LabError("id", f"{F.describe(mid)} is not a slug: use lowercase letters, digits and single hyphens, like 'mixing-hurts'")
+    return mid
+
+
+def _read_summary(data):
+    summary = F.read_str(data, "summary", "").strip()
+    if "\n" in summary:
+        raise LabError("summary", "must be one line (it is shown on the mission hub); put details in brief")
+    if len(summary) > MAX_SUMMARY:
+        raise LabError("summary", f"is {len(summary)} characters; keep it to {MAX_SUMMARY} (details go in brief)")
+    return summary
+
+
+def _read_stars(data):
+    """The stars, each star's first mistake named (not only the first star's)."""
+    items = F.read_list(data, "stars", "")
+    mistakes = Mistakes()
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        mistakes.check(lambda: Star.from_dict(item, F.join("stars", i)))
+    mistakes.raise_any()
+    return parse_stars(items, "stars")
 
 
 def _read_brief(data):
@@ -470,13 +499,20 @@ def _read_brief(data):
     return F.read_lines(data, "brief", "")
 
 
-def _read_controls(data, scenario):
+def _read_controls(data):
+    """The controls as written, each control's first mistake named (they need no scenario)."""
     raw = F.read_dict(data, "controls", "")
     if not raw:
         raise LabError("controls", "a mission needs at least one control for the student to move; controls are: " + ", ".join(CONTROL_SPECS))
-    controls = {}
+    controls, mistakes = {}, Mistakes()
     for name, spec in raw.items():
-        controls[name] = Control.from_dict(name, spec, F.join("controls", name))
+        controls[name] = mistakes.check(lambda: Control.from_dict(name, spec, F.join("controls", name)))
+    mistakes.raise_any()
+    return controls
+
+
+def _check_controls(controls, scenario):
+    """The controls against the start: each reachable, doing something, valid at its ends."""
     fleet = scenario.fleet
     if "layout" in controls and fleet.layout not in controls["layout"].choices:
         options = ", ".join(repr(x) for x in controls["layout"].choices)
