@@ -3,7 +3,7 @@ and what the textbook roofline gives for the same conditions.
 
     python benchmarks/calibration.py             # the table as text
     python benchmarks/calibration.py --markdown  # the table docs/calibration.md shows
-    python benchmarks/calibration.py --write     # rewrite that table, and README's stack presets
+    python benchmarks/calibration.py --write     # rewrite that table, and docs/model.md's stack presets
 
 tests/test_calibration.py holds the doc's table equal to `--markdown`, and every held row's
 error within the tolerance stated there.
@@ -23,7 +23,7 @@ from lab.core.stacks import DEFAULT_STACK, STACK_PRESETS  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "calibration.md")
 BEGIN, END = "<!-- calibration table: benchmarks/calibration.py --write -->", "<!-- end of calibration table -->"
-README = os.path.join(ROOT, "README.md")
+MODEL_DOC = os.path.join(ROOT, "docs", "model.md")
 STACKS_BEGIN, STACKS_END = "<!-- stack presets: benchmarks/calibration.py --write -->", "<!-- end of stack presets -->"
 FITTED_ON = {"optimized": "TensorRT-LLM's rows", "vllm-2023": "the Splitwise authors' Llama-2-70B profile"}
 UNITS = {"ttft_ms": "TTFT, ms", "tbt_ms": "time between tokens, ms", "prefill_tok_s": "prefill, tokens/s",
@@ -81,13 +81,13 @@ def stacks_markdown():
 
 def write_docs():
     rewrite_block(DOC, BEGIN, END, markdown(), ROOT)
-    rewrite_block(README, STACKS_BEGIN, STACKS_END, stacks_markdown(), ROOT)
+    rewrite_block(MODEL_DOC, STACKS_BEGIN, STACKS_END, stacks_markdown(), ROOT)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--markdown", action="store_true", help="print the README block")
-    ap.add_argument("--write", action="store_true", help="rewrite the table in docs/calibration.md and README's stack presets")
+    ap.add_argument("--markdown", action="store_true", help="print the docs/calibration.md block")
+    ap.add_argument("--write", action="store_true", help="rewrite the table in docs/calibration.md and docs/model.md's stack presets")
     args = ap.parse_args(argv)
     if args.write:
         write_docs()

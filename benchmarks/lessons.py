@@ -2,14 +2,14 @@
 star's fix still earn it, and what does the calibrated model's own cheapest fix look like?
 
     python benchmarks/lessons.py            # the probes and the missions' table, as Markdown
-    python benchmarks/lessons.py --write    # rewrite their blocks in README "Which lessons hold"
+    python benchmarks/lessons.py --write    # rewrite their blocks in docs/model.md "Which lessons hold"
     python benchmarks/lessons.py --only chunk-it,slow-link   # the probes, and these missions' rows
 
 Each mission is run as shipped (its own model: the lab's linear constants or the roofline)
 and with `model.cost` set to `calibrated` (its LLM and GPU, Llama-3-8B on an H100 when it
 names none). Two probes ask the issue's questions directly: what a prompt chunk costs, and
 where a split fleet overtakes tuned chunking. tests/test_calibration.py recomputes the chunk
-probe and holds the README to it; the rest is written here only (about two minutes).
+probe and holds docs/model.md to it; the rest is written here only (about two minutes).
 """
 
 import argparse
@@ -28,7 +28,7 @@ from lab.core.metrics import summarize  # noqa: E402
 from lab.core.missions import list_missions, load_mission  # noqa: E402
 from lab.core.solver import _settings_text, check_mission  # noqa: E402
 
-README = os.path.join(ROOT, "README.md")
+MODEL_DOC = os.path.join(ROOT, "docs", "model.md")
 BEGIN, END = "<!-- lessons table: benchmarks/lessons.py --write -->", "<!-- end of lessons table -->"
 BUDGET_S = 120
 
@@ -175,14 +175,14 @@ BLOCKS = {
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="rewrite the README blocks")
+    ap.add_argument("--write", action="store_true", help="rewrite the docs/model.md blocks")
     ap.add_argument("--only", help="comma-separated mission ids (the missions' table only)")
     args = ap.parse_args(argv)
     for name, (begin, end, probe) in BLOCKS.items():
         body = probe()
         print(body, flush=True)
         if args.write:
-            rewrite_block(README, begin, end, body, ROOT)
+            rewrite_block(MODEL_DOC, begin, end, body, ROOT)
     missions = list_missions()
     if args.only:
         keep = set(args.only.split(","))
@@ -193,7 +193,7 @@ def main(argv=None):
         rows.append(row)
         print(markdown_line(row), flush=True)
     if args.write and not args.only:
-        rewrite_block(README, BEGIN, END, markdown(rows), ROOT)
+        rewrite_block(MODEL_DOC, BEGIN, END, markdown(rows), ROOT)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The calibrated cost model against published measurements (README "The calibrated model").
+"""The calibrated cost model against published measurements (docs/model.md "The calibrated model").
 
 Every row of lab/core/calibration.json within TOLERANCE, and the shapes the rows stand for:
 the A100/H100 ratios of Splitwise's 70B runs, a decode step that grows less than 2x from
@@ -142,9 +142,9 @@ def test_the_doc_shows_the_table_the_benchmark_prints():
     assert block == bench.markdown(), "docs/calibration.md's table is stale: run python benchmarks/calibration.py --write"
 
 
-def test_the_readme_power_paragraph_quotes_the_model():
-    """README "Power": each figure it quotes, computed here (the roofline, as it says)."""
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+def test_the_power_paragraph_quotes_the_model():
+    """docs/model.md "Power": each figure it quotes, computed here (the roofline, as it says)."""
+    readme = " ".join((ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     m8 = Model.from_dict({"cost": "roofline", "llm": "llama3-8b"})
     free, capped = PoolCost(m8, "h100", 1), PoolCost(m8, "h100", 1, power_cap_w=350)
     watts = [round(free.power_w(n, n * 2000, 0)) for n in (1, 64, 256)]
@@ -158,13 +158,13 @@ def test_the_readme_power_paragraph_quotes_the_model():
     assert f"256 sequences of 500 tokens: {capped.step_s(*decode) / free.step_s(*decode):.2f}×" in readme
 
 
-def test_the_readme_shows_the_stack_presets():
+def test_the_model_doc_shows_the_stack_presets():
     spec = importlib.util.spec_from_file_location("calibration_bench", ROOT / "benchmarks" / "calibration.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "model.md").read_text(encoding="utf-8")
     block = readme.partition(bench.STACKS_BEGIN)[2].partition(bench.STACKS_END)[0].strip()
-    assert block == bench.stacks_markdown(), "README's stack presets are stale: run python benchmarks/calibration.py --write"
+    assert block == bench.stacks_markdown(), "docs/model.md's stack presets are stale: run python benchmarks/calibration.py --write"
 
 
 def test_a_model_that_names_its_llm_and_gpu_is_calibrated_by_default():
@@ -184,9 +184,9 @@ def test_a_bad_model_field_is_named(field, value):
         Model.from_dict({field: value})
 
 
-def test_the_readme_gpu_table_is_the_presets():
+def test_the_gpu_table_in_the_model_doc_is_the_presets():
     from lab.core.spec import GPU_KEYS
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "docs" / "model.md").read_text(encoding="utf-8").splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| GPU | `memory_gb`"))
     assert [c.strip().strip("`").split("`")[0] for c in lines[head].split("|")[2:-1]] == list(GPU_KEYS)
     for ln in lines[head + 2: head + 2 + len(GPU_PRESETS)]:
@@ -195,14 +195,14 @@ def test_the_readme_gpu_table_is_the_presets():
         assert [float(c.replace(",", "")) for c in cells[1:]] == [preset[k] for k in GPU_KEYS], cells[0]
 
 
-def test_the_readme_chunk_probe_is_the_models():
-    """README "Which lessons hold": the chunk-cost table, recomputed (the other two tables
+def test_the_chunk_probe_in_the_model_doc_is_the_models():
+    """docs/model.md "Which lessons hold": the chunk-cost table, recomputed (the other two tables
     take minutes: benchmarks/lessons.py --write writes them)."""
     spec = importlib.util.spec_from_file_location("lessons_bench", ROOT / "benchmarks" / "lessons.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     begin, end, probe = bench.BLOCKS["chunks"]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "model.md").read_text(encoding="utf-8")
     assert readme.partition(begin)[2].partition(end)[0].strip() == probe()
     # What the prose says of it: small chunks cost the calibrated prompt 2-3x, the roofline's far less.
     rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in probe().splitlines()[2:]]

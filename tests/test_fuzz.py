@@ -91,8 +91,8 @@ def test_a_hang_is_cpu_time_spent_not_a_starved_wait(fuzz):
         idle.kill()
 
 
-def test_the_readme_states_the_fuzz_workers_limits_as_the_script_has_them(fuzz):
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+def test_the_docs_state_the_fuzz_workers_limits_as_the_script_has_them(fuzz):
+    readme = " ".join((REPO / "docs" / "testing.md").read_text(encoding="utf-8").split())
     assert f"under a {fuzz.MEMORY_MB // 1024} GB address-space limit" in readme
     assert fuzz.MEMORY_MB % 1024 == 0
     assert f"a timeout of {fuzz.TIMEOUT_S:g} s of CPU time" in readme

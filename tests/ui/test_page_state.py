@@ -489,11 +489,11 @@ def test_a_solution_link_saves_no_star_until_the_student_changes_a_control(catal
     assert "Stars count once you change a control" not in lab.stars.pane.object
 
 
-def test_the_readme_states_the_pages_bounds_and_the_servers_workers_as_the_code_has_them():
+def test_the_docs_state_the_pages_bounds_and_the_servers_workers_as_the_code_has_them():
     from lab.ui.runs.offload import DEFAULT_WORKERS, MAX_WORKERS
     from lab.core.page_bounds import PAGE_MAX_REQUESTS, PAGE_MAX_S
 
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join(" ".join((REPO / "docs" / name).read_text(encoding="utf-8") for name in ("cli.md", "scenario.md")).split())
     assert f"runs at most {PAGE_MAX_REQUESTS:,} requests arriving over at most {PAGE_MAX_S:,.0f} s" in readme
     assert f"(a trace uploaded to the lab page: {PAGE_MAX_S:,.0f} s and {PAGE_MAX_REQUESTS:,} requests" in readme
     assert f"`--workers N`, default {DEFAULT_WORKERS}, at most {MAX_WORKERS})" in readme
