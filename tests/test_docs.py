@@ -287,6 +287,43 @@ def page_constants():
             f"(`PLOTS_WAIT_MS`, {app.PLOTS_WAIT_MS / 1000:g} s, at most)")
 
 
+def calibrated_notes():
+    """docs/model.md "The calibrated model", "Which lessons hold": the roofline's knee and a
+    calibrated prompt token against the linear constants' 0.05 ms."""
+    roof = cost("llama3-8b")
+    m = roof.model
+    knee = (m.weight_bytes / 3.35e12) / (2 * m.shape["params"] / (989e12 * m.efficiency))
+    token = cost("llama3-8b", kind="calibrated").step_s(0, 0, 4000) / 4000 * 1e3
+    linear = cost("llama3-8b", kind="linear").step_s(0, 0, 4000) / 4000 * 1e3
+    return (f"its prefill knee (where a step turns compute-bound) sits near {round(knee, -1):.0f} tokens on an H100",
+            f"a prompt token costs {linear:.2f} ms against {token:.3f} ms in a 4,000-token prompt")
+
+
+def plan_constants():
+    """docs/scale.md "What the search does": the search's constants."""
+    import inspect
+
+    from lab.plan import evaluate, search
+    defaults = inspect.signature(evaluate.robustness_variants).parameters
+    seeds, spread = defaults["seeds"].default, defaults["spread"].default
+    assert f"the request rate × {1 - spread:g} and × {1 + spread:g}" in text("docs/scale.md")
+    assert search.LEVELS_PER_ROUND == 2
+    return ("two sizes per round",
+            f"A trace longer than {2 * evaluate.SCREEN_WINDOWS * evaluate.SCREEN_S:.0f} s is screened on "
+            f"{evaluate.SCREEN_WINDOWS} windows of {evaluate.SCREEN_S:.0f} s",
+            f"(at most {search.MAX_CONFIRM_RUNS} such runs)", f"The winner again on {seeds} seeds",
+            f"see {evaluate.SCREEN_WINDOWS * evaluate.SCREEN_S:.0f} s of a long trace "
+            f"({evaluate.SCREEN_WINDOWS * evaluate.SCREEN_S / 3600:.0%} of an hour)")
+
+
+def page_figures():
+    """docs/page.md: the upload limit, the Table view's rows, the focus ring."""
+    from lab.ui import table_view, theme, trace_upload
+    assert "outline: 3px solid" in theme.FOCUS_CSS
+    return (f"at most {trace_upload.MAX_UPLOAD_BYTES // 1_000_000} MB (\"Replaying NAME",
+            f"the first {table_view.ROWS_SHOWN} requests", "each with a 3 px blue focus ring")
+
+
 # (doc, the function that computes the quoted text: one string, or several, each in the doc)
 FIGURES = {
     "routing": ("docs/model.md", routing),
@@ -301,9 +338,12 @@ FIGURES = {
     "the run's limits, again": ("docs/scale.md", scale_limits),
     "the prefix cache line": ("docs/model.md", prefix_cache_line),
     "lab plan's tp": ("docs/scale.md", plan_tp),
+    "lab plan's constants": ("docs/scale.md", plan_constants),
+    "the calibrated model's notes": ("docs/model.md", calibrated_notes),
     "ticks": ("docs/architecture.md", ticks_notes),
     "the page's constants": ("docs/architecture.md", page_constants),
     "a refused change": ("docs/page.md", refused_fleet),
+    "the page's figures": ("docs/page.md", page_figures),
     "error lines": ("docs/cli.md", cli_errors),
     "a plan flag's error": ("docs/scale.md", plan_error),
 }
@@ -315,3 +355,14 @@ def test_a_quoted_figure_is_the_codes(name):
     quoted = compute()
     for q in (quoted,) if isinstance(quoted, str) else quoted:
         assert " ".join(q.split()) in text(doc), f"{doc} should say: {q}"
+
+
+def test_the_local_pyodide_folders_size_is_the_docs():
+    """docs/embedding.md "A local Pyodide folder": its file count and bytes (scripts/setup.sh makes it)."""
+    folder = REPO / ".cache" / "pyodide-0.29.3"
+    if not folder.is_dir():
+        pytest.skip("no local Pyodide folder: bash scripts/setup.sh assembles it")
+    files = [f for f in folder.rglob("*") if f.is_file()]
+    size = sum(f.stat().st_size for f in files)
+    quoted = f"the folder is {len(files)} files, {size / 1e6:.1f} MB ({size:,} bytes)"
+    assert quoted in text("docs/embedding.md"), quoted
