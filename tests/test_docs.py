@@ -97,6 +97,18 @@ def test_the_readme_is_a_front_door():
         assert f"docs/{doc.name}" in " ".join(lines) or doc.name == "calibration.md", f"README links no docs/{doc.name}"
 
 
+@pytest.mark.parametrize("doc", FILES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_prose_lines_stay_readable(doc):
+    """No prose line over 120 characters (code, tables and images aside)."""
+    fence, long = False, []
+    for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and len(line) > 120 and not line.startswith(("|", "![", "    ")):
+            long.append(n)
+    assert not long, f"{doc.name}: lines over 120 characters: {long}"
+
+
 INTERNAL = re.compile(
     r"`[^`\n]*\b(?:LabState|GpuLog|RequestRecord|Result|Slo|PageBridge|PoolCost|Router|RangeMax|PagePatches|"
     r"LLM_PRESETS|GPU_PRESETS|CONTROL_REQUIRES|QUIET_DEFAULTS|TP_CHOICES|NONE_AS_ZERO|STORAGE_NOTES|"
