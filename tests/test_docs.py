@@ -378,3 +378,10 @@ def test_the_local_pyodide_folders_size_is_the_docs():
     size = sum(f.stat().st_size for f in files)
     quoted = f"the folder is {len(files)} files, {size / 1e6:.1f} MB ({size:,} bytes)"
     assert quoted in text("docs/embedding.md"), quoted
+
+
+def test_the_mission_count_is_the_folders():
+    words = {19: "nineteen", 20: "twenty", 21: "twenty-one", 22: "twenty-two", 23: "twenty-three", 24: "twenty-four"}
+    count = len([p for p in (REPO / "missions").glob("*.json") if p.name != "schema.json"])
+    for name in ("README.md", "docs/page.md"):
+        assert f"{words[count]} missions" in text(name).lower(), name
