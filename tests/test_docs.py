@@ -257,8 +257,8 @@ def refused_fleet():
     """docs/page.md: the sentence a refused change shows (mission 12, decode tensor parallel 8)."""
     from lab.core.errors import LabError
     from lab.core.missions import load_mission
-    from lab.ui.control_words import control_words
-    from lab.ui.refusal import refusal_text
+    from lab.ui.words.control_words import control_words
+    from lab.ui.words.refusal import refusal_text
 
     mission = load_mission(str(REPO / "missions/12-tp-per-phase.json"))
     settings = mission.settings()
@@ -292,7 +292,8 @@ def plan_error():
 
 def page_constants():
     """docs/architecture.md "The lab page's code": the constants it names, with their values."""
-    from lab.ui import app, canvas_data
+    from lab.ui import app
+    from lab.ui.timeline import canvas_data
     assert canvas_data.EMBED_ROW_PX  # named there
     return (f"(`app.HISTORY_SETTLE_MS`, {app.HISTORY_SETTLE_MS} ms)",
             f"at least {canvas_data.TWO_LINE_PX} px apart (`canvas_data.TWO_LINE_PX`",
@@ -330,7 +331,9 @@ def plan_constants():
 
 def page_figures():
     """docs/page.md: the upload limit, the Table view's rows, the focus ring."""
-    from lab.ui import table_view, theme, trace_upload
+    from lab.ui.browser import trace_upload
+    from lab.ui.views import table_view
+    from lab.ui.words import theme
     assert "outline: 3px solid" in theme.FOCUS_CSS
     return (f"at most {trace_upload.MAX_UPLOAD_BYTES // 1_000_000} MB (\"Replaying NAME",
             f"the first {table_view.ROWS_SHOWN} requests", "each with a 3 px blue focus ring")
