@@ -17,7 +17,7 @@ run form the issue proposes, on runs of the sizes the conversation trace makes.
    run's values below each of the four bounds from the run's line, in Python per run.
 
 CPU time, best of --repeats, the cyclic garbage collector off (the engine's lists are in
-the oldest generation during a run: README "Scale"). Figures, not assertions.
+the oldest generation during a run: docs/architecture.md "Scale"). Figures, not assertions.
 """
 
 import argparse

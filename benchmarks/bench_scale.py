@@ -15,7 +15,7 @@ with 512-token chunked prefill, linear cost:
 
 A case name ending in "-rr" is the same run with `fleet.dispatch` round_robin (each prompt
 bound to its instance at arrival): a GPU's decode-only run-ahead then stops only at the
-arrivals bound to it, not at every arrival (README "Scale"), so compare its events.
+arrivals bound to it, not at every arrival (docs/architecture.md "Scale"), so compare its events.
 
 Peak memory is the process's maximum resident set (`resource.getrusage`), read after the
 simulation and again after the metrics; times are wall seconds and CPU seconds (user +

@@ -168,7 +168,7 @@ def random_scenario(rng):
              "schedule": [{"at_s": at, "prefill_gpus": rng.choice([1, 2, 3, 8])}]},
             {"policy": "off"}]), [{"policy": "sometimes"}, {"policy": "schedule", "schedule": []}, "on", 1])
     together = rng.random() < 0.15 and isinstance(duration, float)
-    if together:  # memory and control together, on a fleet a planner can run (README "Pools that change roles")
+    if together:  # memory and control together, on a fleet a planner can run (docs/model.md "Pools that change roles")
         for key in ("gpus", "chunk_tokens", "tp", "prefill_tp", "decode_tp", "long_prompt_tokens", "long_gpus"):
             fleet.pop(key, None)
         fleet.update(layout="disaggregated", dispatch="queue", prefill_gpus=rng.choice([1, 2, 3]),
@@ -368,7 +368,7 @@ def main(argv=None):
     # Longer than an accepted scenario takes: the runs' caps (steps, drain) end the slowest
     # seen in about a minute of CPU (benchmarks/README.md), which 30 s once counted as hung.
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"CPU seconds per scenario before it counts as hung (default {TIMEOUT_S:g})")
-    # The scale target's memory (README "Scale": a million requests on 128 GPUs in at most 4 GB):
+    # The scale target's memory (docs/architecture.md "Scale": a million requests on 128 GPUs in at most 4 GB):
     # an accepted scenario may take that much, so a smaller limit would count a legal run as a crash.
     parser.add_argument("--memory-mb", type=int, default=MEMORY_MB, help=f"address-space limit per worker (default {MEMORY_MB})")
     args = parser.parse_args(argv)

@@ -114,7 +114,7 @@ def describe_run(scenario, result):
 
 
 def _prefix_cache_lines(scenario):
-    """What a prefix cache holds (README "Prefix caching"); nothing when it is off."""
+    """What a prefix cache holds (docs/model.md "Prefix caching"); nothing when it is off."""
     from lab.core.prefix_cache import cache_blocks, kv_taken_tokens
 
     fleet = scenario.fleet

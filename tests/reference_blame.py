@@ -1,15 +1,15 @@
-"""The reference's blame (README "Blame"), from the naive simulator's own records
+"""The reference's blame (docs/model.md "Blame"), from the naive simulator's own records
 (tests/reference_sim.py), independently of lab/core/blame.py."""
 
 def token_gaps(seq):
     """A request's inter-token gaps in seconds: each the difference of its tokens' ticks,
-    divided once by 10**12 (README "Time base"), not a difference of rounded seconds."""
+    divided once by 10**12 (docs/model.md "Time base"), not a difference of rounded seconds."""
     ticks = seq.token_ticks
     return [(b - a) / 10**12 for a, b in zip(ticks, ticks[1:])]
 
 
 def reference_blame(scenario, ref):
-    """README "Blame", from the reference's own records, for every request that got its
+    """docs/model.md "Blame", from the reference's own records, for every request that got its
     first token: {id: {"parts": {name: s}, "worst_gap": (s, cause, prompt tokens, batch)
     or None, "met": bool, "dominant": cause or None}}. Written from the rules, not from
     lab/core/blame.py: the own-token pieces each step recorded, every token's timestamp,
@@ -65,7 +65,7 @@ def reference_blame(scenario, ref):
             token_ok = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
                 slo.max_gap_ms is None or worst[0] * 1000.0 <= slo.max_gap_ms)
         met = s.finished and ttft_ok and token_ok
-        # Late and also over a per-token term: the term it missed by more time (README "Blame").
+        # Late and also over a per-token term: the term it missed by more time (docs/model.md "Blame").
         per_token = slo.max_gap_ms if slo.max_gap_ms is not None else slo.tpot_ms
         gap_first = (not ttft_ok and s.finished and not token_ok and worst is not None and per_token is not None
                      and worst[0] * 1000.0 - per_token > (ttft - slo.ttft_s) * 1000.0)

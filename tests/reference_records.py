@@ -6,7 +6,7 @@ __all__ = ["Seq", "RefChunk", "RefGpu", "RefCache", "RefTransfer", "RefResult", 
 
 
 def to_ticks(seconds):
-    """README "Time base": seconds -> whole picosecond ticks, round(seconds * 1e12)."""
+    """docs/model.md "Time base": seconds -> whole picosecond ticks, round(seconds * 1e12)."""
     return round(seconds * 1e12)
 
 

@@ -8,42 +8,42 @@ obviously correct, not fast:
   the next KV landing, the next GPU step boundary, the next layer chunk to go on a
   shared (fifo) wire (ties: arrivals by request id, then landings by request id, then
   GPU boundaries by GPU index, then the wire);
-- layer-wise streaming follows README's rule literally: every layer's chunk is an object;
+- layer-wise streaming follows docs/model.md's rule ("Disaggregated") literally: every layer's chunk is an object;
   whenever the fifo wire is free, it takes the waiting chunk with the earliest ready time
   (ties: request id, then layer), found by scanning all of them;
 - every request is an explicit `Seq` that keeps the list of every token timestamp;
 - batch sizes, context sums, free KV and free slots are recomputed from scratch from
   the sequence objects every time they are needed (no incremental counters);
-- routing (README "Routing") is written out here again: every prompt-taking GPU has the
+- routing (docs/model.md "Routing") is written out here again: every prompt-taking GPU has the
   number of the queue it takes from; least_loaded's loads are summed over the sequence
   objects at each arrival; the decode pick scans every decode GPU;
-- attention (README "Attention"): each step's prompt parts give their own c * (p + c/2)
+- attention (docs/model.md "Attention"): each step's prompt parts give their own c * (p + c/2)
   and p, from how far each prompt had got before the step;
-- chunked prefill (README "Chunked prefill and partial prefills"): every prompt holding
+- chunked prefill (docs/model.md "Chunked prefill and partial prefills"): every prompt holding
   a slot that is not fully prefilled is offered the budget, in admission order, before
   the queue; `long_prefill_tokens` caps a long prompt's share in one place (`chunk_share`);
-- early rejection (README "Early rejection"): at each arrival, after routing, the tokens
+- early rejection (docs/model.md "Early rejection"): at each arrival, after routing, the tokens
   ahead are summed over the sequence objects (the queue it joins, and every prompt whose
   prefill started on one of that queue's GPUs and has not ended), the rate is worked out
   from the cost model there and then (`predicted_ttft`).
-- prefix caching (README "Prefix caching"): a cache is a plain list of [hash, last use]
+- prefix caching (docs/model.md "Prefix caching"): a cache is a plain list of [hash, last use]
   entries with a use counter; a lookup scans it for each of the prompt's hashes in turn,
   eviction scans for the smallest last use; a per_gpu cache's blocks are taken out of
   the instance's KV capacity here, and a shared pool's fetch is added to the step that
   admits the prompt.
-- KV on demand (README "KV on demand", `fleet.kv_policy: on_demand`): every sequence keeps
+- KV on demand (docs/model.md "KV on demand", `fleet.kv_policy: on_demand`): every sequence keeps
   the number of blocks it holds; at each boundary every sequence of the next step's batch
   is asked whether its context (prompt + tokens it owns) still fits its blocks, and while
   the free blocks (recounted from the members) do not cover those that do not, the most
   recently admitted member of the batch is preempted, one at a time. A preempted sequence
   keeps its token list and prefills prompt + those tokens again (`todo`).
-- pools that change roles (README "Pools that change roles"): planner moments are one
+- pools that change roles (docs/model.md "Pools that change roles"): planner moments are one
   more kind of pending thing (after the wire; GPUs done reloading first, by index, then
   the decision); utilisations are summed over each member's step list, loads over the
   sequence objects; a leaving decode GPU hands every sequence it holds back to the front
   of the reservation line, its KV so far (its tokens emitted) crossing the link whole.
 
-Pools (README "Fleets as they are built") are built here from the fleet's fields, not
+Pools (docs/model.md "Fleets as they are built") are built here from the fleet's fields, not
 from `Scenario.pools`: a pool of G GPUs at tensor parallelism tp is G / tp instances,
 each with its own GPU type, power cap and KV capacity (tp x HBM x memory_utilization -
 weights, in KV tokens, unless model.kv_capacity_tokens sets it).
@@ -52,13 +52,13 @@ Only two things are shared with the engine by design: the cost model
 (`lab.core.step_ticks_fn` and `step_time_fn`, per pool) and the request list
 (`lab.core.generate_requests`).
 
-Time (README "Time base"): inside the run every time is an integer number of picosecond
+Time (docs/model.md "Time base"): inside the run every time is an integer number of picosecond
 ticks, as in the engine, so step durations add up exactly: each step's `step_ticks` is
 added to the previous step's end. Seconds become ticks where they enter, by one rule
 (`round(seconds * 1e12)`: arrivals, link wire times, prefix fetches, planner moments,
 the cap), and the result is turned back into seconds at the end of `run` (ticks /
 10**12, correctly rounded). The admission rule's prediction works in seconds
-(`step_time_fn`), as README "Early rejection" writes it.
+(`step_time_fn`), as docs/model.md "Early rejection" writes it.
 """
 
 from lab.core import generate_requests, step_ticks_fn, step_time_fn
@@ -190,7 +190,7 @@ class _Sim:
             g.cache.use(s.hash_ids, add=True)
 
     def route(self, seq):
-        """The queue an arriving prompt joins (README "Routing")."""
+        """The queue an arriving prompt joins (docs/model.md "Routing")."""
         f = self.fleet
         takers = self.takers()
         n = self.arrived
@@ -327,7 +327,7 @@ class _Sim:
                 c.start, c.ready = sec(c.start), sec(c.ready)
 
     def predicted_ttft(self, seq, q):
-        """README "Early rejection": (prompt tokens ahead + its own) / the queue's prefill
+        """docs/model.md "Early rejection": (prompt tokens ahead + its own) / the queue's prefill
         rate, + its KV's wire time on an idle link when the first token waits for it."""
         f = self.fleet
         takers = [g for g in self.takers() if g.queue_id == q]
@@ -426,14 +426,14 @@ class _Sim:
                 s.fetch_due = 0
         if fetch:
             g.fetch_s[len(g.steps)] = fetch
-            duration += fetch  # the step lasts compute + fetches (README "Prefix caching")
+            duration += fetch  # the step lasts compute + fetches (docs/model.md "Prefix caching")
         end = t + duration
         g.steps.append((t, end, n, ptoks, ctx))
         g.step = {"decode": list(decode), "prefill": list(prefill), "start": t, "end": end}
         g.boundary = end
 
     def chunk_share(self, s, budget):
-        """README "Chunked prefill and partial prefills": what the prompt still needs, at most
+        """docs/model.md "Chunked prefill and partial prefills": what the prompt still needs, at most
         the budget left; a prompt of more than long_prefill_tokens tokens at most that many."""
         k = min(s.todo - s.prefilled, budget)
         cap = self.fleet.long_prefill_tokens
@@ -564,7 +564,7 @@ class _Sim:
         link = self.fleet.link
         while self.waiting:
             s = self.waiting[0]
-            # README "Routing": among decode GPUs with a free slot and room for it, the most
+            # docs/model.md "Routing": among decode GPUs with a free slot and room for it, the most
             # free KV (most_free_kv) or the fewest sequences (fewest_seqs); ties lowest index.
             need = ceil_div(s.todo, self.B) * self.B if self.on_demand else s.kv_need
             if self.on_demand and s.moved_from is not None:  # blocks for all it has: prompt + its tokens
@@ -615,7 +615,7 @@ class _Sim:
             self.in_flight.append((s, best))
 
     def stream_layers(self, tr, s, reserved, bandwidth):
-        """README: layer i of L is ready at prefill start + (prefill end - start) * (i + 1) / L
+        """docs/model.md "Disaggregated": layer i of L is ready at prefill start + (prefill end - start) * (i + 1) / L
         (whole ticks, rounded down; the last at the end); a chunk carries bytes / L, may go
         once its layer is ready and room is reserved; on its own wire (independent) right
         after the previous chunk."""

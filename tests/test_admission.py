@@ -1,4 +1,4 @@
-"""Early rejection (`fleet.admission`, README "Early rejection"): the spec, the rule
+"""Early rejection (`fleet.admission`, docs/model.md "Early rejection"): the spec, the rule
 (lab/core/admission.py), the engine against the naive reference, the accounting
 (finished, unfinished or rejected, exactly once), metrics, blame and the CSV."""
 
@@ -180,7 +180,7 @@ def test_a_split_fleet_adds_the_transfer_only_when_the_first_token_waits_for_it(
 
 
 def test_round_robin_counts_rejected_arrivals():
-    """README "Routing": the n-th arriving prompt goes to instance n mod instances, and a
+    """docs/model.md "Routing": the n-th arriving prompt goes to instance n mod instances, and a
     rejected request arrived too: the next admitted one goes to the instance after its."""
     raw = dict(ONE_GPU, fleet={"layout": "colocated", "gpus": 2, "dispatch": "round_robin"})
     sc = with_admission(raw, 0.15)  # one 2,000-token prompt ahead on an instance is 0.2 s: over

@@ -1,5 +1,5 @@
 """Memory and control together: KV on demand with a prefix cache, and a planner with KV on
-demand, a prefix cache or early rejection (README "KV on demand", "Prefix caching", "Early
+demand, a prefix cache or early rejection (docs/model.md "KV on demand", "Prefix caching", "Early
 rejection", "Pools that change roles"). The spec used to refuse these; now the engine models
 them and the naive reference (tests/reference_sim.py) models them again on its own. Here:
 the engine against the reference (named cases and random ones), the cases really exercise

@@ -18,7 +18,7 @@ def approx(x):
 
 
 def tick_approx(x):
-    """The roofline's per-token costs are whole picosecond ticks (README "Time base"),
+    """The roofline's per-token costs are whole picosecond ticks (docs/model.md "Time base"),
     rounded once: a step is within half a tick per token of the analytic figure, under
     2e-5 of it for these presets (the KV read, ~39,000 ticks a token, is the finest)."""
     return pytest.approx(x, rel=2e-5, abs=0)
@@ -223,7 +223,7 @@ def test_decode_attention_does_not_slow_memory_bound_decode():
         assert on(32, 32 * 3000, 0) == off(32, 32 * 3000, 0)
 
 
-# ---------------------------------------------------------------- ticks (README "Time base")
+# ---------------------------------------------------------------- ticks (docs/model.md "Time base")
 
 
 def test_step_ticks_are_integers_and_step_s_is_them_in_seconds():

@@ -1,7 +1,7 @@
 """`--dask` is bounded (issue 35): an endpoint that never answers, or answers in another
 protocol, is a one-line error within `--dask-timeout`; a cluster without workers, or a run
 that never comes back, is an error within its own limit; every address form either works as
-the README says or is refused by the lab's own check, naming the forms it takes.
+docs/cli.md ("Parallel runs") says or is refused by the lab's own check, naming the forms it takes.
 
 The servers here are sockets the test owns, on ports 6100-6199."""
 

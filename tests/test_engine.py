@@ -1,7 +1,7 @@
 """The engine on small, hand-worked cases: every expected time is built from the cost
 model's step function in the order the model adds it up (step k+1 starts at step k's end).
 
-Expected times are integer ticks (README "Time base": what the engine adds up); a
+Expected times are integer ticks (docs/model.md "Time base": what the engine adds up); a
 result's seconds are read back as ticks with `T` (exact for these short runs: a whole
 number of ticks under 2**52 round-trips)."""
 
@@ -177,7 +177,7 @@ def test_gpus_run_on_their_own_clocks():
 
 
 def wire(p, gbytes_per_s):
-    """Ticks on the wire: seconds = bytes / bandwidth, rounded once (README "Time base")."""
+    """Ticks on the wire: seconds = bytes / bandwidth, rounded once (docs/model.md "Time base")."""
     return T(p * KV_BYTES / (gbytes_per_s * 1e9))
 
 
@@ -247,7 +247,7 @@ def layer_s(p, gbytes_per_s, layers=32):
 
 
 def layer_ready(start, end, i, layers=32):
-    """README: layer i of L is ready at start + (end - start) * (i + 1) / L (whole ticks,
+    """docs/model.md "Disaggregated": layer i of L is ready at start + (end - start) * (i + 1) / L (whole ticks,
     rounded down), the last at the end."""
     return end if i == layers - 1 else start + (end - start) * (i + 1) // layers
 

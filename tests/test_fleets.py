@@ -1,7 +1,7 @@
-"""Fleets as they are built (README): tensor parallelism, a GPU type and a power cap per
+"""Fleets as they are built (docs/model.md): tensor parallelism, a GPU type and a power cap per
 pool, and the cost, power and energy they imply.
 
-Formulas are recomputed here from README's text, not from lab/core/cost.py.
+Formulas are recomputed here from docs/model.md's text, not from lab/core/cost.py.
 """
 
 import json
@@ -49,7 +49,7 @@ def old_linear(m, n, ctx, p):
     return ms / 1000.0
 
 
-# Step times are whole picosecond ticks with per-token costs rounded once (README "Time
+# Step times are whole picosecond ticks with per-token costs rounded once (docs/model.md "Time
 # base"): within half a tick per token of the float formulas, under 5e-5 for these presets.
 TICK_REL = 5e-5
 
@@ -255,7 +255,7 @@ def test_requests_too_big_for_a_pools_instance_are_dropped_with_the_pool_named()
 
 
 def energy_by_hand(sc, log, span):
-    """README: per step, idle + (TDP - idle) x (0.35 + 0.65 x compute / step) of the step at
+    """docs/model.md "Power": per step, idle + (TDP - idle) x (0.35 + 0.65 x compute / step) of the step at
     full clock, at most the cap, for the step's (capped) time; idle watts between steps;
     x the instance's GPUs."""
     pool = next(p for p in sc.pools() if p.role == log.role)

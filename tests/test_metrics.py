@@ -235,7 +235,7 @@ RUNS = {
 
 
 def tick_rule_gaps(res, rec):
-    """A request's gaps by the README's rule, from the log's ticks and nothing in metrics.py:
+    """A request's gaps by docs/model.md's rule ("Time base"), from the log's ticks and nothing in metrics.py:
     its first token's tick (its seconds x 10**12, rounded), then the ends of its decode
     steps; each gap a difference of ticks, divided once by 10**12 (one decode stretch)."""
     assert not rec.earlier
@@ -257,7 +257,7 @@ def test_summary_equals_numpy_recomputation(name):
     for rec, row in zip(res.requests, rows):
         gaps = request_gaps(res, rec)
         assert len(gaps) == rec.output_tokens - 1
-        assert gaps == tick_rule_gaps(res, rec)  # the README's rule, recomputed here
+        assert gaps == tick_rule_gaps(res, rec)  # docs/model.md's rule, recomputed here
         all_gaps.extend(gaps)
         if gaps:
             tpot = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000

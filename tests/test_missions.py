@@ -834,7 +834,7 @@ def test_a_star_label_names_every_share_of_the_slo_its_tests_ask():
 @pytest.mark.parametrize("path", MISSION_FILES, ids=lambda p: p.stem)
 def test_every_brief_says_which_model_its_figures_come_from(path):
     """A brief quotes step times and shares; those are its model's, so it names the model
-    (README "The calibrated model": missions keep their model)."""
+    (docs/model.md "The calibrated model": missions keep their model)."""
     m = load_mission(path)
     words = {"linear": "(Step times: lab constants.)", "roofline": "roofline", "calibrated": "calibrated"}
     assert words[m.scenario.model.cost] in m.brief, m.brief[:200]

@@ -1,4 +1,4 @@
-"""Prefix caching (README "Prefix caching"): the LRU, the Mooncake JSON-lines loader,
+"""Prefix caching (docs/model.md "Prefix caching"): the LRU, the Mooncake JSON-lines loader,
 generated shared prefixes, the engine against the reference, and the cache's invariants."""
 
 import json

@@ -119,7 +119,7 @@ any_drain = st.sampled_from([0.0, 0.3, 2.0, 60.0])
 
 
 def T(seconds):
-    """A result's time back in integer ticks (README "Time base"): exact for these runs,
+    """A result's time back in integer ticks (docs/model.md "Time base"): exact for these runs,
     whose ticks stay under 2**52, so relations that hold in the engine's ticks hold here."""
     return round(seconds * 1e12)
 
@@ -200,7 +200,7 @@ def check_invariants(res):
         assert tr.bytes == rec.prompt_tokens * sc.model.kv_bytes_per_token
         wire = tr.bytes / (link.gbytes_per_s * 1e9)
         assert tr.start >= tr.reserved
-        # In ticks (README "Time base"): a whole transfer takes its wire time rounded to a
+        # In ticks (docs/model.md "Time base"): a whole transfer takes its wire time rounded to a
         # tick; a layer-wise one at least its chunks' (each rounded to a tick) back to back.
         on_wire = T(wire) if tr.layer_starts is None else len(tr.layer_starts) * T(tr.layer_s)
         assert T(tr.end) - T(tr.start) >= on_wire
@@ -275,7 +275,7 @@ def check_invariants(res):
 
 
 def check_routing(res):
-    """README "Routing", from the records: where each prompt could go, and FIFO per queue."""
+    """docs/model.md "Routing", from the records: where each prompt could go, and FIFO per queue."""
     fleet = res.scenario.fleet
     takers = [g.index for g in res.gpus if g.role in ("colocated", "prefill")]
     served = [r for r in res.requests if r.prefill_gpu >= 0]
@@ -295,11 +295,11 @@ def check_routing(res):
 
 
 def check_layer_chunks(res):
-    """Layer-wise transfers against README's rule, from the records alone."""
+    """Layer-wise transfers against docs/model.md's rule ("Disaggregated"), from the records alone."""
     sc = res.scenario
     layers = sc.model.shape["layers"]
     bandwidth = sc.fleet.link.gbytes_per_s * 1e9
-    chunks = []  # (start, end, ready, request, layer), in ticks (README "Time base")
+    chunks = []  # (start, end, ready, request, layer), in ticks (docs/model.md "Time base")
     for tr in res.transfers:
         rec = res.requests[tr.request]
         starts = [T(s) for s in tr.layer_starts]

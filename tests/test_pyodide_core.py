@@ -91,7 +91,7 @@ SCENARIOS = {
     ),
     "colocated-tp2-capped-linear": _scenario(
         {"layout": "colocated", "gpus": 4, "tp": 2, "chunk_tokens": 512, "power_cap_w": 333}, seed=9),
-    # Routing, chunked prefill pools and attention (README "Routing", "Attention").
+    # Routing, chunked prefill pools and attention (docs/model.md "Routing", "Attention").
     "routed-colocated-least-loaded-attention": _scenario(
         {"layout": "colocated", "gpus": 3, "chunk_tokens": 512, "dispatch": "least_loaded"},
         model={"cost": "roofline", "gpu": "h100", "attention": True},

@@ -1,7 +1,7 @@
 """The engine must match the naive reference simulator (tests/reference_sim.py) exactly.
 
 Exactly means `==` on floats: both call the same cost function and add step durations
-to the previous step's end, in integer ticks (README "Time base"), and turn ticks into
+to the previous step's end, in integer ticks (docs/model.md "Time base"), and turn ticks into
 seconds by the same rule, so any difference is a difference in the model, not in
 rounding. Compared: per request the GPUs, prefill start/end, first token, finish and
 every inter-token gap; per GPU every step; every transfer.
@@ -45,7 +45,7 @@ def diff_engine_reference(scenario, requests=None, limit=8):
             out.append(f"request {rec.id}: preemptions engine {rec.preemptions}, reference {seq.preemptions}")
         if bool(rec.dropped) != seq.dropped:
             out.append(f"request {rec.id}: dropped engine {rec.dropped!r}, reference {seq.dropped}")
-        for f in ("rejected", "predicted_ttft_s"):  # early rejection (README "Early rejection")
+        for f in ("rejected", "predicted_ttft_s"):  # early rejection (docs/model.md "Early rejection")
             if getattr(rec, f) != getattr(seq, f):
                 out.append(f"request {rec.id} (P={rec.prompt_tokens}, arrival {rec.arrival}): "
                            f"{f} engine {getattr(rec, f)!r}, reference {getattr(seq, f)!r}")
@@ -225,7 +225,7 @@ CASES = {
                                                    "link": {"gbytes_per_s": 10}}},
                                         base_dir=str(SHARED_TRACES)),
     "disagg-70b": scenario(DISAGG, **{"model.llm": "llama3-70b", "model.kv_capacity_tokens": 50000, "workload.rate": 2}),
-    # Routing, prefill-pool chunks and attention (README "Routing", "Attention").
+    # Routing, prefill-pool chunks and attention (docs/model.md "Routing", "Attention").
     "colocated-round-robin": scenario(COLOCATED, **{"fleet.dispatch": "round_robin", "fleet.gpus": 3, "workload.rate": 6}),
     "colocated-least-loaded-chunked": scenario(COLOCATED, **{"fleet.dispatch": "least_loaded", "fleet.gpus": 3,
                                                              "fleet.chunk_tokens": 512, "workload.rate": 6,
@@ -282,7 +282,7 @@ CASES.update({
                                                         "workload.rate": 6}),
 })
 
-# Partial prefills (README "Chunked prefill and partial prefills"): 200-800-token prompts
+# Partial prefills (docs/model.md "Chunked prefill and partial prefills"): 200-800-token prompts
 # with a 30,000-token one now and then, or many long ones at once.
 WITH_LONG = {"dist": "mix", "components": [{"weight": 30, "length": {"dist": "uniform", "low": 200, "high": 800}},
                                            {"weight": 1, "length": 30_000}]}
@@ -317,7 +317,7 @@ CASES.update({
         "fleet.long_prefill_tokens": 128}),
 })
 
-# The calibrated model (README "The calibrated model"): attention terms on every prompt
+# The calibrated model (docs/model.md "The calibrated model"): attention terms on every prompt
 # step, decode lines whose compute bound grows with the context, per-step host overheads.
 CASES.update({
     "colocated-calibrated-chunked": scenario(COLOCATED, **{"model.cost": "calibrated", "fleet.chunk_tokens": 512,
@@ -422,7 +422,7 @@ def test_reference_on_a_hand_computed_colocated_run():
                         "fleet": {"layout": "colocated", "gpus": 1}, "drain_s": 10})
     ref = reference_simulate(sc, [(0.0, 100, 3)])
     seq = ref.requests[0]
-    # In picosecond ticks (README "Time base"): 0.05 ms a prompt token, 8 ms + 0.25 ms a
+    # In picosecond ticks (docs/model.md "Time base"): 0.05 ms a prompt token, 8 ms + 0.25 ms a
     # sequence + 0.00004 ms a context token per decode step, added as integers.
     prefill = 50_000_000 * 100
     d1 = 8_000_000_000 + 250_000_000 + 40_000 * 101

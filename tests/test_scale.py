@@ -1,4 +1,4 @@
-"""The representation that scales (README "Scale"): compact step columns, the worst-gap
+"""The representation that scales (docs/architecture.md "Scale"): compact step columns, the worst-gap
 index, the percentile shortcut and the metrics that skip their sweep when their feature is
 off all give exactly what the plain per-step computation gives; and a run's lists start
 where the garbage collector leaves them alone."""
@@ -351,7 +351,7 @@ def test_summarize_without_rows_equals_summarize_from_request_metrics(run):
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_int_ticks_give_the_results_of_float_ticks(name, monkeypatch):
     """A run short enough holds its ticks as whole-number floats, a long one as ints
-    (engine.FLOAT_TICKS_BELOW, README "Time base"): the same whole numbers, so forcing
+    (engine.FLOAT_TICKS_BELOW, docs/model.md "Time base"): the same whole numbers, so forcing
     ints on a short run must change no bit of its result."""
     sc = load_scenario(SCENARIOS[name])
     floats = simulate(sc)

@@ -736,7 +736,7 @@ def test_a_blogs_hub_embed_shows_the_star_earned_in_its_lab_embed_in_chromium_wi
         assert hub.locator("#stf-note").get_attribute("data-status") == "unavailable"
         _earn_in(pg, 0, "mixing-hurts", [False, True])
         hub.locator('a[data-mission="mixing-hurts"][data-stars="1"]').wait_for()
-        pg.reload()  # no storage: gone after the visit (the README says so: copy the progress code)
+        pg.reload()  # no storage: gone after the visit (docs/embedding.md says so: copy the progress code)
         hub = _blog(pg, server, "index.html?embed=1")[0]
         assert hub.locator('a[data-mission="mixing-hurts"]').get_attribute("data-stars") == "0"
         # Another site's frame cannot add stars: only this origin's messages are taken.

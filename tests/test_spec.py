@@ -616,7 +616,7 @@ def test_gpu_overrides_change_only_the_named_keys():
 
 
 def test_on_demand_kv_with_a_prefix_cache_loads_and_runs():
-    """Once refused (what a preempted prompt finds cached): now modelled (README "KV on demand")."""
+    """Once refused (what a preempted prompt finds cached): now modelled (docs/model.md "KV on demand")."""
     raw = {"workload": {"rate": 2, "duration_s": 5, "prompt_tokens": 500, "output_tokens": 50},
            "fleet": {"layout": "colocated", "gpus": 2, "kv_policy": "on_demand", "prefix_cache": "per_gpu"}}
     sc = Scenario.from_dict(raw)
@@ -627,7 +627,7 @@ def test_on_demand_kv_with_a_prefix_cache_loads_and_runs():
 @pytest.mark.parametrize("field, value", [("kv_policy", "on_demand"), ("prefix_cache", "shared"), ("prefix_cache", "per_gpu"),
                                           ("admission", {"reject_when": "predicted_ttft_over_slo"})])
 def test_a_planner_with_a_memory_or_control_mechanism_loads_and_runs(field, value):
-    """Once refused with a planner; now modelled (README "Pools that change roles")."""
+    """Once refused with a planner; now modelled (docs/model.md "Pools that change roles")."""
     raw = {"workload": {"rate": 2, "duration_s": 30, "prompt_tokens": 500, "output_tokens": 50},
            "fleet": {"layout": "disaggregated", "prefill_gpus": 2, "decode_gpus": 2,
                      "planner": {"policy": "utilization", "interval_s": 5}, field: value},

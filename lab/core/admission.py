@@ -1,11 +1,11 @@
 """Early rejection (`fleet.admission`): whether an arriving request is turned away at once.
 
-The one rule, `predicted_ttft_over_slo` (README "Early rejection"), written as small pure
+The one rule, `predicted_ttft_over_slo` (docs/model.md "Early rejection"), written as small pure
 functions over numbers the engine hands over, so the reference simulator (which does not
 import this module) checks them independently:
 
 - A pool's **prefill rate** (`prefill_rate`): the instances that take prompts from the
-  queue the request would join (README "Routing": the whole pool with `queue`, its length
+  queue the request would join (docs/model.md "Routing": the whole pool with `queue`, its length
   group with `length_split`, its one instance with `round_robin` / `least_loaded`), each
   running `step_tokens` prompt tokens per step alone: instances x (T / step_s(0, 0, T)),
   T = the chunk budget (`chunk_tokens`, or `prefill_chunk_tokens` on a split fleet) when

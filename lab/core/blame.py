@@ -5,7 +5,7 @@ arrival), to float rounding:
 
 - `queue`: arrival -> the first step carrying its prompt starts (colocated: this includes
   waiting for KV memory or a batch slot on a GPU).
-- `prefix_fetch` (a shared prefix cache, README "Prefix caching"): the time its cached
+- `prefix_fetch` (a shared prefix cache, docs/model.md "Prefix caching"): the time its cached
   head was fetched from the host pool (`prefix_fetch_s`), inside the step that started its
   prefill; 0 otherwise.
 - `prefill`: what its own prompt costs: for each step that carried c of its prompt
@@ -126,7 +126,7 @@ def _prompt_pieces(result):
     step that carries some of it (its `prefill_start`); on_demand's re-prefills
     (`GpuLog.readmitted`) are admitted at their step ahead of that step's new prompts. A step's prompt tokens go to the
     prompts under way in admission order, each `policies.prefill_slice` of what is left
-    (README "Chunked prefill and partial prefills"). Replaying that with the step's logged
+    (docs/model.md "Chunked prefill and partial prefills"). Replaying that with the step's logged
     total as the budget gives each prompt's share exactly: the engine's slices sum to that
     total, and only the last prompt served can have been cut short by the budget.
     """

@@ -1,5 +1,5 @@
 """The calibration table: published measurements of LLM serving, and the calibrated model's
-figure for each (README "The calibrated model").
+figure for each (docs/model.md "The calibrated model").
 
     for row, model_value, error in evaluate_rows():
         print(row["id"], row["value"], model_value, error)

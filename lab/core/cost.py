@@ -1,6 +1,6 @@
 """Cost models: how long one instance's step takes, what it draws, and what it costs.
 
-An instance is `tp` GPUs of one type (README "Fleets as they are built"). A step
+An instance is `tp` GPUs of one type (docs/model.md "Fleets as they are built"). A step
 decodes one token for each of `decode_seqs` running sequences (whose KV caches hold
 `context_tokens` tokens in all) and processes `prefill_tokens` prompt tokens.
 `PoolCost(model, gpu, tp, power_cap_w)` is one pool's instance:
@@ -8,7 +8,7 @@ decodes one token for each of `decode_seqs` running sequences (whose KV caches h
 - `step_ticks(decode_seqs, context_tokens, prefill_tokens, attention_units=0.0,
   reread_tokens=0) -> ticks` (integer picoseconds, ticks.py), the function the engine
   and the reference simulator both call and add up, so their times agree exactly. Each
-  per-unit cost is rounded to a whole tick once, when the model is built (README "Time
+  per-unit cost is rounded to a whole tick once, when the model is built (docs/model.md "Time
   base"), so without attention a step is an integer affine function of its columns:
   linear a + b x seqs + c x context (+ d x prompt tokens); roofline the max of a memory
   term a + c x (context + prompt) and a compute term f x tokens, plus all-reduces;
@@ -16,7 +16,7 @@ decodes one token for each of `decode_seqs` running sequences (whose KV caches h
   attending c tokens, `step_ticks(n, c, 0)`, is max(a + b x c, floor + slope x c) (linear:
   floor and slope 0; roofline: the compute term, plus all-reduces in both, slope 0;
   calibrated: the compute term's attention FLOPs grow with c): so the engine's decode run-ahead
-  works out a batch's line once, not a call per step (README "Scale"). None with attention;
+  works out a batch's line once, not a call per step (docs/architecture.md "Scale"). None with attention;
   `decode_line_float` gives the same whole numbers as floats;
 - `step_s(...) -> seconds`: the same step, `step_ticks / 10**12` (for rates, blame, plots);
 - `parts(...) -> (memory_s, compute_s, comm_s)`, the same step split for the power model;
@@ -275,7 +275,7 @@ class PoolCost:
     # ---------------------------------------------------------------- calibrated
 
     def _calibrated(self):
-        # The roofline's two bounds with what measured GPUs add (README "The calibrated
+        # The roofline's two bounds with what measured GPUs add (docs/model.md "The calibrated
         # model"; the stack's constants: stacks.py). A step of n decoding sequences and p
         # prompt tokens (t = n + p tokens) takes
         #   host: step overhead + per sequence x n + per prompt token x p
@@ -356,8 +356,8 @@ class PoolCost:
         # add up, ints); `step_s` is the same step in seconds, correctly rounded.
         # `step_ticks_float` gives the very same whole numbers as floats: exact while they
         # stay under 2**53, and CPython's float arithmetic is several times cheaper than
-        # its arithmetic on ints past 2**30 (engine.py uses it when a run fits: README
-        # "Time base"). `make` also gives `decode_line` (the module docstring), from the same
+        # its arithmetic on ints past 2**30 (engine.py uses it when a run fits: docs/architecture.md
+        # "Time base inside the engine"). `make` also gives `decode_line` (the module docstring), from the same
         # coefficients, so the engine's decode run-ahead reads the rule from here too.
         self.step_ticks, self.decode_line = make(int)
         self.step_ticks_float, self.decode_line_float = make(float)

@@ -9,7 +9,7 @@ moment decides), so the order is fully determined by the scenario. The layer-wis
 itself lives in `link.py`; the planner's rules in `planner.py` and its handlers (an
 instance's move: drain, hand-over, reload, join) in `role_changes.py`.
 
-Time is whole picosecond ticks throughout the loop (README "Time base", ticks.py): a
+Time is whole picosecond ticks throughout the loop (docs/model.md "Time base", ticks.py): a
 step's end is its start + `cost.step_ticks(...)`, exact arithmetic on whole numbers, so
 any order of adding a stretch's steps gives the same end. They are floats in a run that
 stays under 2**52 ticks (`FLOAT_TICKS_BELOW`: exact there, and cheaper), ints beyond. Seconds become ticks once where they enter
@@ -22,7 +22,7 @@ Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and t
 of their context lengths, and a map from step index to the sequences whose last token
 that step emits. No per-token work is done; per-request gaps come from the step log.
 
-Prefix caching (`prefix_cache.py`, README "Prefix caching") touches the loop in three
+Prefix caching (`prefix_cache.py`, docs/model.md "Prefix caching") touches the loop in three
 places only, each once per prompt: the lookup when an instance admits a prompt
 (`_pop_queue`), the insert when its prefill ends, and a shared pool's fetch added to the
 step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is None.
@@ -49,7 +49,7 @@ __all__ = ["simulate", "MAX_STEPS"]
 # A hard bound on logged steps so no input can eat unbounded memory: a step costs about
 # 100 bytes in CPython while its logs are lists (list slots, its end time and context as
 # objects) and 32 once they are typed arrays (result.py), which a run's logs become after
-# COMPACT_STEPS steps, so the bound's steps take about 1.2 GB (README "Scale").
+# COMPACT_STEPS steps, so the bound's steps take about 1.2 GB (docs/architecture.md "Scale").
 MAX_STEPS = 36_000_000
 # A run's logs become typed arrays (GpuLog.compact) at the first arrival after it has
 # logged this many steps (all GPUs), and at its end if it got there later, so the rest of
@@ -60,7 +60,7 @@ MAX_STEPS = 36_000_000
 # their lists (mission-sized runs log 20k-50k steps).
 COMPACT_STEPS = 1_000_000
 # Runs whose times stay below this many ticks hold them as whole-number floats (exact
-# under 2**53, with room to spare), longer runs as ints (README "Time base", __init__).
+# under 2**53, with room to spare), longer runs as ints (docs/model.md "Time base", __init__).
 FLOAT_TICKS_BELOW = 2**52
 
 
@@ -119,7 +119,7 @@ def simulate(scenario, requests=None):
     simulation = _Simulation(scenario, requests)
     # Its records and step lists live to the end of the run. One young collection now moves
     # them, empty, to the collector's oldest generation; otherwise they stay young as they
-    # grow and every collection the run sets off walks them (README "Scale"). With the
+    # grow and every collection the run sets off walks them (docs/architecture.md "Scale"). With the
     # collector off (the lab page holds it during a run's first half) the run sets off none.
     if gc.isenabled():
         gc.collect(1)
@@ -480,7 +480,7 @@ class _Simulation(RoleChanges):
         gpu.pending += prompt
         hit = fetch = 0
         if self.cache is not None and rec.hash_ids:
-            # Every prefill looks the cache up, a re-prefill too (README "KV on demand"): its
+            # Every prefill looks the cache up, a re-prefill too (docs/model.md "KV on demand"): its
             # prompt's blocks, which its own first prefill may have inserted; the tokens it
             # emitted are never cached, so they are always computed.
             hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
@@ -546,7 +546,7 @@ class _Simulation(RoleChanges):
             duration = gpu.step_t(gpu.decoding, gpu.context, prefill_tokens)
         if gpu.fetch:
             # The prompts this step starts fetch their cached KV first, one after another,
-            # and the GPU waits for it (README "Prefix caching").
+            # and the GPU waits for it (docs/model.md "Prefix caching").
             log.fetch_s[len(log.start_t)] = gpu.fetch
             duration += gpu.fetch
             gpu.fetch = 0
@@ -755,7 +755,7 @@ class _Simulation(RoleChanges):
 
     def _take_chunks(self, gpu, t, chunk, admit):
         """At most `chunk` prompt tokens: the prompts under way first, in admission order, then
-        newly admitted ones, each its `prefill_slice` (README "Chunked prefill and partial
+        newly admitted ones, each its `prefill_slice` (docs/model.md "Chunked prefill and partial
         prefills"). Without `long_prefill_tokens` only one prompt is ever under way."""
         long_tokens = self.fleet.long_prefill_tokens
         if long_tokens is None:

@@ -1,4 +1,4 @@
-"""The kinds of event on the engine's heap, in their order at equal times (README "Event order"):
+"""The kinds of event on the engine's heap, in their order at equal times (docs/model.md "Event order"):
 arrivals, then KV landings, then GPU step boundaries (by GPU index), then the layer-wise fifo
 wire's turn, then the planner's events (`fleet.planner`)."""
 

@@ -1,6 +1,6 @@
 """KV memory on demand (`fleet.kv_policy: on_demand`): block accounting and preemption.
 
-The rules (README "KV on demand"), each a small function over plain numbers so the engine
+The rules (docs/model.md "KV on demand"), each a small function over plain numbers so the engine
 stays the event loop and the reference simulator (tests/reference_sim.py, which does not
 import this module) checks them independently:
 

@@ -2,7 +2,7 @@
 
 A layer-wise transfer is one chunk per model layer: each carries bytes / layers and
 takes (bytes / layers) / bandwidth on the wire (rounded to whole ticks: times here are
-the engine's integer ticks, README "Time base"). Layer i (0-based) of a prefill step that
+the engine's integer ticks, docs/model.md "Time base"). Layer i (0-based) of a prefill step that
 runs from s to e has its KV at `s + (e - s) * (i + 1) // layers` (whole ticks, rounded
 down; the last layer at e exactly). A chunk is *ready* at the later of that time and the moment room was reserved
 on the decode GPU. A transfer starts with its first chunk and lands with its last.

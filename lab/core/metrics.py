@@ -1,6 +1,6 @@
 """Metrics users feel, derived from a `Result`.
 
-Conventions (also in the README):
+Conventions (also in docs/model.md, "Metrics"):
 - TTFT = first token - arrival. A request that never got its first token counts
   with (end of run - arrival), a lower bound, so overload shows in the tail.
 - TPOT = (last token - first token) / (output - 1), as vLLM's benchmark; undefined
@@ -18,12 +18,12 @@ Conventions (also in the README):
   `served_slo_attainment` is the share meeting the SLO among the requests not rejected.
 - Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
   default `np.percentile(..., method="linear")`.
-- Cost and energy (README "Fleets as they are built"): a run costs the fleet's GPUs x
+- Cost and energy (docs/model.md "Fleets as they are built"): a run costs the fleet's GPUs x
   each one's $/hour x the run's length (`end_time`); energy is every instance's step
   power x step time plus idle watts for the rest of the run, x its GPUs (`cost.PoolCost`).
   Per token means per output token of a finished request (the tokens
   `throughput_tokens_per_s` counts); per request, per finished request.
-- Prefix caching (README "Prefix caching"), over the requests whose prefill ended:
+- Prefix caching (docs/model.md "Prefix caching"), over the requests whose prefill ended:
   `prefix_hit_rate` = their cached (skipped) prompt tokens / their prompt tokens (None
   when no prefill ended), `prefill_tokens_saved` = those cached tokens, and
   `prefix_fetch_p99_ms` = the p99 of their fetch times from a shared pool (misses
@@ -457,7 +457,7 @@ def pooled_gaps(result, step_gaps):
     gpus = result.gpus
     values, counts = [], []
     compacted = [log.end_t for log in gpus if isinstance(log.end_t, array)]
-    if compacted:  # a big run: no number object per step (README "Scale")
+    if compacted:  # a big run: no number object per step (docs/architecture.md "Scale")
         values, counts = array(compacted[0].typecode), array("i")
     firsts = [dict() for _ in result.gpus]
     in_batch = None
@@ -711,7 +711,7 @@ def prefix_metrics(result):
     """prefix_hit_rate, prefill_tokens_saved, prefix_fetch_p99_ms (see the module docstring)."""
     shared = getattr(result.scenario.fleet, "prefix_cache", "off") == "shared"
     if getattr(result.scenario.fleet, "prefix_cache", "off") == "off":
-        # Off, nothing is cached (README: 0.0 with the cache off): one request's prefill
+        # Off, nothing is cached (docs/model.md "Metrics": 0.0 with the cache off): one request's prefill
         # ending is all it takes to know, not a sweep of every request.
         ended = any(rec.prefill_end is not None for rec in result.requests)
         return {"prefix_hit_rate": 0.0 if ended else None, "prefill_tokens_saved": 0, "prefix_fetch_p99_ms": None}

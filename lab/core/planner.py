@@ -1,7 +1,7 @@
 """Pools that change roles (`fleet.planner`): which instances move, decided over a snapshot.
 
 The engine asks these small functions at each planning moment and carries the moves
-out itself (README "Pools that change roles"): a moving instance drains (stops taking
+out itself (docs/model.md "Pools that change roles"): a moving instance drains (stops taking
 new work and finishes or hands over what it has), reloads for `switch_s`, then joins the
 other pool. The functions read only numbers handed to them, never the engine's state,
 so the reference simulator (tests/reference_sim.py, which does not import this module)

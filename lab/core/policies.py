@@ -3,7 +3,7 @@ its KV, and how much of a chunk budget each prompt under way takes.
 
 Each rule is a small function over a view of the fleet: just the numbers it reads (each
 instance's load, or each decode instance's `seqs` and `kv_free`), never the engine's
-queues or schedule, so the rules read as written in README ("Routing") and the reference
+queues or schedule, so the rules read as written in docs/model.md ("Routing") and the reference
 simulator (which does not import this module) checks them independently.
 
 **Dispatch** (`fleet.dispatch`; colocated: the fleet's instances, disaggregated: the
@@ -22,7 +22,7 @@ takes prompts from and `Router.route` which queue an arriving prompt joins:
   pool's last `long_gpus` GPUs (their instances), the rest the queue of the others;
   each group's queue works like `queue`.
 - `cache_affinity`: bound at arrival to the instance whose prefix cache holds the longest
-  leading run of the prompt's block hashes (README "Prefix caching": a per_gpu cache as it
+  leading run of the prompt's block hashes (docs/model.md "Prefix caching": a per_gpu cache as it
   is at the arrival; with a shared pool or none every instance ties); ties go to the
   smallest `least_loaded` load, then the lowest index.
 
@@ -31,7 +31,7 @@ batch slot and room for the prompt's KV (prompt + output tokens), `most_free_kv`
 the one with the most free KV tokens (the original rule), `fewest_seqs` the one with the
 fewest sequences; ties lowest index; none: the prompt waits, FIFO (no skipping).
 
-**Partial prefills** (`fleet.long_prefill_tokens`, with a chunk budget: README "Chunked
+**Partial prefills** (`fleet.long_prefill_tokens`, with a chunk budget: docs/model.md "Chunked
 prefill and partial prefills"). `prefill_slice` is one prompt's share of a step's budget:
 what it still needs, at most the budget left, and for a prompt of more than
 `long_prefill_tokens` tokens at most that many. The engine hands the budget to its prompts

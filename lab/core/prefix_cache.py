@@ -1,4 +1,4 @@
-"""Prefix caching: which leading blocks of a prompt a prefill can skip (README "Prefix caching").
+"""Prefix caching: which leading blocks of a prompt a prefill can skip (docs/model.md "Prefix caching").
 
 A request carries block hashes (`RequestRecord.hash_ids`), one per
 `workload.prefix_block_tokens` prompt tokens; equal hashes at the same place mean equal

@@ -4,10 +4,10 @@ Step logs are columnar because the canvas draws them as columns and because appe
 to a few columns is the cheapest bookkeeping per step. A run starts appending
 to plain lists (for a few thousand steps a list append is about half the cost of an
 array append, and it runs five times a step); once a run has logged engine.COMPACT_STEPS
-steps, `GpuLog.compact` turns them into typed arrays (`array.array`, README "Scale") at
+steps, `GpuLog.compact` turns them into typed arrays (`array.array`, docs/architecture.md "Scale") at
 its next arrival and it appends to those from then on: a step then costs 32 bytes (two
 8-byte floats, two 4-byte ints, an 8-byte context) instead of about 100 as lists of boxed
-numbers. Its times are whole-number ticks (README "Time base"; floats, or ints in 'q'
+numbers. Its times are whole-number ticks (docs/model.md "Time base"; floats, or ints in 'q'
 arrays in a long run), and the Result keeps them (`GpuLog.start_t`, `end_t`): seconds
 (`start`, `end`) are made from them when first read, each tick count divided once by
 10**12 (an `array('d')` for a compacted column), so values read back bit for bit (in
@@ -74,7 +74,7 @@ class GpuLog:
     # chunks, for the power model (cost.PoolCost.energy_j); empty otherwise.
     attention_args: dict = field(default_factory=dict)
     # fleet.prefix_cache shared: step index -> seconds the step spent fetching cached KV from
-    # the host pool before its compute (README "Prefix caching"); empty otherwise.
+    # the host pool before its compute (docs/model.md "Prefix caching"); empty otherwise.
     fetch_s: dict = field(default_factory=dict)
     # fleet.planner: [(t, role)] from t on ("switching" while it reloads for its new role);
     # [(0.0, role)] unless it changed. `role` stays the role it started in.
@@ -250,7 +250,7 @@ class RequestRecord:
     # and the TTFT its rule predicted at arrival (every arrival's, admitted or not; None when off).
     rejected: bool = False
     predicted_ttft_s: float = None
-    # Prefix caching (README "Prefix caching"): its prompt's block hashes, the leading prompt
+    # Prefix caching (docs/model.md "Prefix caching"): its prompt's block hashes, the leading prompt
     # tokens its prefill found cached (and so did not compute), and the seconds spent
     # fetching them from a shared pool (inside the step that started its prefill).
     hash_ids: tuple = ()

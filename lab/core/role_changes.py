@@ -1,7 +1,7 @@
 """Pools that change roles (`fleet.planner`): the engine's planner events and an instance's move.
 
 `RoleChanges` is the part of the engine's `_Simulation` that carries out what
-`planner.py`'s rules decide (README "Pools that change roles"): the planning moments on
+`planner.py`'s rules decide (docs/model.md "Pools that change roles"): the planning moments on
 the heap (`PLAN` events), an instance that starts moving (`_start_move`), drains at its
 step boundaries (`_drain_prefill`, `_drain_decode`, which hands its sequences over),
 reloads (`_start_switch`) and joins its new pool (`_join_pool`), and the moved

@@ -40,7 +40,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Admission:
-    """Early rejection (`fleet.admission`, README "Early rejection"): the rule that turns an
+    """Early rejection (`fleet.admission`, docs/model.md "Early rejection"): the rule that turns an
     arriving request away. Off is no Admission at all (`Fleet.admission` None)."""
 
     reject_when: str = "predicted_ttft_over_slo"
@@ -82,7 +82,7 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class Planner:
-    """`fleet.planner`: pools that change roles on a split fleet (README "Pools that change
+    """`fleet.planner`: pools that change roles on a split fleet (docs/model.md "Pools that change
     roles"; the rules are lab/core/planner.py). `utilization`: every `interval_s`, when one
     pool's utilisation exceeds the other's by more than `threshold`, one instance of the
     idler pool moves, never leaving it under `min_per_pool` instances. `schedule`: at each
@@ -192,7 +192,7 @@ class Fleet:
     prefill_batch_tokens: int = 8192  # most prompt tokens one prefill step takes (at least one prompt)
     max_batch_seqs: int = 256  # most sequences one GPU runs at once (vLLM's max_num_seqs)
     link: Link = Link()
-    first_token: str = "decode"  # disaggregated: when the first token counts (see README)
+    first_token: str = "decode"  # disaggregated: when the first token counts (docs/model.md "Disaggregated")
     # Tensor parallelism: an instance is `tp` GPUs; GPU counts above stay counts of GPUs.
     tp: int = 1  # colocated
     prefill_tp: int = 1
@@ -209,7 +209,7 @@ class Fleet:
     prefill_chunk_tokens: int = None  # disaggregated: prefill pool's chunk budget; None = whole prompts
     long_prefill_tokens: int = None  # chunked prefill: a longer prompt takes at most this per step; None = no cap
     admission: Admission = None  # early rejection at arrival; None = off (every request joins a queue)
-    # Prefix caching (README "Prefix caching", lab/core/prefix_cache.py): "off", "per_gpu"
+    # Prefix caching (docs/model.md "Prefix caching", lab/core/prefix_cache.py): "off", "per_gpu"
     # (an LRU in `prefix_cache_gb` of each prefilling GPU's HBM, out of its KV capacity) or
     # "shared" (one pool of `prefix_pool_gb` in host memory, hits fetched at
     # `prefix_fetch_gbytes_per_s`). None sizes read as the PREFIX_DEFAULTS.

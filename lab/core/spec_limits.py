@@ -2,7 +2,7 @@
 
 import dataclasses
 
-# Hard limits that keep every run bounded in time and memory (README "Scale"): 2**20
+# Hard limits that keep every run bounded in time and memory (docs/architecture.md "Scale"): 2**20
 # requests (a million, with the room for chance the rate check leaves), 256 GPUs, a week
 # of arrivals; the engine's step bound (engine.MAX_STEPS)
 # caps what a run can log whatever these allow.

@@ -159,7 +159,7 @@ class Trace:
 
 @dataclass(frozen=True)
 class Prefixes:
-    """Shared prompt prefixes of a generated workload (README "Prefix caching").
+    """Shared prompt prefixes of a generated workload (docs/model.md "Prefix caching").
 
     A new conversation starts with one of `systems` system prompts of `system_tokens`
     (with probability `system_share`), then its own message (`workload.prompt_tokens`). An

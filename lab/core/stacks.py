@@ -1,7 +1,7 @@
 """Serving stacks: the software half of the calibrated cost model (cost.py, `model.cost:
 "calibrated"`). A GPU's datasheet says what the silicon could do; a stack says how much of
 it the serving software reaches and what it adds per step. Each preset is fitted on its own
-rows of the calibration table (calibration.json, README "The calibrated model"), since no
+rows of the calibration table (calibration.json, docs/model.md "The calibrated model"), since no
 one set of overheads fits a 2023 research build and a current optimised engine.
 
 Per preset:

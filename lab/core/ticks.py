@@ -1,4 +1,4 @@
-"""The engine's time base: integer picosecond ticks (README "Time base").
+"""The engine's time base: integer picosecond ticks (docs/model.md "Time base").
 
 Inside the engine and the reference simulator every time and duration is a Python int
 of picoseconds, so sums are exact: a stretch of steps adds up to the same end however

@@ -96,7 +96,7 @@ class _Conversation:
 
 
 def _prefixed_requests(workload, seed):
-    """Generated requests with shared prefixes (README "Prefix caching", workload.prefixes).
+    """Generated requests with shared prefixes (docs/model.md "Prefix caching", workload.prefixes).
 
     Per arrival, in this order: the gap, then (when follow-ups are possible) whether it is
     a follow-up and which open conversation it continues, the new message's length, the

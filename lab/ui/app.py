@@ -742,7 +742,7 @@ class LabApp:
 
 
     def _embed_layout(self, kicker, title, brief, canvas_card, section):
-        """The README's 700 x 760 iframe: the folded brief, the controls and the stars in a narrow
+        """The 700 x 760 iframe of docs/embedding.md: the folded brief, the controls and the stars in a narrow
         column beside the canvas and the metrics, so all but the plots (below the fold) show
         without scrolling. Under about 550 px the two columns stack (brief and controls first)."""
         head = Html(

@@ -98,7 +98,7 @@ the twin runs the pinned fleet on the other model's step times, on the same requ
 shows which conclusions survive.
 """
 
-# Where real request traces come from (shown next to the sandbox's upload, and in README.md).
+# Where real request traces come from (shown next to the sandbox's upload, and in docs/page.md "The sandbox").
 TRACE_SOURCES = (
     ("Azure LLM inference traces", "https://github.com/Azure/AzurePublicDataset"),
     ("Mooncake traces", "https://github.com/kvcache-ai/Mooncake"),

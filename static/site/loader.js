@@ -315,7 +315,7 @@
     network:
       "<p>Are you offline, or is <b>{host}</b> blocked on this network (a school or company firewall, a content blocker)? " +
       "Check your connection and press Retry.</p>" +
-      "<p class=\"stf-small\">Teaching without internet? The site can carry its own copy of Pyodide: see “Static site” in the project's README " +
+      "<p class=\"stf-small\">Teaching without internet? The site can carry its own copy of Pyodide: see “A classroom without internet” in the project's docs/embedding.md " +
       "(<code>python build.py --pyodide-dir …</code>).</p>",
     page:
       "<p>Part of the page did not load. Check your connection and press Retry.</p>",

@@ -1,6 +1,6 @@
 """The step cost model as a control (the sandbox offers it): the page says which model drew
 each run, and a fleet pinned on one model is compared with the same fleet on another, on the
-same requests (README "The calibrated model", "Which lessons hold")."""
+same requests (docs/model.md "The calibrated model", "Which lessons hold")."""
 
 import pytest
 

@@ -3,7 +3,7 @@
 - No sideways scrolling from 320 to 1,600 px, in the page and in an embed (`&embed=1`):
   no element whose visible part (after its clipping ancestors) reaches past the viewport,
   and the layout buttons (Colocated / Split) on screen.
-- In the README's 700 x 760 iframe the controls, the canvas, the headline metric cards and
+- In docs/embedding.md's 700 x 760 iframe the controls, the canvas, the headline metric cards and
   the stars show without scrolling inside the frame.
 - The plots below the fold, at a phone's width (a screenshot to look at).
 

@@ -8,7 +8,7 @@ arguments (Tornado 6.5.8+, a process-wide setting) in a blank 400. Bokeh also ca
 the query's arguments, compressed, in the session token the page's websocket sends as a
 header: about 1.7 times the query for random letters. So `lab serve` takes headers up to
 MAX_HEADER_BYTES and one argument per character of the longest query the lab reads.
-A longer address still meets those limits (see README, "The lab page").
+A longer address still meets those limits (see docs/architecture.md, "The lab page's code").
 """
 
 from ..url_state import MAX_QUERY_CHARS

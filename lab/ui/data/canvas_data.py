@@ -321,7 +321,7 @@ def step_layers(result, target_ms, meta, span=None):
         if i0 >= i1:
             continue
         # The log's ticks, in seconds here (the same doubles as its `start`/`end`, without
-        # making those: README "Time base"); slow is judged on the ticks, as report's table does.
+        # making those: docs/model.md "Time base"); slow is judged on the ticks, as report's table does.
         start_t, end_t = np.asarray(log.start_t[i0:i1]), np.asarray(log.end_t[i0:i1])
         start, end = start_t / TICKS_PER_S, end_t / TICKS_PER_S
         batch = np.asarray(log.decode_seqs[i0:i1], dtype=np.int32)
@@ -555,7 +555,7 @@ def _queue_layers(result, out, rows, link_queue_row, half, costs):
         out["link_q"] = _empty(_QUAD_COLS)
         out["room_q"] = _empty(_QUAD_COLS)
     geo = box_geometry(half)
-    # By instance (pools differ), less a per-GPU prefix cache's share (README "Prefix caching").
+    # By instance (pools differ), less a per-GPU prefix cache's share (docs/model.md "Prefix caching").
     capacity = [float(cost.kv_tokens - taken) for cost, taken in zip(costs, kv_taken_by_instance(result.scenario))]
     row_of = {log.index: row for log, row in zip(result.gpus, rows)}
     usage = kv_usage(result)

@@ -50,7 +50,7 @@ QUIET_DEFAULTS = {"tp": 1, "prefill_tp": 1, "decode_tp": 1, "power_cap_w": 0, "p
                   "decode_power_cap_w": 0, "dispatch": "queue", "decode_pick": "most_free_kv",
                   "prefill_chunk_tokens": 0, "long_prefill_tokens": 0, "attention": False, "llm": "llama3-8b", "cost": "linear", "gpu": "h100",
                   "prefill_gpu": "h100", "decode_gpu": "h100", "admission": "off",
-                  # no prefix cache; its sizes unset (their defaults, README "Prefix caching")
+                  # no prefix cache; its sizes unset (their defaults, docs/model.md "Prefix caching")
                   "prefix_cache": "off", "prefix_cache_gb": None, "prefix_pool_gb": None,
                   "kv_policy": "reserve", "kv_block_tokens": 16, "planner": "off"}
 

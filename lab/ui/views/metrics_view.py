@@ -142,7 +142,7 @@ def _value(name, text):
 
 def prefix_card(m):
     """Prefix caching: the share of prompt tokens prefills found cached, the tokens saved and,
-    for a shared pool, the fetch p99 (README "Prefix caching")."""
+    for a shared pool, the fetch p99 (docs/model.md "Prefix caching")."""
     saved = m.get("prefill_tokens_saved") or 0
     sub = f"{saved:,} prompt tokens not computed"
     if m.get("prefix_fetch_p99_ms") is not None:
