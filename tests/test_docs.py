@@ -293,7 +293,7 @@ def plan_error():
 def page_constants():
     """docs/architecture.md "The lab page's code": the constants it names, with their values."""
     from lab.ui import app
-    from lab.ui.timeline import canvas_data
+    from lab.ui.data import canvas_data
     assert canvas_data.EMBED_ROW_PX  # named there
     return (f"(`app.HISTORY_SETTLE_MS`, {app.HISTORY_SETTLE_MS} ms)",
             f"at least {canvas_data.TWO_LINE_PX} px apart (`canvas_data.TWO_LINE_PX`",
