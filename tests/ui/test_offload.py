@@ -205,3 +205,18 @@ def test_a_worker_never_outlives_a_killed_server():
     finally:
         if not _gone(worker, 0.1):
             os.kill(worker, 9)
+
+
+def test_a_frozen_scenario_with_phases_crosses_untouched():
+    """A scenario is a frozen dataclass whose workload holds tuples (phases): cutting the long
+    lists out of a run must not try to set any of its fields (it did, and every run of a
+    mission with phases failed in the worker: FrozenInstanceError)."""
+    import lab.core as core
+
+    mission = core.load_mission(str(MISSION_01))
+    scenario = mission.scenario.with_changes({"workload.phases": [{"start_s": 30, "rate": 20}], "workload.rate": 10})
+    value = {"scenario": scenario, "runs": (scenario, [0] * (offload.SLICE_ITEMS + 1))}
+    outcome, turns = _run_like_lab_serve(functools.partial(dict, value))
+    back = outcome.get()
+    assert back["scenario"] == scenario and back["runs"][0] == scenario and back["runs"][1] == [0] * (offload.SLICE_ITEMS + 1)
+    assert turns == 3

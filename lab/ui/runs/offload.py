@@ -202,18 +202,21 @@ def _paste(value, lists, depth):
 
 
 def _each(value, change):
-    """`value` with `change` applied to each item of a dict or tuple, or field of a dataclass."""
+    """`value` with `change` applied to each item of a dict or tuple, or field of a dataclass:
+    `value` itself when nothing changed (so a frozen dataclass holding it is never set)."""
     if type(value) is dict:
-        return {key: change(item) for key, item in value.items()}
+        changed = {key: change(item) for key, item in value.items()}
+        return value if all(changed[key] is item for key, item in value.items()) else changed
     if type(value) is tuple:
-        return tuple(change(item) for item in value)
+        changed = tuple(change(item) for item in value)
+        return value if all(a is b for a, b in zip(changed, value)) else changed
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         kept = vars(value)  # (GpuLog makes some columns when read: those are not in it, and left alone)
         for field in dataclasses.fields(value):
             if field.name in kept:
                 item = kept[field.name]
                 changed = change(item)
-                if changed is not item:  # (a frozen dataclass is never set: no long list in one)
+                if changed is not item:  # (never in a frozen dataclass: it holds no long list)
                     setattr(value, field.name, changed)
     return value
 
