@@ -18,8 +18,9 @@ from lab.core.page_bounds import LAB_RUN_ADVICE, PAGE_MAX_REQUESTS, PAGE_MAX_S, 
 from ..data.canvas_data import overview_data, run_layers
 from ..data.plot_data import itl_histogram
 
-__all__ = ["expected_requests", "HEAVY_REQUESTS", "HEAVY_UPLOAD_CHARS", "measure", "run_work", "warm_views", "twin_work", "sweep_point", "refused", "upload_work", "parse_upload",
-           "page_requests", "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
+__all__ = ["expected_requests", "HEAVY_REQUESTS", "HEAVY_UPLOAD_CHARS", "measure", "run_work", "warm_views",
+           "twin_work", "sweep_point", "refused", "upload_work", "parse_upload", "page_requests",
+           "PAGE_MAX_REQUESTS", "PAGE_MAX_S"]
 
 # Work past these is heavy: `lab serve` runs it in its lower-priority processes (offload.py),
 # so a student's big run does not slow every other student's small ones (an uploaded trace
