@@ -1,6 +1,6 @@
 """What `lab serve`'s event loop spends on one run, once a worker process has simulated it.
 
-    python benchmarks/loop_cost.py [--heavy-requests 198000] [--light-runs 8]
+    python benchmarks/loop_cost.py [--heavy-requests N] [--light-runs 8]
 
 Under `lab serve` a run's simulation, measures, blames and whole-run views happen in a worker
 process (lab/ui/runs/offload.py); the loop, which every student's page shares, then reads
@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from bokeh.document import Document  # noqa: E402
 
 import lab.ui.app as app  # noqa: E402
+from lab.core.page_bounds import PAGE_MAX_REQUESTS  # noqa: E402
 from lab.ui.catalog import Catalog  # noqa: E402
 from lab.ui.runs import offload  # noqa: E402
 
@@ -87,7 +88,8 @@ def _page(catalog, mission_id, held):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--heavy-requests", type=int, default=198_000)
+    parser.add_argument("--heavy-requests", type=int, default=int(PAGE_MAX_REQUESTS * 0.99),
+                        help="the heavy page's requests (default: 99%% of the page's bound, as benchmarks/classroom.py)")
     parser.add_argument("--light-runs", type=int, default=8)
     args = parser.parse_args(argv)
     held = _HeldTimers()

@@ -413,3 +413,19 @@ def test_a_rate_control_reaching_past_the_lab_pages_bounds_is_noted(monkeypatch)
     within = check_mission(mini(controls={**controls, "rate": {"min": 4, "max": 30}},
                                 stars=[star("95%", ("slo_attainment", ">=", 0.95))]), time_budget_s=60)
     assert not any("lab page runs" in n for n in within.notes)
+
+
+def test_every_trace_the_project_reads_fits_one_lab_page():
+    """The page's bounds (lab/core/page_bounds.py) leave room for each whole public trace in
+    ../shared/traces, the ones students replay: its requests, and the time they arrive over."""
+    from lab.core.page_bounds import PAGE_MAX_REQUESTS, PAGE_MAX_S, check_page_bounds
+    from lab.core.workload import read_trace
+
+    traces = pathlib.Path(__file__).resolve().parents[2] / "shared" / "traces"
+    files = sorted(p for p in traces.glob("*") if p.suffix in (".csv", ".jsonl"))
+    if not files:
+        pytest.skip("the shared traces are not beside this checkout")
+    for path in files:
+        requests = read_trace(str(path))
+        check_page_bounds(requests, path.name, path.name)  # raises past either bound
+        assert len(requests) <= PAGE_MAX_REQUESTS / 2 and requests[-1][0] <= PAGE_MAX_S / 2, path.name  # with room

@@ -13,7 +13,7 @@ at a time however many the machine has, and on threads one heavy page took half 
 from thirty light ones (benchmarks/classroom.py; its figures, threads and processes, are in
 benchmarks/README.md). A process has a core of its own; the price is copying each run back
 (`work` must be picklable: a module-level function and its arguments, as lab/ui/runs/run_work.py's
-are). For a run at the page's bound that is about 2 s of unpickling 200,000 requests, their
+are). For a run of 200,000 requests that was about 2 s of unpickling its requests, their
 rows and blames, and unpickling is one call that holds the interpreter lock throughout: on
 the pool's thread it held every page for those 2 s. So each list longer than SLICE_ITEMS
 in what the work returns comes back in slices, pickled apart in the worker, and the loop
@@ -22,7 +22,7 @@ unpickles one slice a turn (about 20 ms), taking other pages' changes between th
 Heavy work (a run of more than run_work.HEAVY_REQUESTS requests, a large upload) goes to a
 second, smaller pool whose processes run at a lower CPU priority (HEAVY_NICE; on Linux,
 SCHED_IDLE: only when a core would otherwise idle): on a laptop's
-two cores, one student's 200,000-request run otherwise takes a core from the server and the
+two cores, one student's run at the page's bound otherwise takes a core from the server and the
 other students' small runs, whose answers then slow down for everyone (benchmarks/classroom.py;
 its figures are in benchmarks/README.md). The heavy run still gets every cycle nobody else
 wants.
