@@ -33,7 +33,7 @@ import heapq
 from collections import deque
 
 from . import admission
-from . import kv
+from . import kv_policy
 from .cost import pool_costs
 from .events import ARRIVAL, BOUNDARY, INF, LANDED, LINK, PLAN
 from .link import FifoWire, stream_alone
@@ -103,10 +103,10 @@ class _Gpu:
         self.pending = 0  # prompt tokens of prompts admitted here, prefill not yet ended
         self.pieces = []  # model.attention: (new tokens, earlier tokens) of each prompt chunk in the next step
         self.fetch = 0  # shared prefix cache: ticks of cached KV the next step fetches first
-        # kv_policy on_demand (kv.py): blocks each sequence holding KV here has, in admission
-        # order, and step index -> sequences that need one more block in that step.
-        self.held = None
-        self.grow_at = None
+        # The KV memory policy's units (kv_policy.py): those each sequence holding KV here has,
+        # in admission order, and step index -> sequences that need one more in that step.
+        self.held = {}
+        self.grow_at = {}
         self.moving = None  # fleet.planner: the role it is draining or reloading for
         self.rejoin = []  # moved sequences whose KV has arrived (planner), joining at the next boundary
 
@@ -135,11 +135,11 @@ class _Simulation(RoleChanges):
     # not fails at once (AttributeError).
     __slots__ = (
         "admit", "arrival_t", "arrivals_end", "arrivals_end_s", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
-        "extra_terms", "fleet", "floats", "gpus", "grow_step", "handlers", "heap", "kv_bytes", "landings", "layers",
-        "link_free", "link_wake", "min_step", "moved", "moving", "next_arrival", "next_plan", "on_demand", "plan_times",
-        "plan_interval", "planner", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates", "queued_tokens", "queues",
-        "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "sole_taker", "src", "steps", "switch_t", "takers",
-        "takers_of", "tick", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
+        "extra_terms", "fleet", "floats", "gpus", "handlers", "heap", "kv_bytes", "kv_grows", "kv_policy", "landings", "layers",
+        "link_free", "link_wake", "moved", "moving", "next_arrival", "next_plan", "plan_times",
+        "plan_interval", "planner", "preempt_into", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates",
+        "queued_tokens", "queues", "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "src", "steps", "switch_t",
+        "takers", "takers_of", "tick", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
     )
 
@@ -147,7 +147,7 @@ class _Simulation(RoleChanges):
         self.scenario = scenario
         fleet = scenario.fleet
         self.fleet = fleet
-        self.admit = self._admit  # kv_policy on_demand: _admit_kv (_setup_on_demand)
+        self.admit = self._admit  # bound once: _take_prompts hands it on at every step
         self.kv_bytes = scenario.model.kv_bytes_per_token
         self.layers = scenario.model.shape["layers"]
         if any(len(r) > 3 for r in requests):  # some carry block hashes (prefix caching)
@@ -239,9 +239,17 @@ class _Simulation(RoleChanges):
         self._plan_queues(scenario)
         if fleet.admission is not None:
             self._plan_admission(scenario)
-        self.on_demand = fleet.kv_policy == "on_demand"
-        if self.on_demand:
-            self._setup_on_demand()
+        # KV memory (kv_policy.py): every handler below asks the policy what a sequence holds.
+        policy = self.kv_policy = kv_policy.make(fleet, self.records, self.gpus, self._preempt)
+        self.block = policy.block
+        # Whether sequences take more KV as they decode (on demand): the policy's work at every
+        # boundary (growth, its log), and no shortcut that skips it. Reserve: none of it.
+        self.kv_grows = policy.grows
+        # Per queue: whether another instance taking from it can preempt into it (so a
+        # decode-only run-ahead must stop where one first could).
+        self.preempt_into = [policy.grows and len(takers) > 1 for takers in self.takers_of]
+        self.before = {}  # request id -> tokens it emitted before its current stretch (preempted, moved)
+        self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
 
     def _plan_queues(self, scenario):
         """The FIFO queues prompts wait in and which instances take from each (policies.py)."""
@@ -308,8 +316,6 @@ class _Simulation(RoleChanges):
         self._push_next_arrival(0)
         self.handlers = handlers = {"colocated": self._colocated_boundary, "prefill": self._prefill_boundary,
                                     "decode": self._decode_boundary}
-        if self.on_demand:
-            handlers.update(colocated=self._colocated_boundary_kv, decode=self._decode_boundary_kv)
         self.boundary = boundary = [handlers[g.role] for g in self.gpus]  # by GPU index; the planner swaps them
         if self.planner is not None:
             self._plan_start()
@@ -352,8 +358,7 @@ class _Simulation(RoleChanges):
             self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
             _cut_at(self.gpus, self.records, stop)  # (its logs lose steps: their `busy_t` adds up those kept)
-            if self.on_demand:
-                _cut_kv_logs(self.gpus, stop)
+            _cut_kv_logs(self.gpus, stop)  # (empty under reserve)
             end_time = stop
         else:
             for gpu in self.gpus:
@@ -379,26 +384,17 @@ class _Simulation(RoleChanges):
         return result
 
     def _drop_oversized(self):
-        """Requests no instance could ever hold: prompt + output over a colocated or decode
-        instance's KV capacity, or the prompt over a prefill instance's."""
+        """Requests no instance could ever hold: the most KV a request holds (kv_policy.py) over
+        a colocated or decode instance's room, or the prompt over a prefill instance's KV."""
+        policy = self.kv_policy
         holder = (self.decode_gpus or self.gpus)[0]  # holds prompt + output
         prefill = self.prefill_gpus[0] if self.prefill_gpus else None  # holds the prompt
-        most = holder.kv_tokens
-        most_prompt = prefill.kv_tokens if prefill is not None else most
-        if self.on_demand:
-            block = self.block
-            room = kv.capacity_blocks(most, block)
-            for rec in self.records:
-                peak = kv.peak_blocks(rec.prompt_tokens, rec.output_tokens, block)
-                if peak > room:
-                    rec.dropped = f"needs {peak:,} KV blocks of {block} tokens; {_holder(holder)} holds {room:,}"
-                elif rec.prompt_tokens > most_prompt:
-                    rec.dropped = f"needs {rec.prompt_tokens:,} KV tokens; {_holder(prefill)} holds {most_prompt:,}"
-            return
+        room = policy.room(holder.kv_tokens) // self.block
+        most_prompt = prefill.kv_tokens if prefill is not None else holder.kv_tokens
         for rec in self.records:
-            need = rec.prompt_tokens + rec.output_tokens
-            if need > most:
-                rec.dropped = f"needs {need:,} KV tokens; {_holder(holder)} holds {most:,}"
+            need = policy.peak(rec)
+            if need > room:
+                rec.dropped = f"needs {need:,} {policy.unit_words}; {_holder(holder)} holds {room:,}"
             elif rec.prompt_tokens > most_prompt:
                 rec.dropped = f"needs {rec.prompt_tokens:,} KV tokens; {_holder(prefill)} holds {most_prompt:,}"
 
@@ -560,30 +556,38 @@ class _Simulation(RoleChanges):
         if not done:
             return False
         records = self.records
+        held = gpu.held
         for rid in done:
             rec = records[rid]
             rec.finish = t
             gpu.decoding -= 1
             gpu.context -= rec.prompt_tokens + rec.output_tokens
-            gpu.kv_free += rec.prompt_tokens + rec.output_tokens
+            gpu.kv_free += held.pop(rid) * self.block
             gpu.seqs -= 1
         return True
 
-    def _start_decoding(self, gpu, rec):
-        """`rec` has its first token; from the next step on it emits one token per step."""
-        next_step = len(gpu.log.start_t)
-        last = next_step + rec.output_tokens - 2
+    def _decode_from(self, gpu, rec, emitted, context, first=None):
+        """`rec`, having emitted `emitted` tokens, decodes on `gpu` one token a step until its
+        last, from the next step (or from step `first`: a re-prefill's, which emits its next
+        token); in the next step it attends `context` tokens, where its KV growth starts."""
+        rid = rec.id
+        step = len(gpu.log.start_t)
+        if first is None:
+            first = step
+        last = first + rec.output_tokens - emitted - 1
         rec.decode_gpu = gpu.index
-        rec.decode_first_step = next_step
+        rec.decode_first_step = first
         rec.decode_last_step = last
         gpu.decoding += 1
-        gpu.context += rec.prompt_tokens + 1
-        gpu.finish_at.setdefault(last, []).append(rec.id)
+        gpu.context += context
+        gpu.finish_at.setdefault(last, []).append(rid)
+        if self.kv_grows:
+            self.kv_policy.track(gpu, rec, step, context)
 
     # ------------------------------------------------------------- colocated
 
     def _colocated_boundary(self, gpu, t):
-        if gpu.busy and not gpu.completing and not gpu.queue and not gpu.prefilling:
+        if gpu.busy and not gpu.completing and not gpu.queue and not gpu.prefilling and not self.kv_grows:
             # A decode-only boundary with nothing to take (most boundaries of a busy fleet):
             # the run-ahead loop applies it, logs the next step and runs on to the limit,
             # as the general path below would, without its calls.
@@ -593,33 +597,54 @@ class _Simulation(RoleChanges):
                 heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
             return
         records = self.records
+        grows = self.kv_grows
         if gpu.busy:
             self._finish_decode_step(gpu, t)
             cache = self.cache
             for rid in gpu.completing:
                 rec = records[rid]
-                if cache is not None:
+                if cache is not None:  # every prefill's end adds its prompt's blocks, a re-prefill's too
                     cache.insert(gpu.index, rec.hash_ids)
-                gpu.pending -= rec.prompt_tokens  # (reserve: a prompt prefills once)
-                rec.prefill_end = t
-                rec.first_token = t
-                if rec.output_tokens == 1:
-                    rec.finish = t
-                    gpu.kv_free += rec.prompt_tokens + 1
-                    gpu.seqs -= 1
+                gpu.pending -= self.todo[rid]
+                if rec.preemptions:
+                    # A re-prefill (kv_policy on_demand) emits its next token now: its new
+                    # stretch starts with this step.
+                    emitted = self.before[rid]
+                    ended = len(gpu.log.start_t) - 1
+                    if emitted + 1 < rec.output_tokens:
+                        self._decode_from(gpu, rec, emitted, rec.prompt_tokens + emitted + 1, ended)
+                        continue
+                    rec.decode_gpu, rec.decode_first_step, rec.decode_last_step = gpu.index, ended, ended
                 else:
-                    self._start_decoding(gpu, rec)
+                    rec.prefill_end = t
+                    rec.first_token = t
+                    if rec.output_tokens > 1:
+                        self._decode_from(gpu, rec, 1, rec.prompt_tokens + 1)
+                        continue
+                rec.finish = t  # its last token
+                gpu.kv_free += gpu.held.pop(rid) * self.block
+                gpu.seqs -= 1
             gpu.completing = []
+        if grows and gpu.grow_at:
+            self.kv_policy.grow(gpu, t)
         prefill_tokens = self._take_prompts(gpu, t) if (gpu.queue or gpu.prefilling) else 0
+        if grows:
+            self.kv_policy.note(gpu, t)
         end = self._start_step(gpu, t, prefill_tokens, schedule=False)
         if end is None:
             return
         # Colocated GPUs share only their queues: while this one's is empty, nothing before
         # the next arrival can touch this GPU (least_loaded reads it only at arrivals), so
         # its decode-only steps can run ahead; with a rule that binds prompts from their
-        # order or length (_plan_arrivals), until the next arrival into its own queue.
+        # order or length (_plan_arrivals), until the next arrival into its own queue; on
+        # demand, on a queue other GPUs take from too, only until one of them could preempt
+        # (its victim would join this queue).
         if not prefill_tokens and not gpu.prefilling and not gpu.queue:
             limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
+            if grows and end < limit and self.preempt_into[gpu.queue_k]:
+                quiet = self.kv_policy.quiet_until(gpu, self.takers_of[gpu.queue_k])
+                if quiet < limit:
+                    limit = quiet
             if end < limit:
                 end = self._run_decode_only(gpu, end, limit)
         if end is not None:
@@ -639,6 +664,13 @@ class _Simulation(RoleChanges):
         whole ticks), worked out again only when sequences finish and kept on the GPU between
         calls (`line_seqs`, `line_abf`): no call per step, nor per call of one step. A cost
         model without such a line (`model.attention`) is called each step.
+
+        KV growth (`gpu.grow_at`: empty unless the KV policy grows sequences, on demand) costs
+        nothing per step: the loop stops at `stop`, the boundary before the next step in which
+        a sequence needs another block (or the step bound), and there gives the blocks as the
+        policy's `grow` would (growing sequences never finish there, so before the finished
+        ones free theirs). A boundary whose growth does not fit would preempt: it is handed
+        back (t returned) before anything of it is applied.
         """
         if t > self.time_cap:
             return t  # a boundary after the cap is the heap's: popping it stops the run there
@@ -650,7 +682,6 @@ class _Simulation(RoleChanges):
         line = gpu.decode_line
         step_t = gpu.step_t
         cap = self.time_cap
-        budget = MAX_STEPS - self.steps
         decoding = gpu.decoding
         context = gpu.context
         if not line:
@@ -660,25 +691,50 @@ class _Simulation(RoleChanges):
         else:
             a, b, floor, slope = gpu.line_abf = line(decoding)
             gpu.line_seqs = decoding
-        step = len(starts) - 1  # the step that ends at t
-        taken = 0
+        first = step = len(starts) - 1  # the step that ends at t
+        last = step + (MAX_STEPS - self.steps or 1)  # where the steps bound stops it (after one step at least)
+        stop = last
+        if gpu.grow_at:
+            due = min(gpu.grow_at)  # the next step in which a sequence needs another block
+            if due <= last:
+                stop = due - 1
         while True:
             # The boundary at t: the step that just ended emitted a token per sequence.
+            if step >= stop:
+                if step >= last:
+                    gpu.decoding, gpu.context = decoding, context
+                    self.steps += step - first
+                    return t
+                done = finish_at.get(step)
+                if not self.kv_policy.give(gpu, step + 1, done):  # it would preempt
+                    gpu.decoding, gpu.context = decoding, context
+                    self.steps += step - first
+                    return t
+                if not done:  # (else logged once they have freed theirs, below)
+                    self.kv_policy.note(gpu, t)
+                stop = last
+                if gpu.grow_at:
+                    due = min(gpu.grow_at)
+                    if due <= last:
+                        stop = due - 1
             context += decoding
             done = finish_at.pop(step, None)
             if done:
+                held = gpu.held
+                block = self.block
                 for rid in done:
                     rec = records[rid]
                     rec.finish = t
-                    need = rec.prompt_tokens + rec.output_tokens
                     decoding -= 1
-                    context -= need
-                    gpu.kv_free += need
+                    context -= rec.prompt_tokens + rec.output_tokens
+                    gpu.kv_free += held.pop(rid) * block
                     gpu.seqs -= 1
+                if self.kv_grows:
+                    self.kv_policy.note(gpu, t)
                 if not decoding:
                     gpu.decoding, gpu.context = 0, context
                     gpu.idle, gpu.busy = True, False
-                    self.steps += taken
+                    self.steps += step - first
                     return None
                 if line:
                     a, b, floor, slope = gpu.line_abf = line(decoding)
@@ -694,24 +750,27 @@ class _Simulation(RoleChanges):
             seqs_col.append(decoding)
             prefill_col.append(0)
             context_col.append(context)
-            taken += 1
             step += 1
             t = end
-            if end >= limit or end > cap or taken >= budget:
+            if end >= limit or end > cap:
                 gpu.decoding, gpu.context = decoding, context
-                self.steps += taken
+                self.steps += step - first
                 return end
 
     def _admit(self, gpu, t):
-        """Move the queue's head onto `gpu` if its KV and a batch slot fit; FIFO, no skipping."""
+        """Move the queue's head onto `gpu` if its KV (kv_policy.py) and a batch slot fit; FIFO,
+        no skipping."""
         if not gpu.queue:
             return None
-        rec = self.records[gpu.queue[0]]
-        need = rec.prompt_tokens + rec.output_tokens
+        rid = gpu.queue[0]
+        rec = self.records[rid]
+        units = self.kv_policy.units(rec, self.todo[rid])
+        need = units * self.block
         if need > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
             return None
         self._pop_queue(gpu, t)
         gpu.kv_free -= need
+        gpu.held[rid] = units
         gpu.seqs += 1
         if rec.output_tokens > 1:
             rec.decode_gpu = gpu.index  # colocated: the GPU that prefills also decodes
@@ -874,52 +933,37 @@ class _Simulation(RoleChanges):
         bandwidth = link.gbytes_per_s * 1e9
         pick_decode = DECODE_PICKS[self.fleet.decode_pick]
         decode_gpus = self.decode_gpus
+        policy = self.kv_policy
         while waiting:
             rid, prefill_end, layers_from = waiting[0]
             rec = records[rid]
-            if self.on_demand:  # the blocks of what it prefilled (kv.py), or a moved one's context
-                tokens = self.todo[rid]
-                if self.moved and rid in self.moved:
-                    tokens = rec.prompt_tokens + self.moved[rid][1]
-                need = kv.blocks(tokens, self.block) * self.block
-            else:
-                need = rec.prompt_tokens + rec.output_tokens
+            moved = self.moved.get(rid) if self.moved else None  # (source GPU, tokens emitted)
+            # Its KV: what it prefilled, or a moved sequence's context; the policy's units for it.
+            tokens = self.todo[rid] if moved is None else rec.prompt_tokens + moved[1]
+            units = policy.units(rec, tokens)
+            need = units * self.block
             pick = pick_decode(need, max_seqs, decode_gpus)
             if pick is None:
                 return
             best = decode_gpus[pick]
             waiting.popleft()
             best.kv_free -= need
+            best.held[rid] = units
             best.seqs += 1
+            if self.kv_grows:
+                policy.note(best, t)
             rec.decode_gpu = best.index
-            if self.moved and rid in self.moved:
-                # A sequence moved off an instance that changes role: its KV so far (its
-                # context) goes whole from there; rec.transfer stays its prompt's.
-                src, emitted = self.moved[rid]
-                if self.on_demand:
-                    best.held[rid] = need // self.block
-                    self._kv_note(best, t)
-                nbytes = (rec.prompt_tokens + emitted) * self.kv_bytes
-                start = t if self.link_free <= t or link.sharing != "fifo" else self.link_free
-                end = start + self.tick(nbytes / bandwidth)
-                if link.sharing == "fifo":
-                    self.link_free = end
-                tr = Transfer(rec.id, src, best.index, prefill_end, t, start, end, nbytes)
-                self.transfers.append(tr)
-                self._schedule_landing(tr)
-                continue
-            nbytes = self.todo[rid] * self.kv_bytes
-            src = rec.prefill_gpu
-            if self.on_demand:
-                best.held[rid] = need // self.block
-                self._kv_note(best, t)
-                if rec.preemptions:
-                    src = self.src[rid]  # its re-prefill's GPU; rec.transfer stays its first
-                else:
-                    rec.transfer = len(self.transfers)
+            if moved is not None:
+                # A sequence moved off an instance that changes role: its KV so far goes
+                # whole from there; rec.transfer stays its prompt's.
+                src = moved[0]
+            elif rec.preemptions:
+                src = self.src[rid]  # its re-prefill's GPU; rec.transfer stays its first
             else:
+                src = rec.prefill_gpu
                 rec.transfer = len(self.transfers)
-            if link.layerwise:
+            nbytes = tokens * self.kv_bytes
+            if link.layerwise and moved is None:
                 tr = Transfer(rec.id, src, best.index, prefill_end, t, None, None, nbytes,
                               self.tick(nbytes / self.layers / bandwidth))
                 self.transfers.append(tr)
@@ -979,24 +1023,34 @@ class _Simulation(RoleChanges):
             heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
 
     def _join_landed(self, gpu, t):
-        """Prompts whose KV has landed join the batch: from the next step on they decode."""
+        """Prompts whose KV has landed join the batch: from the next step on they decode (a
+        re-prefill's KV: its stretch goes on from the tokens it emitted)."""
         records = self.records
         first_at_decode = self.fleet.first_token == "decode"
         for rid in gpu.landed:
             rec = records[rid]
+            if rec.preemptions:
+                emitted = self.before[rid]
+                self._decode_from(gpu, rec, emitted, rec.prompt_tokens + emitted)
+                continue
             if first_at_decode:
                 rec.first_token = t
-            self._start_decoding(gpu, rec)
+            self._decode_from(gpu, rec, 1, rec.prompt_tokens + 1)
         gpu.landed = []
 
     def _decode_boundary(self, gpu, t):
-        if gpu.busy:
-            if self._finish_decode_step(gpu, t) and self.waiting_reserve:
-                self._reserve_and_send(t)
+        freed = self._finish_decode_step(gpu, t) if gpu.busy else False
         if gpu.landed:
             self._join_landed(gpu, t)
         if gpu.rejoin:
             self._rejoin(gpu, t)
+        grows = self.kv_grows
+        if grows and gpu.grow_at and self.kv_policy.grow(gpu, t):
+            freed = True
+        if freed and self.waiting_reserve:
+            self._reserve_and_send(t)
+        if grows:
+            self.kv_policy.note(gpu, t)
         end = self._start_step(gpu, t, 0, schedule=False)
         if end is None:
             return
@@ -1004,13 +1058,20 @@ class _Simulation(RoleChanges):
         # an idle prefill GPU (starting one) or a landing can touch a decode GPU; other decode GPUs matter only
         # while prompts wait for room. Before the earliest of these it may run ahead. With a
         # planner, also its next event, and not at all while an instance drains (its hand-over
-        # reserves room at its own boundaries) or reloads.
+        # reserves room at its own boundaries) or reloads. On demand, while a prefill GPU
+        # idles, also only until another decode GPU could preempt (its victim's re-prefill
+        # would start there at once and may reserve room here).
         if not self.waiting_reserve and not self.moving:
             limit = min(self.prefill_next)
             if self.next_plan < limit:
                 limit = self.next_plan
-            if self.next_arrival < limit and any(g.idle for g in self.prefill_gpus):
-                limit = self.next_arrival  # it will start a batch on an idle prefill GPU
+            if (self.next_arrival < limit or grows) and any(g.idle for g in self.prefill_gpus):
+                if self.next_arrival < limit:
+                    limit = self.next_arrival  # it will start a batch on an idle prefill GPU
+                if grows:
+                    quiet = self.kv_policy.quiet_until(gpu, self.decode_gpus)
+                    if quiet < limit:
+                        limit = quiet
             if self.landings and self.landings[0] < limit:
                 limit = self.landings[0]
             if self.link_wake < limit:
@@ -1020,132 +1081,10 @@ class _Simulation(RoleChanges):
         if end is not None:
             heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
 
-
-    # ------------------------------------------------------ KV on demand (kv.py)
-    #
-    # Separate boundary handlers and fast path, chosen once per run, so the reserve path
-    # (the default) runs exactly as before. Block counts per sequence live in `gpu.held`
-    # (admission order: the victims' order); `gpu.kv_free` stays in tokens, whole blocks.
-
-    def _setup_on_demand(self):
-        block = self.block = self.fleet.kv_block_tokens
-        for gpu in self.gpus:
-            gpu.held = {}
-            gpu.grow_at = {}
-            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, block) * block
-        self.before = {}  # request id -> tokens it emitted before its current stretch
-        self.grow_step = {}  # request id -> the step its next block is due (in its GPU's grow_at)
-        self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
-        self.admit = self._admit_kv
-        self.sole_taker = [len(takers) == 1 for takers in self.takers_of]
-        # The shortest step an instance with a sequence decoding can take (step time only
-        # grows with the batch, its context and prompt work): for _quiet_until.
-        self.min_step = [g.step_t(1, 0, 0) for g in self.gpus]
-
-    def _quiet_until(self, gpu, others):
-        """The earliest time one of `others` (not `gpu`) could preempt: a fast path may run
-        `gpu` ahead until then. An instance preempts only at a boundary where its growth is
-        over its free blocks; each decoding sequence grows at most once in B boundaries, so
-        with F free blocks and n decoding it cannot before B x floor(F / n) more steps, each
-        at least min_step long. One with prompt work under way (a colocated instance whose
-        prefills may start decoding) counts from its next boundary."""
-        block = self.block
-        quiet = INF
-        for other in others:
-            if other is gpu or other.idle or not (other.decoding or other.prefilling or other.completing):
-                continue
-            log = other.log
-            pending = log.end_t[-1] if log.end_t else 0
-            if other.prefilling or other.completing or not other.decoding:
-                when = pending
-            else:
-                when = pending + block * ((other.kv_free // block) // other.decoding) * self.min_step[other.index]
-            if when < quiet:
-                quiet = when
-        return quiet
-
-    def _kv_note(self, gpu, t):
-        """Log the blocks in use on `gpu` at t (GpuLog.kv_used; the last entry at t wins)."""
-        used = kv.capacity_blocks(gpu.kv_tokens, self.block) - gpu.kv_free // self.block
-        trace = gpu.log.kv_used
-        if trace and trace[-1][0] == t:
-            trace[-1] = (t, used)
-        elif not trace or trace[-1][1] != used:
-            trace.append((t, used))
-
-    def _admit_kv(self, gpu, t):
-        """`_admit` on demand: the queue's head needs the blocks of what it prefills."""
-        if not gpu.queue:
-            return None
-        rid = gpu.queue[0]
-        need = kv.blocks(self.todo[rid], self.block)
-        if need * self.block > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
-            return None
-        rec = self._pop_queue(gpu, t)
-        gpu.kv_free -= need * self.block
-        gpu.held[rid] = need
-        gpu.seqs += 1
-        if rec.output_tokens > 1:
-            rec.decode_gpu = gpu.index
-        return rec
-
-    def _track(self, gpu, rec, step, context):
-        """Schedule the step where `rec`, attending `context` tokens in `step`, needs a block."""
-        due = kv.grows_at(step, context, gpu.held[rec.id], self.block)
-        if due <= rec.decode_last_step:
-            gpu.grow_at.setdefault(due, []).append(rec.id)
-            self.grow_step[rec.id] = due
-
-    def _finish_decode_step_kv(self, gpu, t):
-        """`_finish_decode_step` on demand: a finished sequence frees its blocks."""
-        step = len(gpu.log.start_t) - 1
-        gpu.context += gpu.decoding
-        done = gpu.finish_at.pop(step, None)
-        if not done:
-            return False
-        records = self.records
-        held = gpu.held
-        for rid in done:
-            rec = records[rid]
-            rec.finish = t
-            gpu.decoding -= 1
-            gpu.context -= rec.prompt_tokens + rec.output_tokens
-            gpu.kv_free += held.pop(rid) * self.block
-            gpu.seqs -= 1
-        return True
-
-    def _grow(self, gpu, t):
-        """Give the sequences that need one more block in the next step theirs, preempting
-        the most recently admitted decoding ones first while they do not fit (kv.victims).
-        Returns True if it preempted (blocks were freed)."""
-        step = len(gpu.log.start_t)
-        growers = gpu.grow_at.pop(step, None)
-        if not growers:
-            return False
-        block = self.block
-        records = self.records
-        preempted = False
-        if len(growers) * block > gpu.kv_free:
-            candidates = [rid for rid in gpu.held if records[rid].decode_first_step >= 0]
-            out = kv.victims(candidates, set(growers), gpu.kv_free // block, gpu.held)
-            for rid in out:
-                self._preempt(gpu, rid, step, t)
-            gone = set(out)
-            growers = [rid for rid in growers if rid not in gone]
-            preempted = True
-        held = gpu.held
-        for rid in growers:
-            held[rid] += 1
-            due = step + block
-            if due <= records[rid].decode_last_step:
-                gpu.grow_at.setdefault(due, []).append(rid)
-                self.grow_step[rid] = due
-        gpu.kv_free -= len(growers) * block
-        return preempted
-
     def _preempt(self, gpu, rid, step, t):
-        """`rid` loses its KV before `step`: its stretch ends, and it re-enters the front of
-        the queue it came from to prefill prompt + the tokens it emitted."""
+        """`rid` loses its KV before `step` (kv_policy on_demand: its instance's growth did not
+        fit): its stretch ends, and it re-enters the front of the queue it came from to
+        prefill prompt + the tokens it emitted."""
         rec = self.records[rid]
         first = rec.decode_first_step
         emitted = self.before.get(rid, 1) + (step - first)
@@ -1158,9 +1097,6 @@ class _Simulation(RoleChanges):
         ending.remove(rid)
         if not ending:
             del gpu.finish_at[rec.decode_last_step]
-        due = gpu.grow_at.get(self.grow_step.pop(rid, None))
-        if due and rid in due:
-            due.remove(rid)
         gpu.decoding -= 1
         gpu.context -= rec.prompt_tokens + emitted
         gpu.kv_free += gpu.held.pop(rid) * self.block
@@ -1177,198 +1113,6 @@ class _Simulation(RoleChanges):
                 heapq.heappush(self.heap, (t, BOUNDARY, taker.index))
                 if taker.role == "prefill":
                     self.prefill_next[taker.index] = t  # (decode GPUs' fast paths stop there)
-
-    def _resume(self, gpu, rec, step, decode_step, context):
-        """`rec`'s new stretch on `gpu` starts with `step`; it decodes in the batch from
-        `decode_step`, attending `context` tokens there. Its stretch emits the tokens it
-        still owes: output - what it emitted before."""
-        rid = rec.id
-        last = step + rec.output_tokens - self.before[rid] - 1
-        rec.decode_gpu = gpu.index
-        rec.decode_first_step = step
-        rec.decode_last_step = last
-        gpu.decoding += 1
-        gpu.context += context
-        gpu.finish_at.setdefault(last, []).append(rid)
-        self._track(gpu, rec, decode_step, context)
-
-    def _colocated_boundary_kv(self, gpu, t):
-        records = self.records
-        block = self.block
-        if gpu.busy:
-            self._finish_decode_step_kv(gpu, t)
-            ended = len(gpu.log.start_t) - 1
-            cache = self.cache
-            for rid in gpu.completing:
-                rec = records[rid]
-                if cache is not None:  # every prefill's end adds its prompt's blocks, a re-prefill's too
-                    cache.insert(gpu.index, rec.hash_ids)
-                gpu.pending -= self.todo[rid]
-                if rec.preemptions:
-                    # A re-prefill emits its next token now: its new stretch starts with this step.
-                    emitted = self.before[rid]
-                    if emitted + 1 == rec.output_tokens:
-                        rec.decode_gpu, rec.decode_first_step, rec.decode_last_step = gpu.index, ended, ended
-                        rec.finish = t
-                        gpu.kv_free += gpu.held.pop(rid) * block
-                        gpu.seqs -= 1
-                        continue
-                    self._resume(gpu, rec, ended, ended + 1, rec.prompt_tokens + emitted + 1)
-                    continue
-                rec.prefill_end = t
-                rec.first_token = t
-                if rec.output_tokens == 1:
-                    rec.finish = t
-                    gpu.kv_free += gpu.held.pop(rid) * block
-                    gpu.seqs -= 1
-                else:
-                    self._start_decoding(gpu, rec)
-                    self._track(gpu, rec, rec.decode_first_step, rec.prompt_tokens + 1)
-            gpu.completing = []
-        self._grow(gpu, t)
-        prefill_tokens = self._take_prompts(gpu, t) if (gpu.queue or gpu.prefilling) else 0
-        self._kv_note(gpu, t)
-        end = self._start_step(gpu, t, prefill_tokens, schedule=False)
-        if end is None:
-            return
-        # As _colocated_boundary; on a queue other GPUs take from too, only until one of them
-        # could preempt (its victim would join this queue).
-        if not prefill_tokens and not gpu.prefilling and not gpu.queue:
-            limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
-            if end < limit and not self.sole_taker[gpu.queue_k]:
-                quiet = self._quiet_until(gpu, self.takers_of[gpu.queue_k])
-                if quiet < limit:
-                    limit = quiet
-            if end < limit:
-                end = self._run_decode_only_kv(gpu, end, limit)
-        if end is not None:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
-
-    def _decode_boundary_kv(self, gpu, t):
-        records = self.records
-        freed = self._finish_decode_step_kv(gpu, t) if gpu.busy else False
-        if gpu.landed:
-            self._join_landed_kv(gpu, t)
-        if gpu.rejoin:
-            self._rejoin(gpu, t)
-        if self._grow(gpu, t):
-            freed = True
-        if freed and self.waiting_reserve:
-            self._reserve_and_send(t)
-        self._kv_note(gpu, t)
-        end = self._start_step(gpu, t, 0, schedule=False)
-        if end is None:
-            return
-        # As _decode_boundary; while a prefill GPU idles, also only until another decode GPU
-        # could preempt (its victim's re-prefill would start there at once and may reserve
-        # room here).
-        if not self.waiting_reserve and not self.moving:
-            limit = min(self.prefill_next)
-            if self.next_plan < limit:
-                limit = self.next_plan
-            if any(g.idle for g in self.prefill_gpus):
-                if self.next_arrival < limit:
-                    limit = self.next_arrival
-                quiet = self._quiet_until(gpu, self.decode_gpus)
-                if quiet < limit:
-                    limit = quiet
-            if self.landings and self.landings[0] < limit:
-                limit = self.landings[0]
-            if self.link_wake < limit:
-                limit = self.link_wake
-            if end < limit:
-                end = self._run_decode_only_kv(gpu, end, limit)
-        if end is not None:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
-
-    def _join_landed_kv(self, gpu, t):
-        """`_join_landed` on demand: a re-prefill's KV resumes its stretch; each grows from here."""
-        records = self.records
-        first_at_decode = self.fleet.first_token == "decode"
-        step = len(gpu.log.start_t)
-        for rid in gpu.landed:
-            rec = records[rid]
-            if rec.preemptions:
-                self._resume(gpu, rec, step, step, rec.prompt_tokens + self.before[rid])
-                continue
-            if first_at_decode:
-                rec.first_token = t
-            self._start_decoding(gpu, rec)
-            self._track(gpu, rec, step, rec.prompt_tokens + 1)
-        gpu.landed = []
-
-    def _run_decode_only_kv(self, gpu, t, limit):
-        """`_run_decode_only` on demand: blocks grow as in `_grow`; a boundary that would
-        preempt is handed back to the heap (returned) before anything of it is applied."""
-        if t > self.time_cap:
-            return t  # as in _run_decode_only
-        log = gpu.log
-        starts, ends = log.start_t, log.end_t
-        seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
-        finish_at = gpu.finish_at
-        grow_at = gpu.grow_at
-        held = gpu.held
-        block = self.block
-        records = self.records
-        step_t = gpu.step_t
-        cap = self.time_cap
-        budget = MAX_STEPS - self.steps
-        decoding = gpu.decoding
-        context = gpu.context
-        step = len(starts) - 1
-        taken = 0
-        while True:
-            nxt = step + 1
-            growers = grow_at.get(nxt)
-            done = finish_at.get(step)
-            if growers:
-                free = gpu.kv_free // block
-                if done:
-                    free += sum(held[rid] for rid in done)
-                if len(growers) > free:
-                    gpu.decoding, gpu.context = decoding, context
-                    self.steps += taken
-                    return t
-            context += decoding
-            if done:
-                del finish_at[step]
-                for rid in done:
-                    rec = records[rid]
-                    rec.finish = t
-                    decoding -= 1
-                    context -= rec.prompt_tokens + rec.output_tokens
-                    gpu.kv_free += held.pop(rid) * block
-                    gpu.seqs -= 1
-                if not decoding:
-                    gpu.decoding, gpu.context = 0, context
-                    gpu.idle, gpu.busy = True, False
-                    self.steps += taken
-                    self._kv_note(gpu, t)
-                    return None
-            if growers:
-                del grow_at[nxt]
-                for rid in growers:
-                    held[rid] += 1
-                    due = nxt + block
-                    if due <= records[rid].decode_last_step:
-                        grow_at.setdefault(due, []).append(rid)
-                        self.grow_step[rid] = due
-                gpu.kv_free -= len(growers) * block
-            if done or growers:
-                self._kv_note(gpu, t)
-            end = t + step_t(decoding, context, 0)
-            starts.append(t)
-            ends.append(end)
-            seqs_col.append(decoding)
-            prefill_col.append(0)
-            context_col.append(context)
-            taken += 1
-            step = nxt
-            t = end
-            if end >= limit or end > cap or taken >= budget:
-                gpu.decoding, gpu.context = decoding, context
-                self.steps += taken
-                return end
 
 
 def _float_ticks(seconds):

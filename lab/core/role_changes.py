@@ -12,7 +12,6 @@ attribute is a slot of `_Simulation` (engine.py), which keeps the event loop.
 import heapq
 import math
 
-from . import kv
 from .events import BOUNDARY, INF, PLAN
 from .planner import busy_in_window, pick_mover, schedule_moves, utilization, utilization_move
 
@@ -116,24 +115,18 @@ class RoleChanges:
         over at a step boundary (their KV rejoins the decode pool's admission, first in line).
         On demand it serves as a decode instance does until then, growing and preempting, and
         the hand-over frees all its blocks."""
-        on_demand = self.on_demand
+        policy = self.kv_policy
         if gpu.busy:
-            if on_demand:
-                self._finish_decode_step_kv(gpu, t)
-            else:
-                self._finish_decode_step(gpu, t)
+            self._finish_decode_step(gpu, t)
         if gpu.seqs > gpu.decoding + len(gpu.landed) + len(gpu.rejoin):
             # KV reserved before the decision is still on the link: keep serving until it lands.
             if gpu.landed:
-                if on_demand:
-                    self._join_landed_kv(gpu, t)
-                else:
-                    self._join_landed(gpu, t)
+                self._join_landed(gpu, t)
             if gpu.rejoin:
                 self._rejoin(gpu, t)
-            if on_demand:
-                self._grow(gpu, t)  # a victim re-enters the prefill queue; nothing reserves here
-                self._kv_note(gpu, t)
+            if gpu.grow_at:
+                policy.grow(gpu, t)  # a victim re-enters the prefill queue; nothing reserves here
+            policy.note(gpu, t)
             self._start_step(gpu, t, 0)
             return
         records = self.records
@@ -155,14 +148,12 @@ class RoleChanges:
             self.moved[rid] = (gpu.index, emitted)
             rec.decode_first_step = rec.decode_last_step = -1
         self.waiting_reserve.extendleft((rid, t, None) for rid in sorted(handed, reverse=True))
-        gpu.kv_free, gpu.seqs, gpu.decoding, gpu.context = gpu.kv_tokens, 0, 0, 0
+        gpu.seqs, gpu.decoding, gpu.context = 0, 0, 0
         gpu.finish_at, gpu.landed, gpu.rejoin = {}, [], []
-        if on_demand:  # every block it held is freed; the sequences take blocks where they land
-            for rid in handed:
-                self.grow_step.pop(rid, None)
-            gpu.held, gpu.grow_at = {}, {}
-            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, self.block) * self.block
-            self._kv_note(gpu, t)
+        for rid in handed:  # every unit it held is freed; the sequences take theirs where they land
+            policy.forget(rid)
+        policy.clear(gpu)
+        policy.note(gpu, t)
         gpu.busy = False
         self._start_switch(gpu, t)
         self._reserve_and_send(t)
@@ -170,24 +161,14 @@ class RoleChanges:
     def _rejoin(self, gpu, t):
         """Moved sequences whose KV arrived: they decode on from the tokens they have."""
         records = self.records
-        next_step = len(gpu.log.start_t)
         for rid in gpu.rejoin:
             rec = records[rid]
             _, emitted = self.moved.pop(rid)
             if emitted == 0:  # moved before it joined anywhere: its first token is now, as on landing
                 rec.first_token = t
                 emitted = 1
-            if self.on_demand:  # its blocks were taken at reservation; it grows from here
-                self.before[rid] = emitted
-                self._resume(gpu, rec, next_step, next_step, rec.prompt_tokens + emitted)
-                continue
-            last = next_step + rec.output_tokens - emitted - 1
-            rec.decode_gpu = gpu.index
-            rec.decode_first_step = next_step
-            rec.decode_last_step = last
-            gpu.decoding += 1
-            gpu.context += rec.prompt_tokens + emitted
-            gpu.finish_at.setdefault(last, []).append(rid)
+            self.before[rid] = emitted  # its KV was taken at reservation; on demand it grows from here
+            self._decode_from(gpu, rec, emitted, rec.prompt_tokens + emitted)
         gpu.rejoin = []
 
     def _start_switch(self, gpu, t):
@@ -213,11 +194,9 @@ class RoleChanges:
         gpu.log.roles.append((t, role))
         self.boundary[gpu.index] = self.handlers[role]
         # Its KV room is its new role's (a per-GPU prefix cache's share is a prefill
-        # instance's), all free; on demand it holds no block.
-        gpu.kv_tokens = gpu.kv_free = self.role_kv[role]
-        if self.on_demand:
-            gpu.kv_free = kv.capacity_blocks(gpu.kv_tokens, self.block) * self.block
-            gpu.held, gpu.grow_at = {}, {}
+        # instance's), all free: it holds nothing.
+        gpu.kv_tokens = self.role_kv[role]
+        self.kv_policy.clear(gpu)
         if self.cache is not None and role == "prefill":
             self.cache.join(gpu.index)
         if role == "prefill":
