@@ -537,10 +537,11 @@ def test_every_attribute_the_simulation_sets_is_one_of_its_slots():
 
     from lab.core import engine
 
-    from lab.core import role_changes
-
-    # (the planner's handlers live in role_changes.RoleChanges, which _Simulation mixes in)
-    source = inspect.getsource(engine._Simulation) + inspect.getsource(role_changes.RoleChanges)
-    assert role_changes.RoleChanges.__slots__ == ()
+    # (the arrival, batch-forming and planner handlers live in the classes _Simulation mixes
+    # in: arrivals.Arrivals, batching.Batching, role_changes.RoleChanges; none has slots)
+    mixins = [cls for cls in engine._Simulation.__mro__[1:] if cls is not object]
+    assert [cls.__name__ for cls in mixins] == ["Arrivals", "Batching", "RoleChanges"]
+    source = inspect.getsource(engine._Simulation) + "".join(inspect.getsource(cls) for cls in mixins)
+    assert all(cls.__slots__ == () for cls in mixins)
     assigned = set(re.findall(r"self\.(\w+)\s*(?:=|\+=|-=)(?!=)", source))
     assert assigned <= set(engine._Simulation.__slots__), sorted(assigned - set(engine._Simulation.__slots__))

@@ -7,7 +7,11 @@ every chunk that becomes ready at that time), then the planner's (`fleet.planner
 instances that finished reloading join their new pool, by GPU index, then a planning
 moment decides), so the order is fully determined by the scenario. The layer-wise link
 itself lives in `link.py`; the planner's rules in `planner.py` and its handlers (an
-instance's move: drain, hand-over, reload, join) in `role_changes.py`.
+instance's move: drain, hand-over, reload, join) in `role_changes.py`; arrivals (queues,
+routing, early rejection) in `arrivals.py`; what a step prefills (admission, whole prompts
+or chunks) in `batching.py`; what a sequence holds in KV in `kv_policy.py` (the run's
+policy, which every handler here calls); a run's cut and its times back in seconds in
+`run_end.py`.
 
 Time is whole picosecond ticks throughout the loop (docs/model.md "Time base", ticks.py): a
 step's end is its start + `cost.step_ticks(...)`, exact arithmetic on whole numbers, so
@@ -15,7 +19,7 @@ any order of adding a stretch's steps gives the same end. They are floats in a r
 stays under 2**52 ticks (`FLOAT_TICKS_BELOW`: exact there, and cheaper), ints beyond. Seconds become ticks once where they enter
 (`__init__`: arrivals, the cap; `_reserve_and_send`: wire times; `_pop_queue`: prefix
 fetches; the planner's moments) and the Result's per-request times are turned back into
-seconds at the end (`_in_seconds`); its step columns stay ticks (`GpuLog.start_t`,
+seconds at the end (`run_end.in_seconds`); its step columns stay ticks (`GpuLog.start_t`,
 `end_t`), their seconds made only when read (result.py).
 
 Bookkeeping per step is O(1): a GPU keeps the number of decoding sequences and the sum
@@ -32,15 +36,17 @@ import gc
 import heapq
 from collections import deque
 
-from . import admission
 from . import kv_policy
+from .arrivals import Arrivals
+from .batching import Batching
 from .cost import pool_costs
 from .events import ARRIVAL, BOUNDARY, INF, LANDED, LINK, PLAN
 from .link import FifoWire, stream_alone
-from .policies import DECODE_PICKS, Router, bound_queues, prefill_slice, queue_plan
+from .policies import DECODE_PICKS
 from .prefix_cache import build_cache, kv_taken_tokens
 from .result import GpuLog, RequestRecord, Result, Transfer
 from .role_changes import RoleChanges
+from .run_end import cut_at, cut_kv_logs, in_seconds
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 from .workload import generate_requests
 
@@ -126,8 +132,7 @@ def simulate(scenario, requests=None):
     return simulation.run()
 
 
-
-class _Simulation(RoleChanges):
+class _Simulation(Arrivals, Batching, RoleChanges):
     # Slots, not a __dict__: CPython 3.11 keeps `self.x` fast for a dict only while the class
     # has at most 30 attribute names (its shared-keys limit; a 30th cost 5% more instructions
     # per run, valgrind on benchmarks/scenarios.py's disagg-4p4d), and each mechanism adds
@@ -162,7 +167,7 @@ class _Simulation(RoleChanges):
         # (its first prefill's is rec.prefix_hit_tokens; a re-prefill looks the cache up again).
         self.skip = [0] * len(self.records)
         # Time inside the run is integer ticks (ticks.py), converted once here and back to
-        # seconds in the Result (_in_seconds). A record's arrival becomes the tick it arrives at.
+        # seconds in the Result (run_end.in_seconds). A record's arrival becomes the tick it arrives at.
         wl = scenario.workload
         last_arrival = requests[-1][0] if requests else 0.0
         arrivals_end = wl.duration_s if wl.duration_s is not None and wl.trace is None else last_arrival
@@ -251,61 +256,6 @@ class _Simulation(RoleChanges):
         self.before = {}  # request id -> tokens it emitted before its current stretch (preempted, moved)
         self.src = {}  # request id -> the GPU of its latest re-prefill (split fleet)
 
-    def _plan_queues(self, scenario):
-        """The FIFO queues prompts wait in and which instances take from each (policies.py)."""
-        fleet = self.fleet
-        self.takers = takers = self.prefill_gpus or self.gpus  # the instances that take prompts
-        long_instances = 0
-        if fleet.dispatch == "length_split":
-            long_instances = fleet.long_gpus // scenario.pools()[0].tp
-        plan = queue_plan(fleet.dispatch, len(takers), long_instances)
-        self.queues = [deque() for _ in range(max(plan) + 1)]  # request ids waiting for prefill
-        self.queued_tokens = [0] * len(self.queues)  # prompt tokens waiting in each
-        self.takers_of = [[] for _ in self.queues]
-        for gpu, k in zip(takers, plan):
-            gpu.queue, gpu.queue_k = self.queues[k], k
-            self.takers_of[k].append(gpu)
-        # With one queue there is nothing to route (dispatch queue): no call per arrival.
-        self.route = Router(fleet.dispatch, len(takers), fleet.long_prompt_tokens).route if len(self.queues) > 1 else None
-        self.queue_next = self.queue_arrivals = None  # (_plan_arrivals)
-
-    def _plan_arrivals(self):
-        """Colocated, with a rule that binds each prompt at arrival from its order and length
-        alone (round_robin, length_split): each queue's arrival times, so that an instance's
-        decode-only run-ahead stops only at the arrivals that join its own queue (the rest
-        touch other instances only). `queue_next[k]`: the next arrival into queue k."""
-        if self.route is None or self.fleet.layout != "colocated":
-            return
-        arriving = [rec for rec in self.records if not rec.dropped]
-        queues = bound_queues(self.fleet.dispatch, len(self.takers), self.fleet.long_prompt_tokens,
-                              [rec.prompt_tokens for rec in arriving])
-        if queues is None:
-            return
-        times = [deque() for _ in self.queues]
-        for rec, k in zip(arriving, queues):
-            times[k].append(self.arrival_t[rec.id])
-        self.queue_arrivals = times
-        self.queue_next = [q[0] if q else INF for q in times]
-
-    def _plan_admission(self, scenario):
-        """Early rejection (admission.py): each queue's prefill rate and the transfer term,
-        worked out once; arrivals then go through `_arrive_admitting` (run() picks it). Off, nothing here runs."""
-        fleet = self.fleet
-        self.queue_rates = [0.0] * len(self.takers_of)
-        for k in range(len(self.takers_of)):
-            self._rate_of(k)
-        self.ttft_target = scenario.slo.ttft_s
-        link = fleet.link
-        self.transfer_args = None  # colocated, or first_token prefill: no transfer before the first token
-        if fleet.layout == "disaggregated" and fleet.first_token == "decode":
-            self.transfer_args = (self.kv_bytes, link.gbytes_per_s, link.layerwise, self.layers)
-
-    def _rate_of(self, k):
-        """Queue k's prefill rate from the instances taking from it now: with a planner an
-        instance leaves the count when it starts draining and enters it when it joins."""
-        takers = self.takers_of[k]
-        step_s = self.takers[0].cost.step_s  # the prompt takers are one pool: one cost
-        self.queue_rates[k] = admission.prefill_rate(len(takers), step_s, admission.step_tokens(self.fleet))
 
     # ------------------------------------------------------------------ loop
 
@@ -357,8 +307,8 @@ class _Simulation(RoleChanges):
         if self.wire is not None:
             self.wire.serve(INF)  # a cut run: chunks still waiting get their places as if it went on
         if self.capped:
-            _cut_at(self.gpus, self.records, stop)  # (its logs lose steps: their `busy_t` adds up those kept)
-            _cut_kv_logs(self.gpus, stop)  # (empty under reserve)
+            cut_at(self.gpus, self.records, stop)  # (its logs lose steps: their `busy_t` adds up those kept)
+            cut_kv_logs(self.gpus, stop)  # (empty under reserve)
             end_time = stop
         else:
             for gpu in self.gpus:
@@ -366,7 +316,7 @@ class _Simulation(RoleChanges):
                 log.busy_ticks = log.end_t[-1] - log.start_t[0] - gpu.gap_ticks if log.end_t else 0
             end_time = max((g.log.end_t[-1] for g in self.gpus if g.log.end_t), default=0)
             end_time = stop = max(end_time, self.arrivals_end)
-        _in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
+        in_seconds(self.records, [g.log for g in self.gpus], self.transfers, self.floats)
         end_s = max(end_time / TICKS_PER_S, self.arrivals_end_s)
         stopped_s = stop / TICKS_PER_S if self.capped else end_s
         result = Result(
@@ -397,102 +347,6 @@ class _Simulation(RoleChanges):
                 rec.dropped = f"needs {need:,} {policy.unit_words}; {_holder(holder)} holds {room:,}"
             elif rec.prompt_tokens > most_prompt:
                 rec.dropped = f"needs {rec.prompt_tokens:,} KV tokens; {_holder(prefill)} holds {most_prompt:,}"
-
-    def _push_next_arrival(self, index):
-        records = self.records
-        n = len(records)
-        while index < n and records[index].dropped:
-            index += 1
-        if index < n:
-            self.next_arrival = self.arrival_t[index]
-            heapq.heappush(self.heap, (self.next_arrival, ARRIVAL, index))
-        else:
-            self.next_arrival = float("inf")
-
-    def _arrive(self, rid, t):
-        rec = self.records[rid]
-        self._join(rid, self._route(rec), rec.prompt_tokens, t)
-
-    def _route(self, rec):
-        """The queue an arriving prompt joins (policies.py; with one queue, queue 0)."""
-        if self.route is None:
-            return 0
-        if self.fleet.dispatch == "cache_affinity":
-            return self.route(rec.prompt_tokens, self._loads, lambda: self._cached_runs(rec.hash_ids))
-        k = self.route(rec.prompt_tokens, self._loads)
-        if self.queue_next is not None:
-            times = self.queue_arrivals[k]
-            times.popleft()  # this arrival, which _plan_arrivals bound to queue k
-            self.queue_next[k] = times[0] if times else INF
-        return k
-
-    def _arrive_admitting(self, rid, t):
-        """`_arrive` with early rejection: routed as ever, then admitted or turned away."""
-        rec = self.records[rid]
-        prompt = rec.prompt_tokens
-        k = self._route(rec)
-        ahead = self.queued_tokens[k]
-        for gpu in self.takers_of[k]:
-            ahead += gpu.pending
-        transfer = 0.0 if self.transfer_args is None else admission.transfer_s(prompt, *self.transfer_args)
-        rec.predicted_ttft_s = predicted = admission.predicted_ttft_s(ahead, prompt, self.queue_rates[k], transfer)
-        if admission.rejects(predicted, self.ttft_target):
-            rec.rejected = True
-            self._push_next_arrival(rid + 1)
-            return
-        self._join(rid, k, prompt, t)
-
-    def _join(self, rid, k, prompt, t):
-        """The arrived request waits in queue k."""
-        self.queues[k].append(rid)
-        self.queued_tokens[k] += prompt
-        self._push_next_arrival(rid + 1)
-        # Wake the idle instances that take from this queue; each checks it at its boundary.
-        for gpu in self.takers_of[k]:
-            if gpu.idle:
-                gpu.idle = False
-                heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
-
-    def _cached_runs(self, hash_ids):
-        """cache_affinity's snapshot: each prompt-taking instance's cached leading blocks of `hash_ids`."""
-        cache = self.cache
-        if cache is None or not hash_ids:
-            return [0] * len(self.takers)
-        return [cache.caches[g.index].leading_run(hash_ids) for g in self.takers]
-
-    def _loads(self):
-        """least_loaded's snapshot: each instance's queued prompt tokens + the context it runs."""
-        return [q + g.pending + g.context for q, g in zip(self.queued_tokens, self.takers)]
-
-    def _pop_queue(self, gpu, t):
-        """Take the head of `gpu`'s queue (None if empty): it is admitted there and its prefill
-        starts at t. A prefill instance holds no KV for it, so it always fits there."""
-        queue = gpu.queue
-        if not queue:
-            return None
-        rec = self.records[queue.popleft()]
-        prompt = self.todo[rec.id]
-        self.queued_tokens[gpu.queue_k] -= prompt
-        gpu.pending += prompt
-        hit = fetch = 0
-        if self.cache is not None and rec.hash_ids:
-            # Every prefill looks the cache up, a re-prefill too (docs/model.md "KV on demand"): its
-            # prompt's blocks, which its own first prefill may have inserted; the tokens it
-            # emitted are never cached, so they are always computed.
-            hit, fetch = self.cache.lookup(gpu.index, rec.hash_ids, rec.prompt_tokens, prompt)
-            self.skip[rec.id] = hit
-            gpu.fetch += self.tick(fetch)  # each prompt's fetch rounded once
-        if rec.preemptions:  # a re-prefill: its first prefill's GPU, start and hit stay (TTFT's)
-            gpu.log.readmitted.append((len(gpu.log.start_t), rec.id, prompt, prompt - hit))
-            self.src[rec.id] = gpu.index
-            return rec
-        rec.prefill_gpu = gpu.index
-        rec.prefill_start = t
-        if hit:
-            rec.prefix_hit_tokens = hit
-            if fetch:
-                rec.prefix_fetch_s = fetch
-        return rec
 
     def _start_step(self, gpu, t, prefill_tokens, schedule=True):
         """Log a step beginning at t and (if `schedule`) put its end on the heap.
@@ -757,122 +611,6 @@ class _Simulation(RoleChanges):
                 self.steps += step - first
                 return end
 
-    def _admit(self, gpu, t):
-        """Move the queue's head onto `gpu` if its KV (kv_policy.py) and a batch slot fit; FIFO,
-        no skipping."""
-        if not gpu.queue:
-            return None
-        rid = gpu.queue[0]
-        rec = self.records[rid]
-        units = self.kv_policy.units(rec, self.todo[rid])
-        need = units * self.block
-        if need > gpu.kv_free or gpu.seqs >= self.fleet.max_batch_seqs:
-            return None
-        self._pop_queue(gpu, t)
-        gpu.kv_free -= need
-        gpu.held[rid] = units
-        gpu.seqs += 1
-        if rec.output_tokens > 1:
-            rec.decode_gpu = gpu.index  # colocated: the GPU that prefills also decodes
-        return rec
-
-    def _take_prompts(self, gpu, t):
-        """Prompt work for the next colocated step: whole prompts, or a chunk budget."""
-        chunk = self.fleet.chunk_tokens
-        if chunk is None:
-            return self._take_whole(gpu, t, self.admit)
-        return self._take_chunks(gpu, t, chunk, self.admit)
-
-    def _take_whole(self, gpu, t, admit):
-        """Whole queued prompts up to prefill_batch_tokens (at least one) for the next step."""
-        budget = self.fleet.prefill_batch_tokens
-        queue = gpu.queue
-        records = self.records
-        completing = gpu.completing
-        attention = self.attention
-        cache = self.cache
-        taken = 0
-        todo = self.todo
-        while queue:
-            if taken:
-                head = queue[0]
-                need = todo[head]  # the tokens it would compute: what its cache lacks
-                if cache is not None and records[head].hash_ids:
-                    need -= cache.peek(gpu.index, records[head].hash_ids, records[head].prompt_tokens, need)
-                if taken + need > budget:
-                    break
-            rec = admit(gpu, t)
-            if rec is None:
-                break
-            skip = self.skip[rec.id]
-            own = todo[rec.id] - skip
-            taken += own
-            completing.append(rec.id)
-            if attention:
-                gpu.pieces.append((own, skip))
-        return taken
-
-    def _take_chunks(self, gpu, t, chunk, admit):
-        """At most `chunk` prompt tokens: the prompts under way first, in admission order, then
-        newly admitted ones, each its `prefill_slice` (docs/model.md "Chunked prefill and partial
-        prefills"). Without `long_prefill_tokens` only one prompt is ever under way."""
-        long_tokens = self.fleet.long_prefill_tokens
-        if long_tokens is None:
-            return self._take_whole_chunks(gpu, t, chunk, admit)
-        budget = chunk
-        completing = gpu.completing
-        kept = []
-        for item in gpu.prefilling:
-            if budget:
-                budget -= self._take_piece(gpu, item, budget, long_tokens)
-            if item[1]:
-                kept.append(item)
-            else:
-                completing.append(item[0])
-        while budget:
-            rec = admit(gpu, t)
-            if rec is None:
-                break
-            item = [rec.id, self.todo[rec.id] - self.skip[rec.id]]  # a cached head is not computed
-            budget -= self._take_piece(gpu, item, budget, long_tokens)
-            if item[1]:
-                kept.append(item)
-            else:
-                completing.append(rec.id)
-        gpu.prefilling = kept
-        return chunk - budget
-
-    def _take_whole_chunks(self, gpu, t, chunk, admit):
-        """`_take_chunks` without a cap: `prefill_slice` is then min(left, budget), so the one
-        prompt under way takes all it can before the next is admitted. Written out here
-        because it runs on every step of a chunked fleet (the default path's speed)."""
-        budget = chunk
-        prefilling = gpu.prefilling
-        while budget > 0:
-            if not prefilling:
-                rec = admit(gpu, t)
-                if rec is None:
-                    break
-                prefilling.append([rec.id, self.todo[rec.id] - self.skip[rec.id]])
-            item = prefilling[0]
-            take = item[1] if item[1] <= budget else budget
-            if self.attention:
-                gpu.pieces.append((take, self.todo[item[0]] - item[1]))
-            item[1] -= take
-            budget -= take
-            if item[1] == 0:
-                prefilling.pop(0)
-                gpu.completing.append(item[0])
-        return chunk - budget
-
-    def _take_piece(self, gpu, item, budget, long_tokens):
-        """Move one prompt under way ([request id, tokens left]) on by its slice of `budget`."""
-        prompt = self.todo[item[0]]
-        take = prefill_slice(prompt, item[1], budget, long_tokens)
-        if self.attention:
-            gpu.pieces.append((take, prompt - item[1]))
-        item[1] -= take
-        return take
 
     # --------------------------------------------------------- disaggregated
 
@@ -1120,46 +858,6 @@ def _float_ticks(seconds):
     return float(round(seconds * 1e12))
 
 
-def _in_seconds(records, logs, transfers, floats):
-    """A run's per-request times, ticks until now, as seconds (ticks.py: ticks / 10**12,
-    correctly rounded: a whole-number float under 2**53 divided by the float 1e12, or an int
-    by the int 10**12): records, transfers, roles, KV traces, fetches. The step columns stay
-    ticks: the Result's GpuLog makes their seconds only if something reads them."""
-    per = 1e12 if floats else TICKS_PER_S  # (float / float skips an int's conversion)
-    for rec in records:
-        if rec.prefill_start is not None:
-            rec.prefill_start /= per
-        if rec.prefill_end is not None:
-            rec.prefill_end /= per
-        if rec.first_token is not None:
-            rec.first_token_t = rec.first_token  # (kept: metrics take its gaps in ticks)
-            rec.first_token /= per
-        if rec.finish is not None:
-            rec.finish /= per
-    for log in logs:
-        log.roles = [(t / per, role) for t, role in log.roles]
-        if log.kv_used:
-            log.kv_used = [(t / per, used) for t, used in log.kv_used]
-        if log.fetch_s:
-            log.fetch_s = {j: t / per for j, t in log.fetch_s.items()}
-    for tr in transfers:
-        tr.ready /= per
-        tr.reserved /= per
-        tr.start /= per
-        tr.end /= per
-        tr.layer_s /= per
-        if tr.layer_starts is not None:
-            tr.layer_starts = [t / per for t in tr.layer_starts]
-
-
-def _compacted(logs, floats):
-    """The run's logs, compacted when they are big enough to be worth it (COMPACT_STEPS)."""
-    if sum(len(log) for log in logs) >= COMPACT_STEPS:
-        for log in logs:
-            log.compact(GpuLog.COLUMN_TYPES if floats else GpuLog.TICK_COLUMN_TYPES)
-    return logs
-
-
 def _holder(gpu):
     """Who holds a request's KV, for drop reasons: "a GPU", "a decode GPU", "an instance
     (2 x h100)", "a prefill instance (2 x h100)"."""
@@ -1169,36 +867,9 @@ def _holder(gpu):
     return f"{'an' if not role else 'a'} {role}instance ({gpu.log.tp} x {gpu.log.gpu_type})"
 
 
-def _cut_at(gpus, records, stop):
-    """A run cut short ends at `stop`: steps still running then never completed.
-
-    GPUs that ran ahead on the fast path may have logged (and applied) steps past a
-    step-bound stop; those are undone here so the result reads as of `stop`.
-    """
-    for gpu in gpus:
-        log = gpu.log
-        keep = len(log.end_t)
-        while keep and log.end_t[keep - 1] > stop:
-            keep -= 1
-        for column in (log.start_t, log.end_t, log.decode_seqs, log.prefill_tokens, log.context_tokens):
-            del column[keep:]
-        for extra in (log.attention_args, log.fetch_s):
-            for j in [j for j in extra if j >= keep]:
-                del extra[j]
-    for rec in records:
-        if rec.finish is not None and rec.finish > stop:
-            rec.finish = None
-        if rec.first_token is not None and rec.first_token > stop:
-            rec.first_token = None
-        if rec.prefill_end is not None and rec.prefill_end > stop:
-            rec.prefill_end = None
-
-
-def _cut_kv_logs(gpus, stop):
-    """on_demand's logs of a run cut at `stop`: nothing after it."""
-    for gpu in gpus:
-        log = gpu.log
-        steps = len(log.start_t)
-        log.kv_used[:] = [(t, used) for t, used in log.kv_used if t <= stop]
-        log.preempted[:] = [(j, rid) for j, rid in log.preempted if j <= steps]
-        log.readmitted[:] = [item for item in log.readmitted if item[0] < steps]
+def _compacted(logs, floats):
+    """The run's logs, compacted when they are big enough to be worth it (COMPACT_STEPS)."""
+    if sum(len(log) for log in logs) >= COMPACT_STEPS:
+        for log in logs:
+            log.compact(GpuLog.COLUMN_TYPES if floats else GpuLog.TICK_COLUMN_TYPES)
+    return logs

@@ -1,5 +1,5 @@
 """KV memory policies (`fleet.kv_policy`): what a sequence holds on an instance, and what an
-instance does when it runs out (README "KV on demand").
+instance does when it runs out (docs/model.md "KV on demand").
 
 Each policy is one object with one interface, which the engine's single set of handlers
 calls (engine.py). The engine keeps, per instance, `kv_free` (KV tokens not held),
