@@ -33,8 +33,8 @@ step that admitted it (`_prefill_step_s`). With the cache off `self.cache` is No
 """
 
 import gc
-import heapq
 from collections import deque
+from heapq import heappop, heappush
 
 from . import kv_policy
 from .arrivals import Arrivals
@@ -270,7 +270,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         if self.planner is not None:
             self._plan_start()
         gpus = self.gpus
-        pop = heapq.heappop
+        pop = heappop
         cap = self.time_cap
         events = 0
         arrive = self._arrive if self.fleet.admission is None else self._arrive_admitting
@@ -375,7 +375,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         log.context_tokens.append(gpu.context)
         self.steps += 1
         if schedule:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+            heappush(self.heap, (end, BOUNDARY, gpu.index))
         return end
 
     def _prefill_step_s(self, gpu, log, prefill_tokens):
@@ -448,7 +448,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             limit = self.next_arrival if self.queue_next is None else self.queue_next[gpu.queue_k]
             end = self._run_decode_only(gpu, t, limit)
             if end is not None:
-                heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+                heappush(self.heap, (end, BOUNDARY, gpu.index))
             return
         records = self.records
         grows = self.kv_grows
@@ -502,7 +502,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             if end < limit:
                 end = self._run_decode_only(gpu, end, limit)
         if end is not None:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+            heappush(self.heap, (end, BOUNDARY, gpu.index))
 
     def _run_decode_only(self, gpu, t, limit):
         """Fast path: take a GPU's decode-only steps without the event heap.
@@ -526,20 +526,19 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         ones free theirs). A boundary whose growth does not fit would preempt: it is handed
         back (t returned) before anything of it is applied.
         """
-        if t > self.time_cap:
+        cap = self.time_cap
+        if t > cap:
             return t  # a boundary after the cap is the heap's: popping it stops the run there
         log = gpu.log
         starts, ends = log.start_t, log.end_t
         seqs_col, prefill_col, context_col = log.decode_seqs, log.prefill_tokens, log.context_tokens
         finish_at = gpu.finish_at
-        records = self.records
         line = gpu.decode_line
-        step_t = gpu.step_t
-        cap = self.time_cap
         decoding = gpu.decoding
         context = gpu.context
         if not line:
             a = b = floor = slope = 0
+            step_t = gpu.step_t
         elif gpu.line_seqs == decoding:  # (at 128 GPUs most calls take one step: no call for it)
             a, b, floor, slope = gpu.line_abf
         else:
@@ -574,6 +573,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             context += decoding
             done = finish_at.pop(step, None)
             if done:
+                records = self.records
                 held = gpu.held
                 block = self.block
                 for rid in done:
@@ -723,15 +723,15 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             self._schedule_landing(tr)
 
     def _schedule_landing(self, tr):
-        heapq.heappush(self.heap, (tr.end, LANDED, tr.request))
-        heapq.heappush(self.landings, tr.end)
+        heappush(self.heap, (tr.end, LANDED, tr.request))
+        heappush(self.landings, tr.end)
 
     def _wake_link(self):
         """Give the fifo wire a turn when its earliest waiting chunk becomes ready."""
         when = self.wire.next_ready()
         if when < self.link_wake:
             self.link_wake = when
-            heapq.heappush(self.heap, (when, LINK, 0))
+            heappush(self.heap, (when, LINK, 0))
 
     def _link_turn(self, t):
         """Place the chunks whose order on the fifo wire can no longer change."""
@@ -749,7 +749,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         self._wake_link()
 
     def _land(self, rid, t):
-        heapq.heappop(self.landings)
+        heappop(self.landings)
         rec = self.records[rid]
         gpu = self.gpus[rec.decode_gpu]
         if self.moved and rid in self.moved:
@@ -758,7 +758,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             gpu.landed.append(rid)
         if gpu.idle:
             gpu.idle = False
-            heapq.heappush(self.heap, (t, BOUNDARY, gpu.index))
+            heappush(self.heap, (t, BOUNDARY, gpu.index))
 
     def _join_landed(self, gpu, t):
         """Prompts whose KV has landed join the batch: from the next step on they decode (a
@@ -817,7 +817,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             if end < limit:
                 end = self._run_decode_only(gpu, end, limit)
         if end is not None:
-            heapq.heappush(self.heap, (end, BOUNDARY, gpu.index))
+            heappush(self.heap, (end, BOUNDARY, gpu.index))
 
     def _preempt(self, gpu, rid, step, t):
         """`rid` loses its KV before `step` (kv_policy on_demand: its instance's growth did not
@@ -848,7 +848,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         for taker in self.takers_of[k]:
             if taker.idle:
                 taker.idle = False
-                heapq.heappush(self.heap, (t, BOUNDARY, taker.index))
+                heappush(self.heap, (t, BOUNDARY, taker.index))
                 if taker.role == "prefill":
                     self.prefill_next[taker.index] = t  # (decode GPUs' fast paths stop there)
 

@@ -19,7 +19,8 @@ policy owns:
   in `step`: schedule its growth;
 - `grow(gpu, t)`: at a boundary (called only while `gpu.grow_at` is not empty), give the
   next step's growing sequences their unit, preempting if they do not fit (True if it
-  preempted); `fits` and `grown`, the same two halves for the engine's decode run-ahead;
+  preempted); `give(gpu, step, done)`: the same without preempting, for the engine's
+  decode run-ahead, which hands a boundary where they do not fit back to the heap;
 - `note(gpu, t)`: log the units in use (`GpuLog.kv_used`);
 - `grows`: whether sequences take more KV as they decode (and so may be preempted); the
   engine then calls `grow` and `note` at every boundary, `track` at every stretch's start,
