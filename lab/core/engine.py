@@ -545,15 +545,15 @@ class _Simulation(Arrivals, Batching, RoleChanges):
             a, b, floor, slope = gpu.line_abf = line(decoding)
             gpu.line_seqs = decoding
         first = step = len(starts) - 1  # the step that ends at t
-        last = step + (MAX_STEPS - self.steps or 1)  # where the steps bound stops it (after one step at least)
-        stop = last
+        stop = step + (MAX_STEPS - self.steps or 1)  # where the steps bound stops it (after one step at least)
         if gpu.grow_at:
             due = min(gpu.grow_at)  # the next step in which a sequence needs another block
-            if due <= last:
+            if due <= stop:
                 stop = due - 1
         while True:
             # The boundary at t: the step that just ended emitted a token per sequence.
             if step >= stop:
+                last = first + (MAX_STEPS - self.steps or 1)  # (self.steps is as at the start)
                 if step >= last:
                     gpu.decoding, gpu.context = decoding, context
                     self.steps += step - first
