@@ -107,7 +107,7 @@ class Batching:
 
     def _take_chunks(self, gpu, t, chunk, admit):
         """At most `chunk` prompt tokens: the prompts under way first, in admission order, then
-        newly admitted ones, each its `prefill_slice` (README "Chunked prefill and partial
+        newly admitted ones, each its `prefill_slice` (docs/model.md "Chunked prefill and partial
         prefills"). Without `long_prefill_tokens` only one prompt is ever under way."""
         long_tokens = self.fleet.long_prefill_tokens
         if long_tokens is None:
