@@ -296,6 +296,7 @@ def test_serve_stopped_by_sigterm_exits_cleanly_and_stops_its_workers():
     pytest.importorskip("panel")
     import os
     import signal
+    import time
     import urllib.request
 
     from static_server import free_port
@@ -309,8 +310,12 @@ def test_serve_stopped_by_sigterm_exits_cleanly_and_stops_its_workers():
             assert proc.poll() is None, "lab serve ended before it served"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60) as resp:
             assert resp.status == 200
+        sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
+        # At once: a handler that waited for the loop's next wake-up took 14 s (the test
+        # servers' teardown, 50 s in one CI run).
+        assert time.monotonic() - sent < 5
     finally:
         if proc.poll() is None:
             proc.kill()

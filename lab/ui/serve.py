@@ -134,8 +134,13 @@ def main(argv=None):
     offload.start_pool(args.workers)  # runs go to worker processes: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)
-    # SIGTERM (a service manager, `kill`) ends the server as Ctrl+C does: the worker processes stop too.
-    signal.signal(signal.SIGTERM, lambda *_: server.io_loop.add_callback(server.io_loop.stop))
+    # SIGTERM (a service manager, `kill`) ends the server as Ctrl+C does: the worker processes stop
+    # too. Through the loop's own handler, which wakes it at once (a plain signal handler runs
+    # only once the loop next wakes for something else: seconds later).
+    try:
+        server.io_loop.asyncio_loop.add_signal_handler(signal.SIGTERM, server.io_loop.stop)
+    except (AttributeError, NotImplementedError):  # (Windows: no loop signal handlers)
+        signal.signal(signal.SIGTERM, lambda *_: server.io_loop.add_callback_from_signal(server.io_loop.stop))
     try:
         server.start()
         server.io_loop.start()
