@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from . import fields as F
-from .errors import LabError
+from .errors import LabError, Mistakes
 from .metrics import METRIC_NAMES
 
 __all__ = ["OPS", "MAX_STARS", "MAX_DEBRIEF", "Predicate", "Star", "parse_stars", "evaluate_stars"]
@@ -188,15 +188,20 @@ def parse_stars(items, path="stars"):
     """A tuple of 1..MAX_STARS stars from their JSON list."""
     if not isinstance(items, list):
         raise LabError(path, f"expected a list of 1 to {MAX_STARS} stars, got {F.describe(items)}")
-    if not 1 <= len(items) <= MAX_STARS:
-        raise LabError(path, f"expected 1 to {MAX_STARS} stars, got {len(items)}")
+    mistakes = Mistakes()  # each star's first mistake, not only the first star's (lab check)
     stars = []
     for i, item in enumerate(items):
-        star = Star.from_dict(item, F.join(path, i))
-        for j, other in enumerate(stars):
-            if other.label.casefold() == star.label.casefold():
-                raise LabError(F.join(F.join(path, i), "label"), f"{F.describe(star.label)} is already the label of stars[{j}]; each star needs its own label")
+        star = mistakes.check(lambda: Star.from_dict(item, F.join(path, i)))
+        if star is None:
+            continue
+        same = next((j for j, other in enumerate(stars) if other.label.casefold() == star.label.casefold()), None)
+        if same is not None:
+            mistakes.add(LabError(F.join(F.join(path, i), "label"),
+                                  f"{F.describe(star.label)} is already the label of stars[{same}]; each star needs its own label"))
         stars.append(star)
+    if not 1 <= len(items) <= MAX_STARS:
+        mistakes.add(LabError(path, f"expected 1 to {MAX_STARS} stars, got {len(items)}"))
+    mistakes.raise_any()
     return tuple(stars)
 
 
