@@ -158,6 +158,7 @@ class LabApp:
         self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
+        self._settled = False  # (collector.settle once, after the first run is shown)
         self._finish_pending = None
         self._finish_iter = None  # LabState.finish_steps of the run being finished, a part per turn
         self._paint_awaited = None  # the run (sim_id) whose canvas the page has not said it painted
@@ -388,7 +389,9 @@ class LabApp:
             self.canvas.show_whole_run()  # the overview and the slow steps: after the canvas's paint
             self.plots.update()
             self.twin.update()
-        collector.settle()  # the page is up: what lives now lives as long as the page
+        if not self._settled:  # the page is up: what lives now lives as long as the page
+            self._settled = True
+            collector.settle()
 
     def on_pin(self, which):
         """"Compare with…": pin this fleet or the mission's start; its run follows in a moment."""

@@ -67,8 +67,10 @@ def _page_template():
 def make_apps(missions_dir=None):
     """{route: page function} for pn.serve."""
     import panel as pn
+    from tornado.ioloop import IOLoop
 
     from . import app
+    from .timeline import collector
     from . import hub as hub_module
 
     template = _page_template()
@@ -76,6 +78,8 @@ def make_apps(missions_dir=None):
     def page(view):
         if pn.state.curdoc is not None:
             pn.state.curdoc.template = template
+        # A closed page's objects were frozen with the rest (collector.py): collect them soon.
+        pn.state.on_session_destroyed(lambda _context: collector.thaw_soon(IOLoop.current().call_later))
         return view
 
     def hub():
@@ -100,6 +104,7 @@ def main(argv=None):
     import panel as pn
 
     from .runs import offload
+    from .timeline import collector
     from .pages import get_catalog
     from .browser.page_bridge import guard_location
     from .browser.url_limits import server_options
@@ -131,6 +136,7 @@ def main(argv=None):
         else:
             print(f"error: --port: cannot listen on {args.address}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    collector.serve_pages()  # (many pages' objects: full collections walk only what is new; collector.py)
     offload.start_pool(args.workers)  # runs go to worker processes: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)

@@ -251,6 +251,29 @@ def test_kept_and_unjudged_runs_are_bounded_by_their_steps_too(catalog, monkeypa
     assert state._unjudged == []  # the two replaced runs were over the bound: judged at once
 
 
+def test_a_run_a_worker_measured_is_judged_without_measuring_it_again(catalog, monkeypatch):
+    """A run replaced before its finish, whose kept entry then went (big runs: MAX_HELD_STEPS),
+    is judged by the stars its worker measured: the loop does not measure it again (at the
+    page's bound that took 2 s of the loop, every page waiting)."""
+    from lab.ui import state as state_module
+
+    state = LabState.from_query(catalog, f"?mission={M1}")
+    start = state.settings["gpus"]
+    first = state.prepare_run(whole=True)()  # what a worker sends back: the run and its measures
+    assert state.simulate(first)
+    first_met = state_module.measure(state.mission, state.result)[2]
+    one_run = sum(len(log) for log in state.result.gpus)
+    monkeypatch.setattr(state_module, "MAX_HELD_STEPS", int(one_run * 1.5))  # room for one run
+    measured = []
+    real_measure = state_module.measure
+    monkeypatch.setattr(state_module, "measure", lambda *args: measured.append(args) or real_measure(*args))
+    state.change("gpus", start + 1)
+    assert state.simulate(state.prepare_run(whole=True)())
+    assert len(state._kept) == 1 and state._unjudged == [(None, first_met)]  # the first run's stars, not the run
+    assert state.finish() is not None and state._unjudged == []
+    assert measured == []
+
+
 def _pending(app_timers, callback):
     return [t for t in app_timers.timers if t.callback == callback and not t.stopped]
 
@@ -337,7 +360,6 @@ def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers,
     from lab.ui.timeline import collector
 
     frozen = []
-    monkeypatch.setattr(collector, "_settled", False)
     monkeypatch.setattr(collector.gc, "freeze", lambda: frozen.append(True))
     assert gc.isenabled()
     lab = app.LabApp(catalog, f"?mission={M1}")
@@ -354,7 +376,7 @@ def test_no_garbage_collection_runs_until_the_canvas_is_out(catalog, app_timers,
         app_timers.fire(lab._update_plots)
         assert frozen == [True]  # the first run is up: the heap that lives as long as the page
         lab._update_plots()
-        assert frozen == [True]  # once
+        assert frozen == [True]  # once a page
 
         def fail():
             raise RuntimeError("boom")

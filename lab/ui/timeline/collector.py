@@ -6,9 +6,18 @@ shown. CPython's collector walks them all the same: over 16 control changes in P
 (mission 1, `bench_browser.py --fresh`) it ran 30 young, 3 middle and 1 full collection,
 240 ms in all, the full one 136 ms inside a single change.
 
-`settle()`, once the page's first run is shown, freezes what is alive then (gc.freeze:
+`settle()`, once a page's first run is shown, freezes what is alive then (gc.freeze:
 those objects move to a generation the collector never walks; reference counting still
-frees them), so later collections walk only what the page made since. Idempotent.
+frees them), so later collections walk only what was made since. The page calls it once.
+
+Under `lab serve` (`serve_pages()`) every page settles so, and what survives a full
+collection is frozen too: a classroom of 30 pages holds millions of objects, and each page
+keeps its recent runs. Unfrozen, every full collection walked them all, every page waiting:
+in benchmarks/classroom.py's minute, 19 full collections of 0.4 to 1.1 s; with only the
+pages frozen, the runs kept since made them grow from 55 to 730 ms. A frozen object is still
+freed by reference counting when nothing holds it; only its cycles wait. A closed page's
+frozen cycles are garbage the collector cannot see, so `thaw_soon()` (when a page closes)
+runs one full collection over everything, at most once every THAW_AFTER_S, and freezes again.
 
 `hold()` / `release()`: no collection during a run's first half (the simulation and its
 canvas patch, which the student waits for): the collector is switched off there and back
@@ -20,18 +29,44 @@ when nothing is held.
 
 import gc
 
-__all__ = ["settle", "hold", "release"]
+__all__ = ["settle", "serve_pages", "thaw_soon", "hold", "release", "THAW_AFTER_S"]
 
-_settled = False
+THAW_AFTER_S = 120.0  # closed pages' frozen cycles are collected this long after a page closes, at most this often
 _held = False
+_thaw_pending = False
 
 
 def settle():
-    global _settled
-    if _settled:
+    gc.collect()  # (garbage made since the last freeze goes first, not into the frozen set)
+    gc.freeze()
+
+
+def serve_pages():
+    """(`lab serve`, once) from now on, freeze what survives each full collection."""
+    if _freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(_freeze_survivors)
+
+
+def _freeze_survivors(phase, info):
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()
+
+
+def thaw_soon(call_later):
+    """A page has closed: in THAW_AFTER_S (`call_later(seconds, fn)`, the server's loop), unfreeze,
+    collect everything once, freeze again. Pages closing meanwhile share that one pass."""
+    global _thaw_pending
+    if _thaw_pending:
         return
-    _settled = True
-    gc.collect()  # (garbage from the page's start goes first, not into the frozen set)
+    _thaw_pending = True
+    call_later(THAW_AFTER_S, _thaw)
+
+
+def _thaw():
+    global _thaw_pending
+    _thaw_pending = False
+    gc.unfreeze()
+    gc.collect()
     gc.freeze()
 
 
