@@ -437,9 +437,9 @@ class LabState(param.Parameterized):
         began = time.perf_counter()
         ran_ms = work.get("ms", 0.0)  # the simulation's own time, wherever it ran
         if self._pending_run is not None:  # never finished: this run replaces it (its stars are judged later)
-            self._unjudged.append(self._pending_run[0])
+            self._to_judge(self._pending_run[0])
             self._pending_run = None
-            if len(self._unjudged) > MAX_UNJUDGED or _held_steps(self._unjudged) > MAX_HELD_STEPS:
+            if len(self._unjudged) > MAX_UNJUDGED or _held_steps(r for r, _now in self._unjudged if r is not None) > MAX_HELD_STEPS:
                 # a long burst with no finish between, or big runs: judge them now
                 self._judge_unjudged()
         try:
@@ -527,12 +527,17 @@ class LabState(param.Parameterized):
         if not self.mission.stars:
             return
         saved = list(self.saved_stars)
-        for result in {id(r): r for r in runs}.values():  # a setting visited twice is judged once
-            try:
-                now = self._measured(result)[2]
-            except Exception:
-                traceback.print_exc(file=sys.stderr)
-                continue
+        measured = set()
+        for result, now in runs:
+            if now is None:
+                if id(result) in measured:  # a setting visited twice is judged once
+                    continue
+                measured.add(id(result))
+                try:
+                    now = self._measured(result)[2]
+                except Exception:
+                    traceback.print_exc(file=sys.stderr)
+                    continue
             saved = [a or (b and self.touched) for a, b in zip(saved, now)]
         if saved != self.saved_stars:
             self.saved_stars = saved
@@ -583,7 +588,15 @@ class LabState(param.Parameterized):
         except Exception:
             traceback.print_exc(file=sys.stderr)
             return
-        self._unjudged.append(result)
+        self._to_judge(result)
+
+    def _to_judge(self, result):
+        """Hold `result` for `_judge_unjudged`: only the stars it met when they are known (a
+        worker measured it), so its kept entry may go without the loop measuring it again
+        (a run at the page's bound: 2 s on the loop, every page waiting)."""
+        kept = self._entry_of(result) or {}
+        now = kept.get("now")
+        self._unjudged.append((None, now) if now is not None else (result, None))
 
     def _keep(self, scenario, requests, result):
         key = self._run_key(scenario)

@@ -49,10 +49,13 @@ class _Done:
         return self.value
 
 
-def _run_like_lab_serve(work):
+def _run_like_lab_serve(work, sliced=None):
     """`work` as lab serve runs it: its outcome cut in the worker, pickled across, handed back
-    on a loop turned by hand. (the outcome, the loop turns it took)"""
+    on a loop turned by hand. (the outcome, the loop turns it took; `sliced`: the slices' count
+    is appended to it)"""
     sent = pickle.loads(pickle.dumps(offload._in_worker(work)))
+    if sliced is not None:
+        sliced.append(len(sent[1]))
     loop, got = _Loop(), []
     offload._hand_back(_Done(sent), loop, got.append, pool=None)
     turns = 0
@@ -93,27 +96,50 @@ def test_a_worker_that_dies_fails_its_work_with_a_message_and_the_next_work_runs
     assert not offload.pooled()
 
 
-def test_long_lists_come_back_in_slices_one_a_loop_turn_and_equal():
-    """A run's long lists (its requests, rows, blames: inside a dict, a tuple and a dataclass,
-    as run_work returns them) are unpickled on the loop a slice a turn, so no page waits on
-    one long unpickling; what comes back is equal to what the work returned, shorter lists
-    and all."""
+def test_long_lists_come_back_in_slices_a_few_a_loop_turn_and_equal(monkeypatch):
+    """A run's long lists (its requests, rows, blames, and each GPU's step log: inside a dict,
+    a tuple, a list and a dataclass, as run_work returns them) are unpickled on the loop in
+    slices, TURN_S of them a turn, so no page waits on one long unpickling; what comes back is
+    equal to what the work returned, shorter lists and all."""
     import lab.core as core
     from lab.ui.runs.run_work import run_work
 
+    monkeypatch.setattr(offload, "SLICE_ITEMS", 500)  # (a run of 3,600 requests, 1,000 steps a GPU: many slices of each)
     mission = core.load_mission(str(MISSION_01))
-    scenario = mission.scenario.with_changes({"workload.rate": 120.0})  # about 7,000 requests
+    scenario = mission.scenario.with_changes({"workload.rate": 60.0})
     work = functools.partial(run_work, mission, scenario, None, True, None, measured=True)
     direct = work()
-    outcome, turns = _run_like_lab_serve(work)
-    back = outcome.get()
     n = len(direct["result"].requests)
     assert n > offload.SLICE_ITEMS  # (the rows and blames are as long)
-    slices = 3 * -(-n // offload.SLICE_ITEMS)
-    assert turns == slices + 1  # one turn a slice, and one to hand the whole back
+    long_logs = [len(column) for log in direct["result"].gpus for column in vars(log).values()
+                 if type(column) is list and len(column) > offload.SLICE_ITEMS]
+    assert long_logs  # (a GPU's step log is a long list too)
+    slices = 3 * -(-n // offload.SLICE_ITEMS) + sum(-(-k // offload.SLICE_ITEMS) for k in long_logs)
+    monkeypatch.setattr(offload, "TURN_S", 0.0)  # a slice a turn: what a slow loop turn does
+    sliced = []
+    outcome, turns = _run_like_lab_serve(work, sliced)
+    assert sliced == [slices] and turns == slices  # one turn a slice; the last hands the whole back
+    monkeypatch.setattr(offload, "TURN_S", 3600.0)  # a fast loop: all in one turn
+    _outcome, turns = _run_like_lab_serve(work)
+    assert turns == 1
+    back = outcome.get()
     assert back["result"] == direct["result"] and back["result"].requests == direct["result"].requests
+    assert [vars(g) for g in back["result"].gpus] == [vars(g) for g in direct["result"].gpus]
     assert back["measured"] == direct["measured"] and type(back["measured"]) is tuple
     assert [vars(b) for b in back["blames"]] == [vars(b) for b in direct["blames"]]
+
+
+def test_a_big_runs_step_logs_come_back_an_array_a_slice():
+    """A big run's step logs are arrays (lab.core.result.GpuLog): each long one comes back as a
+    slice of its own, an array again, so the pool's thread never unpickles them all in one call."""
+    from array import array
+
+    logs = {"gpus": [{"start_t": array("d", range(offload.SLICE_ITEMS + 1)), "short": array("q", [1, 2])}] * 2}
+    sliced = []
+    outcome, _turns = _run_like_lab_serve(functools.partial(dict, logs), sliced)
+    back = outcome.get()
+    assert sliced == [2]
+    assert back == logs and type(back["gpus"][1]["start_t"]) is array and back["gpus"][1]["start_t"].typecode == "d"
 
 
 def test_a_slice_that_cannot_be_read_fails_the_work_with_a_message():
@@ -216,7 +242,8 @@ def test_a_frozen_scenario_with_phases_crosses_untouched():
     mission = core.load_mission(str(MISSION_01))
     scenario = mission.scenario.with_changes({"workload.phases": [{"start_s": 30, "rate": 20}], "workload.rate": 10})
     value = {"scenario": scenario, "runs": (scenario, [0] * (offload.SLICE_ITEMS + 1))}
-    outcome, turns = _run_like_lab_serve(functools.partial(dict, value))
+    sliced = []
+    outcome, _turns = _run_like_lab_serve(functools.partial(dict, value), sliced)
     back = outcome.get()
     assert back["scenario"] == scenario and back["runs"][0] == scenario and back["runs"][1] == [0] * (offload.SLICE_ITEMS + 1)
-    assert turns == 3
+    assert sliced == [2]
