@@ -505,6 +505,22 @@ def cmd_check(args):
     return 1 if failed else 0
 
 
+def cmd_schema(args):
+    """The missions' JSON Schema on stdout: saved next to your own missions as schema.json, the
+    `"$schema": "./schema.json"` they begin with lets an editor check them as you type."""
+    from lab.core.missions import default_missions_dir
+
+    path = os.path.join(default_missions_dir(), "schema.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        print(f"error: cannot read the missions' schema {printable(path)}: {printable(exc.strerror or exc)}", file=sys.stderr)
+        return 1
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def cmd_serve(args):
     from lab.ui.serve import main as serve_main
 
@@ -562,6 +578,9 @@ def build_parser():
     chk.add_argument("--seeds", default="5",
                      help="seeds each star's cheapest setting (and the start) is run on (default 5)")
     chk.set_defaults(func=cmd_check)
+
+    sch = sub.add_parser("schema", help="print the JSON Schema of mission files (python -m lab schema > schema.json)")
+    sch.set_defaults(func=cmd_schema)
 
     srv = sub.add_parser("serve", help="serve the lab locally (offline)", add_help=False)
     srv.add_argument("serve_args", nargs=argparse.REMAINDER)

@@ -681,9 +681,7 @@ class LabApp:
     def _layout(self):
         s = self.state
         m = s.mission
-        pos = s.position
-        total = len(self.catalog.missions)
-        kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {total}"
+        kicker = self.catalog.kicker(m)
         title = plain(m.title)
         # Mission text never reaches the page as markup: see mission_text.py.
         brief = Html(f'<div class="stf-brief">{brief_html(m.brief)}</div>', sizing_mode="stretch_width",

@@ -141,6 +141,15 @@ def folder_fingerprint(directory):
     return tuple(out)
 
 
+def _broken_note(name, why):
+    """One note for a file that did not load: its name once (the loader's message may start with it)."""
+    if name.endswith(".json"):
+        if why.startswith(name + ": "):
+            why = why[len(name) + 2:]
+        return f"{name} could not be loaded, so it is not listed: {why}"
+    return f"Could not read the missions in {name}: {why}"
+
+
 class Catalog:
     """The missions of one folder, in order, plus the sandbox.
 
@@ -170,10 +179,11 @@ class Catalog:
         self.missions = missions
         self.broken = broken
         self.error = ""
+        self.broken_notes = [_broken_note(name, why) for name, why in broken]
         if broken:
-            listed = "; ".join(f"{name}: {why}" for name, why in broken)
-            self.error = f"Could not load the missions in {self.directory}: {listed}"
-            print(f"warning: {self.error}", file=sys.stderr)
+            self.error = " ".join(self.broken_notes)
+            for note in self.broken_notes:
+                print(f"warning: {note}", file=sys.stderr)
 
     def refresh(self):
         """Reload the folder if its mission files changed since the last load. True if it did."""
@@ -195,6 +205,15 @@ class Catalog:
 
     def first(self):
         return self.missions[0] if self.missions else self.sandbox
+
+    def kicker(self, mission):
+        """What the lab page calls the mission: "Mission 7" by its order, as the hub numbers it,
+        and "of 21" after it when the folder's orders run 1 to 21 (an instructor's folder
+        may hold only missions 20 and 30)."""
+        if mission.id == SANDBOX_ID:
+            return "Sandbox"
+        run = [m.order for m in self.missions] == list(range(1, len(self.missions) + 1))
+        return f"Mission {mission.order}" + (f" of {len(self.missions)}" if run else "")
 
     def position(self, mission):
         """1-based position in the hub's list (0 for the sandbox)."""

@@ -83,7 +83,7 @@ class HubApp:
         items = []
         earned_all = 0
         total_all = 0
-        for i, m in enumerate(self.catalog.missions):
+        for m in self.catalog.missions:
             total = len(m.stars)
             saved = stars.get(m.id, [])
             got, glyphs = star_text(saved, total)
@@ -91,7 +91,7 @@ class HubApp:
             total_all += total
             items.append(
                 f'<li><a class="stf-mission" href="{plain(lab_href(m.id))}" data-mission="{plain(m.id)}" data-stars="{got}">'
-                f'<span class="num">Mission {i + 1}</span><span class="name">{plain(m.title)}</span>'
+                f'<span class="num">Mission {m.order}</span><span class="name">{plain(m.title)}</span>'
                 f'<span class="one">{plain(m.summary)}</span>'
                 f'<span class="stars" aria-label="{got} of {total} stars earned">{glyphs}'
                 f"<small>{got}/{total}</small></span></a></li>"
@@ -105,8 +105,7 @@ class HubApp:
         self.total.object = (f'<span class="stf-total" data-earned="{earned_all}">★ {earned_all} of {total_all} stars earned '
                              f'in this browser</span>' if loaded else '<span class="stf-total">Reading your stars…</span>')
         notes = []
-        if self.catalog.error:
-            notes.append(html.escape(self.catalog.error))
+        notes.extend(html.escape(note) for note in self.catalog.broken_notes)
         if self.bridge.status in STORAGE_NOTES:
             notes.append(html.escape(STORAGE_NOTES[self.bridge.status], quote=False))
         self.note.object = ('<div class="stf-notes" role="status"><ul>' + "".join(f"<li>{n}</li>" for n in notes)

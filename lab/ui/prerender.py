@@ -369,15 +369,13 @@ def _scoped(css):
 def first_view_html(query, missions_dir=None, stamp=""):
     """lab.html?QUERY's first view: one HTML fragment (with its own styles) that loader.js puts
     in a shadow root. The root carries the stamp and format loader.js checks, and the query."""
-    from .app import SANDBOX_ID
     from .words.mission_text import brief_html, plain
 
     embed = parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
     state, catalog = view_state(query, missions_dir)
     m = state.mission
     s = state.scenario
-    pos = state.position
-    kicker = "Sandbox" if m.id == SANDBOX_ID else f"Mission {pos} of {len(catalog.missions)}"
+    kicker = catalog.kicker(m)
     title = plain(m.title)
     may_preempt = s.fleet.kv_policy == "on_demand" or "kv_policy" in m.controls
     roles = "planner" in m.controls or s.fleet.planner_on

@@ -212,7 +212,7 @@ class LabState(param.Parameterized):
         mission = catalog.get(wanted) if wanted else None
         if mission is None:
             mission = catalog.first()
-            label = "the sandbox" if mission.id == SANDBOX_ID else f"mission 1, {html.escape(mission.title)}"
+            label = "the sandbox" if mission.id == SANDBOX_ID else f"mission {mission.order}, {html.escape(mission.title)}"
             if wanted:
                 notes.append(f"There is no mission <code>{shown_value(wanted)}</code>; opened {label} instead.")
             if catalog.error:

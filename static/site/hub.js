@@ -67,7 +67,7 @@
     var g = starGlyphs(saved, labels.length);
     var tip = labels.map(function (label, j) { return (saved[j] === true ? "★ " : "☆ ") + text(label); }).join("\n");
     var link = el("a", { "class": "stf-mission", href: labHref(m.id), "data-mission": text(m.id), "data-stars": g.got, title: tip },
-      el("span", { "class": "num" }, "Mission " + (i + 1)),
+      el("span", { "class": "num" }, "Mission " + (Number.isInteger(m.order) ? m.order : i + 1)),  // by its order, as `lab serve`'s hub
       el("span", { "class": "name" }, m.title),
       el("span", { "class": "one" }, m.summary || ""),
       g.node);

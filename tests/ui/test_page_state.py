@@ -243,6 +243,33 @@ def test_the_catalog_reloads_when_a_mission_file_is_added_and_isolates_a_broken_
     assert cat.refresh() and cat.broken == [] and cat.error == ""
 
 
+def test_missions_are_numbered_by_their_order_and_each_broken_file_gets_one_note(tmp_path):
+    """An instructor's folder: a mission of order 20 is "Mission 20" on the hub and the lab page
+    (not "Mission 1"), and each file that fails to load gets a note of its own naming it once,
+    with no claim that the missions could not be loaded while one did."""
+    import json
+
+    from lab.ui.hub import HubApp
+
+    data = json.loads((FIXTURES / "01-mixing-hurts.json").read_text(encoding="utf-8"))
+    data.update(id="my-mission", order=20)
+    (tmp_path / "20-my-mission.json").write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "21-broken.json").write_text('{"id": "broken", ', encoding="utf-8")
+    (tmp_path / "22-also-broken.json").write_text('{"id": "also-broken"}', encoding="utf-8")
+    cat = Catalog(tmp_path)
+    mission = cat.get("my-mission")
+    assert cat.kicker(mission) == "Mission 20" and cat.kicker(cat.sandbox) == "Sandbox"
+    assert len(cat.broken_notes) == 2
+    for name, note in zip(("21-broken.json", "22-also-broken.json"), cat.broken_notes):
+        assert note.count(name) == 1 and note.startswith(f"{name} could not be loaded"), note
+    assert "Could not load the missions" not in cat.error
+    hub = HubApp(cat)
+    assert '<span class="num">Mission 20</span>' in hub.list.object
+    assert hub.note.object.count("<li>") == 2 and "22-also-broken.json could not be loaded" in hub.note.object
+    shipped = Catalog()  # (orders 1 to N: "of N" too)
+    assert all(shipped.kicker(m) == f"Mission {m.order} of {len(shipped.missions)}" for m in shipped.missions)
+
+
 def test_a_duplicate_id_is_listed_as_broken_not_fatal(tmp_path):
     shutil.copy(FIXTURES / "01-mixing-hurts.json", tmp_path / "01-mixing-hurts.json")
     shutil.copy(FIXTURES / "01-mixing-hurts.json", tmp_path / "01-copy.json")
