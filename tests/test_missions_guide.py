@@ -69,20 +69,24 @@ def test_the_quick_start_runs_as_written_in_a_fresh_folder(tmp_path):
         server.wait(30)
 
 
-def _hub_list(url):
-    """The hub's mission list, as the page's document holds it (read as a browser's session would)."""
-    pytest.importorskip("panel")
-    import panel  # noqa: F401  (its model types, to read the document)
-    import lab.ui.hub  # noqa: F401  (and the lab's own)
-    from bokeh.client import pull_session
+_READ_HUB = """import sys
+import panel, lab.ui.hub  # (the page's model types, to read its document)
+from bokeh.client import pull_session
+session = pull_session(url=sys.argv[1])
+lists = [m.text for m in session.document.models if "stf-hub-list" in (getattr(m, "css_classes", None) or [])]
+session.close()
+assert len(lists) == 1, lists
+print(lists[0])
+"""
 
-    session = pull_session(url=url)
-    try:
-        lists = [m.text for m in session.document.models if "stf-hub-list" in (getattr(m, "css_classes", None) or [])]
-        assert len(lists) == 1, lists
-        return lists[0]
-    finally:
-        session.close()
+
+def _hub_list(url):
+    """The hub's mission list as the page's document holds it, read as a browser's session would
+    (in a process of its own: a browser test's event loop may be running in this one)."""
+    done = subprocess.run([sys.executable, "-c", _READ_HUB, url], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 def _get(url, server, timeout_s=120):

@@ -55,7 +55,7 @@ def test_a_closed_pages_frozen_cycle_is_collected_by_one_thaw(clean_collector):
     collector.thaw_soon(lambda seconds, fn: scheduled.append((seconds, fn)))
     collector.thaw_soon(lambda seconds, fn: scheduled.append((seconds, fn)))  # a second page closes meanwhile
     assert [s for s, _fn in scheduled] == [collector.THAW_AFTER_S]
-    scheduled[0][1]()
+    scheduled[0][1]()  # (collector.thaw)
     assert gone() is None
     assert gc.get_freeze_count() > 0  # what lives is frozen again
     collector.thaw_soon(lambda seconds, fn: scheduled.append((seconds, fn)))
