@@ -139,7 +139,7 @@ def main(argv=None):
             print(f"error: --port: cannot listen on {args.address}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     collector.serve_pages()  # (many pages' objects: full collections walk only what is new; collector.py)
-    PeriodicCallback(collector.thaw, collector.THAW_EVERY_S * 1000).start()  # (the frozen cycles of dropped runs)
+    PeriodicCallback(collector.thaw, collector.THAW_EVERY_S * 1000).start()  # (the cycles open pages leave)
     offload.start_pool(args.workers)  # runs go to worker processes: one page's run never holds another's
     port = server.port
     print(f"Split the Fleet: http://{'localhost' if args.address in ('127.0.0.1', 'localhost') else args.address}:{port}/", flush=True)

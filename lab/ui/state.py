@@ -439,7 +439,8 @@ class LabState(param.Parameterized):
         if self._pending_run is not None:  # never finished: this run replaces it (its stars are judged later)
             self._to_judge(self._pending_run[0])
             self._pending_run = None
-            if len(self._unjudged) > MAX_UNJUDGED or _held_steps(r for r, _now in self._unjudged if r is not None) > MAX_HELD_STEPS:
+            held = _held_steps(result for result, _met in self._unjudged if result is not None)
+            if len(self._unjudged) > MAX_UNJUDGED or held > MAX_HELD_STEPS:
                 # a long burst with no finish between, or big runs: judge them now
                 self._judge_unjudged()
         try:
