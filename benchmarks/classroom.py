@@ -49,6 +49,12 @@ import lab.ui.app  # noqa: E402,F401  (the lab's own models, likewise)
 from lab.ui.words.control_words import format_value  # noqa: E402
 from lab.ui.runs.run_work import PAGE_MAX_REQUESTS  # noqa: E402
 
+# Bokeh's client reads each message one call deeper than the last (ClientConnection._next ->
+# _handle_messages -> _next ...), about three frames a message: past some 300 messages a
+# session overflowed Python's default limit (a run of several minutes). Room for 6,000.
+sys.setrecursionlimit(20_000)
+threading.stack_size(256 * 1024 * 1024)  # (the students' threads: deep Python recursion needs C stack too)
+
 SETTINGS_RE = re.compile(r'data-busy="false" data-run="(\d+)"[^>]*data-settings="([^"]*)"')
 THINK_S = (2.0, 4.0)
 GRACE_S = 60.0
