@@ -163,7 +163,9 @@ def cmd_run(args):
     scenario = core.load_scenario(args.file, overrides=args.set)
     check_outputs([("--requests-csv", args.requests_csv)], scenario_inputs(scenario, args.file))
     started = time.perf_counter()
-    result = core.simulate(scenario)
+    progress = _RunProgress(args, started)
+    result = core.simulate(scenario, progress=progress if progress.on else None)
+    progress.done()
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
     elapsed = time.perf_counter() - started
@@ -205,6 +207,40 @@ def cmd_run(args):
     if args.requests_csv:
         print(f"wrote {len(rows)} rows to {printable(args.requests_csv)}", file=sys.stderr)
     return 0
+
+
+PROGRESS_AFTER_S = 2.0  # a run shows its progress once it has taken this long (lab run)
+PROGRESS_EVERY_S = 0.5  # ...and then at most this often
+
+
+class _RunProgress:
+    """`lab run`'s progress on stderr: simulated time against the arrivals' end, once the run
+    has taken PROGRESS_AFTER_S (the STF_PROGRESS_AFTER_S variable sets it), at most every
+    PROGRESS_EVERY_S, when stderr is a terminal or --progress asks; never with --json. Called
+    by the engine (`simulate`'s `progress`); `done()` ends the line once the simulation is over."""
+
+    def __init__(self, args, started):
+        self.on = not args.json and (sys.stderr.isatty() or args.progress)
+        self.tty = sys.stderr.isatty()
+        self.started, self.shown, self.last = started, False, -PROGRESS_EVERY_S
+        try:
+            self.after = float(os.environ.get("STF_PROGRESS_AFTER_S", PROGRESS_AFTER_S))
+        except ValueError:
+            self.after = PROGRESS_AFTER_S
+
+    def __call__(self, simulated_s, end_s):
+        now = time.perf_counter()
+        if not self.on or now - self.started < self.after or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        share = f" ({min(simulated_s / end_s, 1):.0%})" if end_s > 0 else ""
+        print(f"simulated {simulated_s:,.0f} s of {end_s:,.0f} s of arrivals{share}", end="\r" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+        self.shown = True
+
+    def done(self):
+        if self.shown:
+            print(("\n" if self.tty else "") + "simulated; measuring the requests", file=sys.stderr, flush=True)
 
 
 def cmd_sweep(args):
@@ -538,6 +574,7 @@ def build_parser():
                      help="override a scenario field, e.g. --set fleet.layout=colocated --set fleet.chunk_tokens=512")
     run.add_argument("--json", action="store_true", help="print the metrics as JSON")
     run.add_argument("--requests-csv", metavar="OUT", help="write one row per request to OUT")
+    run.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     run.set_defaults(func=cmd_run)
 
     sw = sub.add_parser("sweep", help="metrics across a range of one setting")

@@ -2,6 +2,8 @@
 
 import csv
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -348,3 +350,67 @@ def test_check_time_budget_is_a_finite_number_above_0(tmp_path, capsys, value):
     assert main(["check", str(tmp_path / "good.json"), "--time-budget", value]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --time-budget: ") and err.count("\n") == 1, err
+
+
+MISSION_01 = Path(__file__).resolve().parent.parent / "missions" / "01-mixing-hurts.json"
+BUSY = ["--set", "workload.rate=120"]  # about 7,200 arrivals: more than one PROGRESS_ARRIVALS
+
+
+def _lab_run(extra, after="0"):
+    return subprocess.run([sys.executable, "-m", "lab", "run", str(MISSION_01), *BUSY, *extra], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, STF_PROGRESS_AFTER_S=after))
+
+
+def test_a_long_run_shows_its_simulated_time_on_stderr_and_changes_nothing_else():
+    quiet = _lab_run([])
+    shown = _lab_run(["--progress"])
+    assert quiet.returncode == shown.returncode == 0
+    assert quiet.stderr == ""  # a pipe: nothing, unless asked
+    assert _strip_timing(shown.stdout) == _strip_timing(quiet.stdout)
+    lines = shown.stderr.splitlines()
+    assert lines[-1] == "simulated; measuring the requests"
+    times = [float(re.match(r"simulated ([\d,.]+) s of 60 s of arrivals \(\d+%\)$", line).group(1).replace(",", ""))
+             for line in lines[:-1]]
+    assert times and times == sorted(times) and times[-1] <= 60
+    assert _lab_run(["--progress"], after="3600").stderr == ""  # a run quicker than the wait shows nothing
+    assert _lab_run(["--progress", "--json"]).stderr == ""  # never with --json
+
+
+def test_a_terminal_sees_the_progress_on_one_line():
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "lab", "run", str(MISSION_01), *BUSY], stdout=subprocess.PIPE,
+                              stderr=child_fd, text=True, timeout=300, env=dict(os.environ, STF_PROGRESS_AFTER_S="0"))
+        os.close(child_fd)
+        child_fd = None
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # (the terminal's other end is closed: all read)
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if child_fd is not None:
+            os.close(child_fd)
+        os.close(main_fd)
+    assert done.returncode == 0
+    text = seen.decode()
+    assert "\r" in text and text.count("of 60 s of arrivals") >= 1 and text.rstrip().endswith("simulated; measuring the requests")
+
+
+def test_the_progress_callback_changes_no_result():
+    scenario = core.load_mission(str(MISSION_01)).scenario.with_changes({"workload.rate": 120.0})
+    heard = []
+    with_progress = core.simulate(scenario, progress=lambda t, end: heard.append((t, end)))
+    assert len(heard) == len(with_progress.requests) // engine.PROGRESS_ARRIVALS
+    plain = core.simulate(scenario)
+    assert core.summarize(with_progress, core.request_metrics(with_progress)) == core.summarize(plain, core.request_metrics(plain))
+
+
+def _strip_timing(text):
+    return re.sub(r"simulated ([\d.]+) s in \d+ ms", "simulated \\1 s in _ ms", text)

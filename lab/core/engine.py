@@ -57,6 +57,7 @@ __all__ = ["simulate", "MAX_STEPS"]
 # objects) and 32 once they are typed arrays (result.py), which a run's logs become after
 # COMPACT_STEPS steps, so the bound's steps take about 1.2 GB (docs/architecture.md "Scale").
 MAX_STEPS = 36_000_000
+PROGRESS_ARRIVALS = 5_000  # a `progress` callback hears from the run this often (arrivals)
 # A run's logs become typed arrays (GpuLog.compact) at the first arrival after it has
 # logged this many steps (all GPUs), and at its end if it got there later, so the rest of
 # a big run appends to arrays: a third of the memory, and at tens of millions of steps no
@@ -117,12 +118,14 @@ class _Gpu:
         self.rejoin = []  # moved sequences whose KV has arrived (planner), joining at the next boundary
 
 
-def simulate(scenario, requests=None):
+def simulate(scenario, requests=None, progress=None):
     """Run `scenario`; `requests` ([(arrival, prompt, output)] or [(arrival, prompt, output,
-    hash_ids)]) overrides its workload."""
+    hash_ids)]) overrides its workload. `progress(simulated_s, arrivals_end_s)`, if given, is
+    called every PROGRESS_ARRIVALS arrivals (a long run's CLI shows it; it changes nothing)."""
     if requests is None:
         requests = generate_requests(scenario.workload, scenario.seed)
     simulation = _Simulation(scenario, requests)
+    simulation.progress = progress
     # Its records and step lists live to the end of the run. One young collection now moves
     # them, empty, to the collector's oldest generation; otherwise they stay young as they
     # grow and every collection the run sets off walks them (docs/architecture.md "Scale"). With the
@@ -142,7 +145,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         "admit", "arrival_t", "arrivals_end", "arrivals_end_s", "attention", "before", "block", "boundary", "cache", "capped", "decode_gpus",
         "extra_terms", "fleet", "floats", "gpus", "handlers", "heap", "kv_bytes", "kv_grows", "kv_policy", "landings", "layers",
         "link_free", "link_wake", "moved", "moving", "next_arrival", "next_plan", "plan_times",
-        "plan_interval", "planner", "preempt_into", "prefill_gpus", "prefill_next", "queue_arrivals", "queue_next", "queue_rates",
+        "plan_interval", "planner", "preempt_into", "prefill_gpus", "prefill_next", "progress", "queue_arrivals", "queue_next", "queue_rates",
         "queued_tokens", "queues", "reconfigurations", "records", "role_kv", "route", "scenario", "skip", "src", "steps", "switch_t",
         "takers", "takers_of", "tick", "time_cap", "todo", "transfer_args", "transfers", "ttft_target", "waiting_reserve",
         "wire",
@@ -150,6 +153,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
 
     def __init__(self, scenario, requests):
         self.scenario = scenario
+        self.progress = None  # (simulate's callback, when one is given)
         fleet = scenario.fleet
         self.fleet = fleet
         self.admit = self._admit  # bound once: _take_prompts hands it on at every step
@@ -275,6 +279,7 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         events = 0
         arrive = self._arrive if self.fleet.admission is None else self._arrive_admitting
         compact_at = COMPACT_STEPS  # a big run's logs become typed arrays as it goes (COMPACT_STEPS)
+        report_at = PROGRESS_ARRIVALS if self.progress is not None else INF  # (request index of the next report)
         # `while True` and a break, not `while heap`: CPython 3.11 warms a function up for
         # specialization only on plain backward jumps, and run() is called once per run, so
         # under `while heap` the event loop ran unspecialized for a session's first eight
@@ -298,6 +303,9 @@ class _Simulation(Arrivals, Batching, RoleChanges):
                     compact_at = INF
                     for gpu in gpus:
                         gpu.log.compact(GpuLog.COLUMN_TYPES if self.floats else GpuLog.TICK_COLUMN_TYPES)
+                if key >= report_at:
+                    report_at = key + PROGRESS_ARRIVALS
+                    self.progress(t / TICKS_PER_S, self.arrivals_end_s)
             elif kind == LANDED:
                 self._land(key, t)
             elif kind == LINK:
