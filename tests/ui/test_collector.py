@@ -29,7 +29,6 @@ def clean_collector(monkeypatch):
 def test_what_survives_a_full_collection_is_frozen_once_the_server_asks(clean_collector):
     kept = [[i] for i in range(1000)]  # (tracked objects that live on)
     gc.collect()
-    assert not any(gc.is_finalized(x) for x in kept)
     before = gc.get_freeze_count()
     gc.collect()
     assert gc.get_freeze_count() == before  # not asked: nothing frozen
