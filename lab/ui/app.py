@@ -75,7 +75,8 @@ from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, 
 from .runs import offload
 from .runs.run_work import HEAVY_UPLOAD_CHARS
 from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
-from .state import LabState, sweep_next
+from .runs.sweep import sweep_next
+from .state import LabState
 from .timeline import collector
 from .timeline.canvas import Canvas, legend_html
 from .timeline.paint_speed import PaintSpeed

@@ -57,13 +57,13 @@ from lab.core.missions import control_applies, control_value
 from lab.core.page_bounds import PAGE_MAX_S
 
 from .catalog import SANDBOX_ID
-from .runs.offload import Outcome
 from .words.control_words import control_words, format_value
 from .words.refusal import refusal_text, short_label
 from .url_state import (FLOAT_RE, HIDE_PANELS, MAX_SHOWN, MAX_VALUE_CHARS, RESERVED_PARAMS, carried_note,  # noqa: F401
                         fleet_settings, format_pin, parse_hide, parse_pin, parse_search, parse_settings, query_note,
                         short_text, shown_value)
-from .runs.run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, sweep_point, twin_work, upload_work
+from .runs.run_work import HEAVY_REQUESTS, expected_requests, measure, refused, run_work, twin_work, upload_work
+from .runs.sweep import run_in_place, sweep_curve, sweep_rates
 
 __all__ = [
     "LabState",
@@ -78,8 +78,6 @@ __all__ = [
     "HIDE_PANELS",
     "format_value",
     "carried_note",
-    "sweep_rates",
-    "sweep_next",
     "WINDOW_S",
     "MAX_VALUE_CHARS",
 ]
@@ -92,30 +90,6 @@ MAX_KEPT_RUNS = 6  # runs kept for settings the student comes back to (see LabSt
 # newest run is always kept; an older one goes (kept runs) or is judged now (unjudged).
 MAX_HELD_STEPS = 2_000_000
 MAX_CARRY_TRIES = 64  # tp combinations a layout switch tries for the new layout (4 x 4 at most today)
-def sweep_rates(rate, points=8):
-    """Request rates for the goodput sweep: from a quarter of `rate` to twice it."""
-    if not rate or rate <= 0:
-        return []
-    factors = [0.25 + i * (1.75 / (points - 1)) for i in range(points)]
-    rates = sorted({round(rate * f, 2) for f in factors} | {float(rate)})
-    return [r for r in rates if r > 0]
-
-
-def sweep_next(steps, outcome):
-    """A sweep's next point (LabState.sweep_steps) after the last point's Outcome: its metrics
-    are sent in, a LabError it raised is thrown in (the sweep stops there, saying why); None
-    once the sweep is over. Any other error is raised, the sweep closed first."""
-    try:
-        try:
-            value = outcome.get()
-        except LabError as exc:
-            return steps.throw(exc)
-        return steps.send(value)
-    except StopIteration:
-        return None
-    except Exception:
-        steps.close()
-        raise
 
 
 def _same_requests(a, b):
@@ -847,57 +821,24 @@ class LabState(param.Parameterized):
         return self.scenario.workload.trace is None and bool(self.scenario.workload.rate) and not self._replay_requests
 
     def sweep_steps(self, points=8):
-        """The rate sweep a point at a time, as a generator: it yields each point's run as a
-        function of no arguments (run_work.sweep_point) and takes what it returned back through
-        `send`, or what it raised through `throw`; `sweep_progress` moves after each point and
-        `sweep` holds the curve at the end. A point past the page's bounds (a LabError) ends
-        the curve there, and `sweep["stopped"]` says why.
-
-        The page runs each function in its own turn (in a worker process under `lab serve`), so
-        progress shows and the page stays responsive; `run_sweep` runs them in place.
-        """
+        """The rate sweep a point at a time (runs/sweep.py's `sweep_curve`): `sweep_progress`
+        moves after each point and `sweep` holds the curve at the end. The page runs each
+        point in its own turn (in a worker process under `lab serve`), so progress shows and
+        the page stays responsive; `run_sweep` runs them in place."""
         if not self.can_sweep():
             self.sweep = None
             return
-        scenario = self.scenario
-        rates = sweep_rates(scenario.workload.rate, points)
-        gpus = scenario.fleet.total_gpus
-        key = self.sweep_key()
-        goodput, attainment, stopped = [], [], None
         self.sweep_progress = 0.0
         try:
-            for i, rate in enumerate(rates):
-                try:
-                    metrics = yield functools.partial(sweep_point, scenario, rate)
-                except LabError as exc:
-                    stopped = f"The sweep stopped at {rate:.3g} req/s: {exc}"
-                    break
-                goodput.append(metrics["goodput_rps_per_gpu"])
-                attainment.append(metrics["slo_attainment"] or 0.0)
-                self.sweep_progress = (i + 1) / len(rates)
-            self.sweep = {
-                "rates": rates[:len(goodput)],
-                "goodput": goodput,
-                "attainment": attainment,
-                "gpus": gpus,
-                "rate": float(scenario.workload.rate),
-                "key": key,
-                "stopped": stopped,
-            }
+            self.sweep = yield from sweep_curve(self.scenario, self.sweep_key(), points,
+                                                on_point=lambda done: setattr(self, "sweep_progress", done))
         finally:
             self.sweep_progress = None
 
     def run_sweep(self, points=8, progress=None):
         """The whole sweep now; `progress(done, total)` after each point."""
         total = len(sweep_rates(self.scenario.workload.rate, points)) if self.can_sweep() else 0
-        steps = self.sweep_steps(points)
-        work, done = next(steps, None), 0
-        while work is not None:
-            outcome = Outcome.of(work)
-            done += 1
-            work = sweep_next(steps, outcome)
-            if progress is not None:
-                progress(done, total)
+        run_in_place(self.sweep_steps(points), total, progress)
         return self.sweep
 
     @property

@@ -60,3 +60,17 @@ def test_imports_point_down():
             if LAYERS[there] >= LAYERS[here]:
                 upward.append(f"{path.relative_to(UI)} -> {target.relative_to(UI)}")
     assert upward == []
+
+
+MAX_SOURCE_LINES = 900  # a file past this holds more than one thing (issue 36: "no source file over 900 lines")
+
+
+def test_no_source_file_is_over_900_lines():
+    root = UI.parents[1]
+    sources = [*root.joinpath("lab").rglob("*.py"), *root.joinpath("site_build").rglob("*.py"),
+               *root.joinpath("scripts").rglob("*.py"), *root.joinpath("benchmarks").rglob("*.py"),
+               *root.joinpath("static").rglob("*.js"), root / "build.py"]
+    sizes = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
+             for p in sources if "__pycache__" not in p.parts and "node_modules" not in p.parts}
+    assert len(sizes) > 100, "the walk found too few sources to mean anything"
+    assert {name: n for name, n in sizes.items() if n > MAX_SOURCE_LINES} == {}

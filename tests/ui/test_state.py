@@ -17,7 +17,8 @@ import lab.core as core  # noqa: E402
 from lab.core.errors import LabError  # noqa: E402
 from lab.ui.catalog import SANDBOX_ID, Catalog, sandbox_mission  # noqa: E402
 from lab.ui.views.metrics_view import STARS_WAIT_NOTE, stars_html  # noqa: E402
-from lab.ui.state import LabState, format_value, sweep_rates  # noqa: E402
+from lab.ui.runs.sweep import sweep_rates  # noqa: E402
+from lab.ui.state import LabState, format_value  # noqa: E402
 from lab.ui.url_state import (MAX_QUERY_CHARS, MAX_QUERY_FIELDS, MAX_UNKNOWN_NOTES, parse_search,  # noqa: E402
                               parse_settings, query_note)
 
