@@ -181,18 +181,22 @@ class OnDemand(KvPolicy):
         grows at most once in B boundaries, so with F free blocks and n decoding it cannot
         before B x floor(F / n) more steps, each at least min_step long. One with prompt
         work under way (a colocated instance whose prefills may start decoding) counts from
-        its next boundary."""
+        its next boundary. Sequences whose KV has landed there join at that boundary and grow
+        from then on, so they count among its decoding ones."""
         block = self.block
         quiet = INF
         for other in others:
-            if other is gpu or other.idle or not (other.decoding or other.prefilling or other.completing):
+            if other is gpu or other.idle:
+                continue
+            growers = other.decoding + len(other.landed) + len(other.rejoin)
+            if not (growers or other.prefilling or other.completing):
                 continue
             log = other.log
             pending = log.end_t[-1] if log.end_t else 0
             if other.prefilling or other.completing or not other.decoding:
                 when = pending
             else:
-                when = pending + block * ((other.kv_free // block) // other.decoding) * self.min_step[other.index]
+                when = pending + block * ((other.kv_free // block) // growers) * self.min_step[other.index]
             if when < quiet:
                 quiet = when
         return quiet
