@@ -2,6 +2,8 @@
 its own process (so one run's peak is its own).
 
     python benchmarks/bench_scale.py [--cases 100k-32,1m-128] [--json FILE]
+    pypy3 benchmarks/bench_scale.py ...      (the same under PyPy: each case runs in the interpreter
+                                              that runs this script, named on the first line)
 
 Cases are synthetic Poisson workloads of 2,000-token prompts and 220-token answers at
 2.2 requests/s per GPU (the mission-sized load: busy, not overloaded) on colocated GPUs
@@ -25,6 +27,7 @@ engine's heap events. Figures, not assertions: speed is never a test.
 
 import argparse
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -83,12 +86,22 @@ def run_case(name):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def interpreter():
+    """Which Python runs the cases, e.g. "PyPy 7.3.11 (Python 3.9.16), /usr/bin/pypy3"."""
+    name = platform.python_implementation()
+    if name == "PyPy":
+        pypy = ".".join(map(str, sys.pypy_version_info[:3]))
+        return f"PyPy {pypy} (Python {platform.python_version()}), {sys.executable}"
+    return f"{name} {platform.python_version()}, {sys.executable}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="100k-32,1m-128", help=f"comma-separated, of {', '.join(CASES)} (each also with -rr)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    figures = {}
+    figures = {"interpreter": interpreter()}
+    print(f"interpreter: {figures['interpreter']}")
     # Wall seconds, then CPU seconds (user + system: what a shared machine's load disturbs
     # less); peak MB after the simulation and after the metrics.
     print(f"{'case':<12} {'requests':>9} {'steps':>11} {'events':>10} {'simulate':>9} {'metrics':>9} "

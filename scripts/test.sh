@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Set up (idempotent), then run the test suite. Arguments go to pytest.
+# Set up (idempotent), then run the test suite. Arguments go to pytest (one CPython process).
+#   (none)    every test under CPython (those with no browser and no Pyodide two at a time), then the
+#             core's under PyPy (the --pypy job)
+#   --pypy    the core's tests under Debian's pypy3 alone (scripts/setup_pypy.sh sets it up)
 #   --quick   the subset a developer runs often (under 3 minutes on two cores): the core's engine,
 #             spec, metrics and workload, the shipped missions, the page's state, and one browser
 #             smoke test (a student changes the fleet, earns a star, finds it on the hub).
@@ -10,6 +13,36 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 QUICK=(tests/test_engine.py tests/test_spec.py tests/test_metrics.py tests/test_workload.py tests/test_missions.py
        tests/test_stars.py tests/ui/test_state.py
        "tests/ui/test_browser.py::test_mission_one_change_fleet_earn_star_and_find_it_on_the_hub")
+# The core under PyPy (scripts/setup_pypy.sh): the engine against the reference, the property
+# tests (PyPy's hypothesis is another release, so it explores other examples), the metrics, big
+# runs' representation, lab run/sweep/plan, and the results equal to Pyodide's.
+PYPY=(tests/test_engine.py tests/test_reference.py tests/test_kv.py tests/test_properties.py tests/test_metrics.py
+      tests/test_spec.py tests/test_workload.py tests/test_scale.py tests/test_cli.py tests/test_plan.py
+      tests/test_pyodide_core.py::test_every_core_module_imports_in_bare_pyodide
+      tests/test_pyodide_core.py::test_same_results_in_cpython_and_pyodide)
+
+failed=0
+# phase LABEL PYTHON PYTEST-ARGS...: one pytest run; a failure (or no test collected, pytest's
+# exit 5) is remembered and the next phase still runs.
+phase() {
+  local label="$1" python="$2"
+  shift 2
+  echo "[test] $label: $python -m pytest $*"
+  set +e
+  "$python" -m pytest "$@"
+  local rc=$?
+  set -e
+  [ "$rc" -ne 5 ] || echo "[test] ERROR: $label collected no tests (exit 5): treating as a failure" >&2
+  [ "$rc" -eq 0 ] || { echo "[test] $label FAILED (exit $rc)" >&2; failed=1; }
+}
+
+if [ "${1:-}" = "--pypy" ]; then
+  shift
+  bash scripts/setup.sh  # (node_modules: the Pyodide side of the equality test)
+  bash scripts/setup_pypy.sh
+  phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}" "$@"
+  exit "$failed"
+fi
 if [ "${1:-}" = "--quick" ]; then
   shift
   set -- "${QUICK[@]}" "$@"
@@ -17,13 +50,16 @@ fi
 
 bash scripts/setup.sh
 
-echo "[test] .venv/bin/python -m pytest --durations=30 $*"
-set +e
-.venv/bin/python -m pytest --durations=30 "$@"  # (the slowest tests listed at the end: where the time goes)
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-  echo "[test] ERROR: pytest collected no tests (exit 5): treating as a failure" >&2
-  exit 5
+# --durations: the slowest tests listed at the end of each phase (where the time goes).
+if [ "$#" -gt 0 ]; then  # a chosen subset: under CPython, in one process
+  phase "CPython" .venv/bin/python --durations=30 "$@"
+  exit "$failed"
 fi
-exit "$rc"
+# Everything: the tests that drive no browser and no Pyodide two at a time (pytest-xdist; each
+# is one busy core), then the browser and Pyodide ones one at a time (each already keeps both
+# cores busy: Chromium, the server, Pyodide under Node), then the core under PyPy.
+phase "CPython, no browser" .venv/bin/python -n 2 --dist loadscope --durations=30 -m "not browser and not pyodide"
+phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
+bash scripts/setup_pypy.sh
+phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}"
+exit "$failed"

@@ -3,11 +3,13 @@
 (a) the Pyodide we test against is the one the browser build will use;
 (b) every lab.core module imports with the standard library alone;
 (c) simulate/summarize and blame (request_blame, blame_summary) give bit-identical
-    results in CPython and Pyodide.
+    results in CPython and Pyodide (and in PyPy: scripts/test.sh --pypy runs (b) and (c)
+    there, the "cpython" side then being PyPy's).
 """
 
 import json
 import pkgutil
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -405,7 +407,7 @@ def test_same_results_in_cpython_and_pyodide(name, cpython_results, pyodide_resu
         if cp["summary"].get(k) != py["summary"].get(k)
     }
     assert not diff, (
-        f"{name}: summarize() differs (cpython {sys.version.split()[0]}, pyodide): {diff}\n"
+        f"{name}: summarize() differs ({platform.python_implementation()} {sys.version.split()[0]}, pyodide): {diff}\n"
         "hint: Python >= 3.12 (Pyodide) sums floats with compensated summation, so sum() of floats "
         "can differ from 3.11 in the last bits; math.fsum is correctly rounded everywhere"
     )
