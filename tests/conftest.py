@@ -77,3 +77,13 @@ def pytest_report_header(config):
         return f"state model walks: not run ({exc})"
     return (f"state model walks: seed {SEED} (STF_MODEL_SEED={SEED} replays them), {WALK_ACTIONS} actions "
             f"on each of {len(MODEL_MISSIONS)} missions, under lab serve and on the static site")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that drives Chromium (it uses the Playwright driver, directly or through a
+    fixture) is a browser test, marked or not: scripts/test.sh runs those one at a time, and
+    the driver's event loop, open to the session's end, must not meet a test that starts its
+    own (asyncio.run, as a Dask client does)."""
+    for item in items:
+        if "playwright_driver" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.browser)
