@@ -42,7 +42,6 @@ from itertools import accumulate, compress, repeat
 from operator import sub
 
 from . import kv
-from . import metrics_numpy
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .prefix_cache import kv_taken_tokens
@@ -404,17 +403,16 @@ def request_metrics(result, step_gaps=None):
     return rows
 
 
-def _request_values(result, step_gaps=None, worst_ticks=None):
+def _request_values(result, step_gaps=None):
     """Per request, in order: (ttft_s, tpot_ms, worst_gap_ms, transfer_ms, met_slo), the
     values `request_metrics` puts in its rows, worked out here once; `summarize` reads
-    them as they come, without a row per request (544 bytes each: 0.54 GB for a million).
-    `worst_ticks`: the worst gaps metrics_numpy.worst_gap_ticks found, by request index."""
+    them as they come, without a row per request (544 bytes each: 0.54 GB for a million)."""
     slo = result.scenario.slo
     if step_gaps is None:
         step_gaps = [step_gaps_of(g) for g in result.gpus]
     ranges = [None] * len(step_gaps)  # a RangeMax per GPU, built when a request reads it
     transfers = result.transfers
-    for i, rec in enumerate(result.requests):
+    for rec in result.requests:
         ttft = (rec.first_token if rec.first_token is not None else result.end_time) - rec.arrival
         if rec.rejected:
             ttft = None
@@ -425,8 +423,6 @@ def _request_values(result, step_gaps=None, worst_ticks=None):
             # The worst gap: the largest in ticks, converted once.
             if rec.earlier:
                 worst_t = max(request_gap_ticks(result, rec))
-            elif worst_ticks is not None:
-                worst_t = worst_ticks[i]
             else:
                 g = rec.decode_gpu
                 first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
@@ -530,10 +526,9 @@ def time_weighted_percentiles(seconds_at, qs):
     return out
 
 
-def kv_use(result, fast=False):
+def kv_use(result):
     """{share of KV capacity in use: seconds}, over [0, end_time] and every instance of the
-    pool that holds answers' KV (colocated instances, or the decode pool). `fast`: its sums
-    on the numpy path (metrics_numpy.py: the same values).
+    pool that holds answers' KV (colocated instances, or the decode pool).
 
     on_demand: the blocks in use (`GpuLog.kv_used`) over the whole blocks; reserve: the
     tokens reserved (prompt + output of each sequence from its admission, a split fleet's
@@ -555,9 +550,6 @@ def kv_use(result, fast=False):
         if cap <= 0:
             return {}  # less room than one block: every request was dropped, nothing was held
         # kv_used holds levels, not changes: the last entry at a time is the level from then.
-        if fast:
-            seconds = metrics_numpy.kv_seconds([tuple(zip(*log.kv_used)) or ((), ()) for log in logs], span, True)
-            return {used / cap: w for used, w in seconds.items()}
         events = {log.index: log.kv_used for log in logs}
         levels = True
     else:
@@ -583,9 +575,6 @@ def kv_use(result, fast=False):
             if rec.finish is not None:
                 times.append(rec.finish)
                 deltas.append(-need)
-        if fast:
-            seconds = metrics_numpy.kv_seconds(changes.values(), span, False)
-            return {used / cap: w for used, w in seconds.items()}
         # In time order; changes at the same time in any order, as the sweep below adds
         # time only when it moves on (the level between them lasts no time).
         events = {}
@@ -740,8 +729,8 @@ def prefix_metrics(result):
     }
 
 
-def _memory_metrics(result, fast=False):
-    kv50, kv99 = time_weighted_percentiles(kv_use(result, fast), (50, 99))
+def _memory_metrics(result):
+    kv50, kv99 = time_weighted_percentiles(kv_use(result), (50, 99))
     wait99 = percentile(admission_waits(result), 99)
     return {
         # Only on_demand preempts: with reserve the count is 0 without a sweep.
@@ -756,10 +745,8 @@ def _memory_metrics(result, fast=False):
 def summarize(result, rows=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
     step_gaps = [step_gaps_of(g) for g in result.gpus]
-    fast = metrics_numpy.usable(result)  # big runs, numpy at hand: three passes there, same values
     if rows is None:
-        worst = metrics_numpy.worst_gap_ticks(result, step_gaps, first_token_ticks) if fast else None
-        values = _request_values(result, step_gaps, worst)
+        values = _request_values(result, step_gaps)
     else:
         values = [(r["ttft_s"], r["tpot_ms"], r["worst_gap_ms"], r["transfer_ms"], r["met_slo"]) for r in rows]
     fleet = result.scenario.fleet
@@ -780,8 +767,7 @@ def summarize(result, rows=None):
             transfers.append(transfer_ms)
     for column in (ttfts, tpots, worst, transfers):
         column.sort()
-    percentiles = metrics_numpy.weighted_percentile if fast else weighted_percentile
-    itl50, itl99 = percentiles(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
+    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus
@@ -853,7 +839,7 @@ def summarize(result, rows=None):
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
         **prefix_metrics(result),
-        **_memory_metrics(result, fast),
+        **_memory_metrics(result),
         "reconfigurations": len(result.reconfigurations),  # 0 with fixed pools (no planner)
         "reconfig_lost_gpu_s": reconfig_lost_gpu_s(result),
         "run_cut": result.capped,
