@@ -124,8 +124,7 @@ def simulate(scenario, requests=None, progress=None):
     called every PROGRESS_ARRIVALS arrivals (a long run's CLI shows it; it changes nothing)."""
     if requests is None:
         requests = generate_requests(scenario.workload, scenario.seed)
-    simulation = _Simulation(scenario, requests)
-    simulation.progress = progress
+    simulation = _Simulation(scenario, requests, progress)
     # Its records and step lists live to the end of the run. One young collection now moves
     # them, empty, to the collector's oldest generation; otherwise they stay young as they
     # grow and every collection the run sets off walks them (docs/architecture.md "Scale"). With the
@@ -151,9 +150,9 @@ class _Simulation(Arrivals, Batching, RoleChanges):
         "wire",
     )
 
-    def __init__(self, scenario, requests):
+    def __init__(self, scenario, requests, progress=None):
         self.scenario = scenario
-        self.progress = None  # (simulate's callback, when one is given)
+        self.progress = progress  # (simulate's callback, when one is given)
         fleet = scenario.fleet
         self.fleet = fleet
         self.admit = self._admit  # bound once: _take_prompts hands it on at every step
