@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from lab import core  # noqa: E402
+from bench_scale import interpreter  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
 
 
@@ -108,7 +109,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from reference_sim import reference_simulate
 
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(f"{interpreter()}, {os.cpu_count()} CPUs")
     print(f"{'scenario':<34} {'steps':>7} {'simulate':>10} {'summarize':>10} {'reference':>10} {'speed-up':>9}")
     figures = {}
     for name, raw in SCENARIOS.items():
