@@ -220,8 +220,8 @@ class _RunProgress:
     by the engine (`simulate`'s `progress`); `done()` ends the line once the simulation is over."""
 
     def __init__(self, args, started):
-        self.on = not args.json and (sys.stderr.isatty() or args.progress)
         self.tty = sys.stderr.isatty()
+        self.on = not args.json and (self.tty or args.progress)
         self.started, self.shown, self.last = started, False, -PROGRESS_EVERY_S
         try:
             self.after = float(os.environ.get("STF_PROGRESS_AFTER_S", PROGRESS_AFTER_S))

@@ -36,11 +36,16 @@ phase() {
   [ "$rc" -eq 0 ] || { echo "[test] $label FAILED (exit $rc)" >&2; failed=1; }
 }
 
+# pypy_phase [PYTEST-ARGS...]: set PyPy up, then run the PYPY tests there, two at a time.
+pypy_phase() {
+  bash scripts/setup_pypy.sh
+  phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}" "$@"
+}
+
 if [ "${1:-}" = "--pypy" ]; then
   shift
   bash scripts/setup.sh  # (node_modules: the Pyodide side of the equality test)
-  bash scripts/setup_pypy.sh
-  phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}" "$@"
+  pypy_phase "$@"
   exit "$failed"
 fi
 if [ "${1:-}" = "--quick" ]; then
@@ -60,6 +65,5 @@ fi
 # cores busy: Chromium, the server, Pyodide under Node), then the core under PyPy.
 phase "CPython, no browser" .venv/bin/python -n 2 --dist loadscope --durations=30 -m "not browser and not pyodide"
 phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
-bash scripts/setup_pypy.sh
-phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}"
+pypy_phase
 exit "$failed"
