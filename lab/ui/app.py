@@ -91,6 +91,7 @@ from .views.table_view import TableView
 from .views.twin_view import TwinView, twin_sentence
 from .words.control_words import format_value
 from .words.figures import model_words
+from .words.draft_words import DRAFT_MARK, is_draft
 from .words.mission_text import brief_html, plain
 from .words.theme import CSS, HUB_CSS, PALETTE
 
@@ -156,7 +157,8 @@ class LabApp:
         self.blame = BlameView(self.state)
         self.twin = TwinView(self.state, self.on_pin, self.on_unpin, follow_runs=False)
         # The full-lab link (shown in an iframe) opens this mission at top level, stars carried in #progress=.
-        self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id), compact=self.embed))
+        self.stars = StarsView(self.state, ProgressTools(self.bridge, lab_href(self.state.mission.id, self.state.draft_code),
+                                                             compact=self.embed))
         self.plots = Plots(self.state, self.on_sweep, embed=self.embed, follow_runs=False)
         self._plots_pending = None
         self._settled = False  # (collector.settle once, after the first run is shown)
@@ -696,6 +698,7 @@ class LabApp:
         section = lambda text: Html(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")
         next_m = self.catalog.next_after(m)
+        draft_mark = f'<p class="stf-draft-mark" role="note">{html.escape(DRAFT_MARK)}</p>' if is_draft(m) else ""
         card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px"}
         canvas_card = pn.Column(
             pn.Row(Html('<div class="stf-section" style="margin:0">GPU timelines'
@@ -718,7 +721,7 @@ class LabApp:
         title_row = pn.Row(
             # The title takes the room the stars leave and wraps there (a long title at 390 px
             # pushed the stars past the screen's edge).
-            Html(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>',
+            Html(f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1>{draft_mark}',
                          stylesheets=[CSS], margin=(10, 10, 0, 16), sizing_mode="stretch_width",
                          styles={"min-width": "0"}),
             self.header_stars, sizing_mode="stretch_width", margin=0,

@@ -13,8 +13,11 @@ page load), so `lab serve` sees a mission added or edited while it runs.
 import os
 import sys
 
+from lab.core.mission_link import is_draft_id
 from lab.core.missions import CONTROL_SPECS, Control, Mission, default_missions_dir, load_each, mission_file_names
 from lab.core.spec import Scenario
+
+from .words.draft_words import DRAFT_KICKER
 
 __all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TRACE_SOURCES"]
 
@@ -212,6 +215,8 @@ class Catalog:
         may hold only missions 20 and 30)."""
         if mission.id == SANDBOX_ID:
             return "Sandbox"
+        if is_draft_id(mission.id):
+            return DRAFT_KICKER
         run = [m.order for m in self.missions] == list(range(1, len(self.missions) + 1))
         return f"Mission {mission.order}" + (f" of {len(self.missions)}" if run else "")
 

@@ -14,7 +14,7 @@ from .browser.panel_shims import escape_without_nh3, one_patch_per_update, skip_
 from .catalog import Catalog
 from .words.theme import PALETTE
 
-__all__ = ["get_catalog", "search", "hub_href", "lab_href", "brand_html", "page_extension", "star_text", "MISSIONS_ENV"]
+__all__ = ["get_catalog", "search", "hub_href", "lab_href", "author_href", "brand_html", "page_extension", "star_text", "MISSIONS_ENV"]
 
 MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
 _CATALOGS = {}
@@ -54,9 +54,14 @@ def hub_href():
     return "index.html" if _static_build() else "./"
 
 
-def lab_href(mission_id):
+def lab_href(mission_id, draft_code=None):
+    """The lab's address for a mission, or for a shared draft (its link code: lab.core.mission_link)."""
     base = "lab.html" if _static_build() else "lab"
-    return f"{base}?mission={mission_id}"
+    return f"{base}?draft={draft_code}" if draft_code else f"{base}?mission={mission_id}"
+
+
+def author_href():
+    return "author.html" if _static_build() else "author"
 
 
 def brand_html():

@@ -59,6 +59,7 @@ from lab.core.page_bounds import PAGE_MAX_S
 from .catalog import SANDBOX_ID
 from .words.control_words import control_words, format_value
 from .words.refusal import refusal_text, short_label
+from .words.draft_words import open_draft
 from .url_state import (FLOAT_RE, HIDE_PANELS, MAX_SHOWN, MAX_VALUE_CHARS, RESERVED_PARAMS, carried_note,  # noqa: F401
                         fleet_settings, format_pin, parse_hide, parse_pin, parse_search, parse_settings, query_note,
                         short_text, shown_value)
@@ -160,6 +161,7 @@ class LabState(param.Parameterized):
         self.scenario = mission.scenario
         self.saved_stars = [False] * len(mission.stars)
         self.stars_now = [False] * len(mission.stars)
+        self.draft_code = None  # a shared mission's link code (`?draft=`), which the address keeps instead of its id
         self._replay_requests = None  # [(arrival_s, prompt, output)] of an uploaded trace
         self._pending_run = None  # (result, simulate ms, its settings) that `simulate` published and `finish` has not measured
         # Runs a newer one replaced before their finish: only their stars are judged, at the next
@@ -184,9 +186,19 @@ class LabState(param.Parameterized):
         notes = [n for n in (query_note(search),) if n]
         wanted = params.get("mission")
         mission = catalog.get(wanted) if wanted else None
+        draft_code = draft_note = None
+        if "draft" in params:  # a mission carried by the link itself (lab.core.mission_link)
+            mission, draft_note = open_draft(catalog, params["draft"])
+            if mission is not None:
+                draft_code = params["draft"]
+            else:  # its settings were for that mission: none apply to the one opened instead
+                wanted = None
+                params = {k: v for k, v in params.items() if k in RESERVED_PARAMS and k != "pin"}
         if mission is None:
             mission = catalog.first()
             label = "the sandbox" if mission.id == SANDBOX_ID else f"mission {mission.order}, {html.escape(mission.title)}"
+            if draft_note:
+                notes.append(f"{draft_note} Opened {label} instead.")
             if wanted:
                 notes.append(f"There is no mission <code>{shown_value(wanted)}</code>; opened {label} instead.")
             if catalog.error:
@@ -195,6 +207,7 @@ class LabState(param.Parameterized):
                 params = {k: v for k, v in params.items() if k in RESERVED_PARAMS and k != "pin"}
                 notes.append("The settings in the link were for that mission, so they were not applied.")
         state = cls(mission, position=catalog.position(mission))
+        state.draft_code = draft_code
         settings, bad = parse_settings(mission, params)
         notes.extend(bad)
         if settings:
@@ -349,7 +362,7 @@ class LabState(param.Parameterized):
     def query(self):
         """URL params for the current state: the mission, the settings off its start, and the
         window start (`t`, to a hundredth of a second) once it is worth sharing."""
-        out = {"mission": self.mission.id}
+        out = {"draft": self.draft_code} if self.draft_code else {"mission": self.mission.id}
         for name, value in self.settings.items():
             if value is None or value == self._start.get(name):
                 continue

@@ -14,11 +14,12 @@ import re
 import urllib.parse
 
 from lab.core.errors import LabError
+from lab.core.mission_link import MAX_CODE_CHARS
 from lab.core.missions import CONTROL_PATHS, CONTROL_SPECS
 
 from .words.control_words import format_value
 
-RESERVED_PARAMS = ("mission", "embed", "t", "hide", "pin")  # query keys that are not control settings
+RESERVED_PARAMS = ("mission", "draft", "embed", "t", "hide", "pin")  # query keys that are not control settings
 # Panels a classroom link may hide (`hide=plots,brief,gpus`), besides any control of CONTROL_SPECS.
 HIDE_PANELS = ("brief", "controls", "legend", "canvas-overview", "metrics", "stars", "progress", "plots")
 # Names in one `hide` list (the rest are ignored with a note): every panel and control once,
@@ -27,7 +28,8 @@ MAX_HIDE = len(HIDE_PANELS) + len(CONTROL_SPECS)
 MAX_QUERY_CHARS = 200_000  # longer query strings are cut before parsing (browsers allow ~2 MB)
 MAX_QUERY_FIELDS = 64  # ... and only this many parameters are read (query_note says so)
 MAX_UNKNOWN_NOTES = 5  # parameters that are no setting get a note each up to this many, then one for the rest
-MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)
+MAX_VALUE_CHARS = 256  # each value is cut to this before the lab parses it (none is valid longer)...
+MAX_DRAFT_CHARS = MAX_CODE_CHARS + 1  # ... but a shared mission (`draft`), cut one past its bound: "too long", not "damaged"
 MAX_SHOWN = 40  # characters of a bad value echoed back in a note
 INT_RE = re.compile(r"[+-]?\d{1,12}", re.ASCII)  # these validate whole values: fullmatch
 FLOAT_RE = re.compile(r"[+-]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?", re.ASCII)
@@ -61,7 +63,8 @@ def parse_search(search):
     fields = [f for f in _query_text(search)[:MAX_QUERY_CHARS].split("&") if f][:MAX_QUERY_FIELDS]
     out = {}
     for key, value in urllib.parse.parse_qsl("&".join(fields), keep_blank_values=True):
-        out.setdefault(key[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
+        key = key[:MAX_VALUE_CHARS]
+        out.setdefault(key, value[:MAX_DRAFT_CHARS if key == "draft" else MAX_VALUE_CHARS])
     return out
 
 

@@ -69,6 +69,8 @@ a:focus-visible, button:focus-visible, summary:focus-visible { outline: 3px soli
 .stf-title { font-size: 20px; font-weight: 650; margin: 0; }
 .stf-kicker { color: var(--muted); font-size: 13px; text-transform: uppercase; letter-spacing: .06em; }
 .stf-spacer { flex: 1; }
+.stf-draft-mark { margin: 4px 0 0 0; padding: 4px 10px; font-size: 13px; border-left: 4px solid var(--decode);
+                  background: #eef5fb; border-radius: 4px; }
 .stf-notes { border-left: 4px solid var(--prefill); background: #fff8e6; padding: 8px 12px; border-radius: 4px;
              font-size: 13px; margin: 0; }
 .stf-notes ul { margin: 2px 0 0 0; padding-left: 18px; }
