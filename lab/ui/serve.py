@@ -72,6 +72,7 @@ def make_apps(missions_dir=None):
     from . import app
     from .timeline import collector
     from . import hub as hub_module
+    from .author import author_page
 
     template = _page_template()
 
@@ -88,7 +89,10 @@ def make_apps(missions_dir=None):
     def lab():
         return page(app.lab_page(missions_dir))
 
-    return {"/": hub, "/lab": lab}
+    def author():
+        return page(author_page.author_page(missions_dir))
+
+    return {"/": hub, "/lab": lab, "/author": author}
 
 
 def main(argv=None):
@@ -124,7 +128,7 @@ def main(argv=None):
             port=args.port,
             address=args.address,
             show=args.show,
-            title={"/": "Split the Fleet", "/lab": "Split the Fleet · lab"},
+            title={"/": "Split the Fleet", "/lab": "Split the Fleet · lab", "/author": "Write a mission · Split the Fleet"},
             websocket_origin=[f"{host}:{args.port}" for host in ("localhost", "127.0.0.1", args.address)] if args.port else "*",
             threaded=False,
             start=False,
