@@ -18,11 +18,12 @@ __all__ = ["ENTRY_NAME", "ENTRY_SOURCE", "convert_lab", "split_panel_worker", "c
 # and a lab.py there would shadow the `lab` package. Its outputs are renamed lab.html/lab.js.
 ENTRY_NAME = "stf_lab_app"
 ENTRY_SOURCE = '''\
-# Split the Fleet: the lab page, as converted by `panel convert --to pyodide-worker`.
-# In the browser, pn.state.location is the page's address (?mission=ID&embed=1&...).
-from lab.ui.app import lab_page
+# Split the Fleet: the lab page (lab.html) and the author page (author.html), as converted by
+# `panel convert --to pyodide-worker`. In the browser, pn.state.location is the page's address
+# (lab.html?mission=ID&embed=1&..., author.html?draft=CODE): it says which page to draw.
+from lab.ui.site_entry import site_page
 
-lab_page().servable(title="Split the Fleet")
+site_page().servable(title="Split the Fleet")
 '''
 
 

@@ -100,7 +100,7 @@ def defer_page_scripts(page):
 
 
 def write_lab_page(site, page, facts, bokeh_base, missions, pyodide_base, pyodide_version, prerender_stamp=None):
-    """lab.html, with the page's config (mission titles, where Pyodide is, the stars' storage key,
+    """lab.html and author.html, with the page's config (mission titles, where Pyodide is, the stars' storage key,
     the stamp the pre-rendered first views must carry: site_build/prerender.py)."""
     project = _project()
     titles = {m["id"]: m["title"] for m in missions}
@@ -122,6 +122,9 @@ def write_lab_page(site, page, facts, bokeh_base, missions, pyodide_base, pyodid
         html_text = re.sub(r'(<script type="application/json" id="stf-config">).*?(</script>)',
                            lambda m: m.group(1) + _json_for_html(page_config) + m.group(2), html_text, count=1, flags=re.S)
     _write(site, "lab.html", html_text)
+    # The author page is the same page and worker: its address tells the program which to draw.
+    author = re.sub(r"<title>.*?</title>", "<title>Write a mission · Split the Fleet</title>", html_text, count=1, flags=re.S)
+    _write(site, "author.html", author)
 
 
 def write_hub_and_assets(site, missions, pyodide_version):

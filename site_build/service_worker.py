@@ -18,7 +18,7 @@ def write_service_worker(site, pyodide_base):
     """sw.js, once every other file but build-info.json is written; returns the build id (its cache name)."""
     table = _file_table(site)
     build_id = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:16]
-    shell = [p for p in table if p in ("index.html", "lab.html", "lab.js", "site.webmanifest")
+    shell = [p for p in table if p in ("index.html", "lab.html", "author.html", "lab.js", "site.webmanifest")
              or p.startswith(("assets/", "missions/"))]
     _write(site, "sw.js", _fill(_template("sw.js"), {
         "BUILD_ID": _js_string(build_id),

@@ -71,7 +71,7 @@ from .browser.page_bridge import PageBridge, guard_location
 from .browser.panel_shims import Html
 from .browser.timers import later
 from .catalog import SANDBOX_ID
-from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, search, star_text
+from .pages import author_href, brand_html, get_catalog, hub_href, lab_href, page_extension, search, star_text
 from .runs import offload
 from .runs.run_work import HEAVY_UPLOAD_CHARS
 from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
@@ -698,7 +698,9 @@ class LabApp:
         section = lambda text: Html(f'<div class="stf-section">{text}</div>', stylesheets=[CSS],
                                             margin=(10, 10, 0, 10), sizing_mode="stretch_width")
         next_m = self.catalog.next_after(m)
-        draft_mark = f'<p class="stf-draft-mark" role="note">{html.escape(DRAFT_MARK)}</p>' if is_draft(m) else ""
+        draft_mark = (f'<p class="stf-draft-mark" role="note">{html.escape(DRAFT_MARK)} '
+                      f'<a class="stf-draft-edit" href="{plain(author_href())}?draft={plain(s.draft_code)}">Edit a copy</a></p>'
+                      if is_draft(m) else "")
         card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px"}
         canvas_card = pn.Column(
             pn.Row(Html('<div class="stf-section" style="margin:0">GPU timelines'

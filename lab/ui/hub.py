@@ -9,7 +9,7 @@ from .browser.a11y import A11yBridge, landmark_spec
 from .browser.page_bridge import guard_location
 from .browser.panel_shims import Html
 from .catalog import SANDBOX_ID
-from .pages import brand_html, get_catalog, hub_href, lab_href, page_extension, star_text
+from .pages import author_href, brand_html, get_catalog, hub_href, lab_href, page_extension, star_text
 from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
 from .words.mission_text import plain
 from .words.theme import CSS, HUB_CSS, PALETTE
@@ -114,7 +114,8 @@ class HubApp:
 
     def _layout(self):
         header = pn.Row(
-            Html(f'<div class="stf-header">{brand_html()}</div>', stylesheets=[CSS], sizing_mode="stretch_width",
+            Html(f'<div class="stf-header">{brand_html()}<span class="stf-spacer"></span>'
+                 f'<a class="stf-author-link" href="{author_href()}">Write a mission</a></div>', stylesheets=[CSS], sizing_mode="stretch_width",
                          margin=(8, 16, 0, 16)),
             sizing_mode="stretch_width", margin=0, styles={"background": "#ffffff", "border-bottom": "1px solid #dde2ea"},
         )

@@ -182,29 +182,37 @@ def check_draft(texts, base_dir, fallback=None):
 
 
 def template():
-    """The blank template: a small mission that already checks, for the author to reshape."""
+    """The blank template: a small mission that passes the checker (mission 7's fleet and first
+    two stars), in words for the author to replace."""
     return {
         "$schema": "./schema.json",
         "id": "my-mission",
         "title": "My mission",
         "order": 90,
         "summary": "One line for the missions page.",
-        "brief": ["Say what the fleet serves and what the student should try.",
+        "brief": ["Say what the fleet serves, what its users want, and where the student starts.",
                   "",
-                  "**Try:** add a GPU, then split the fleet."],
+                  "**Try:** a fifth GPU, then a split fleet."],
         "scenario": {
-            "workload": {"rate": 6, "duration_s": 30, "prompt_tokens": 2000, "output_tokens": 200},
-            "fleet": {"layout": "colocated", "gpus": 2, "prefill_gpus": 1, "decode_gpus": 1},
-            "slo": {"ttft_s": 1.5, "tpot_ms": 25},
-            "seed": 1,
+            "workload": {"rate": 6, "duration_s": 60, "prompt_tokens": 4000, "output_tokens": 220},
+            "fleet": {"layout": "colocated", "gpus": 4, "prefill_gpus": 3, "decode_gpus": 1},
+            "slo": {"ttft_s": 1.5, "tpot_ms": 20},
+            "seed": 9,
+            "drain_s": 60,
         },
-        "controls": {"layout": {"choices": ["colocated", "disaggregated"]}, "gpus": {"min": 1, "max": 6},
+        "controls": {"layout": {"choices": ["colocated", "disaggregated"]}, "gpus": {"min": 2, "max": 8},
                      "prefill_gpus": {"min": 1, "max": 4}, "decode_gpus": {"min": 1, "max": 4}},
         "stars": [
-            {"label": "99% of requests on time", "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.99}],
-             "debrief": "Say why the fix works."},
+            {"label": "99% on time on one colocated pool",
+             "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.99},
+                      {"metric": "prefill_gpus", "op": "==", "value": 0}],
+             "debrief": "Say why the fix works: what was short, and what the change gave."},
+            {"label": "No frozen answers: 99% and p99 worst gap under 50 ms",
+             "when": [{"metric": "slo_attainment", "op": ">=", "value": 0.99},
+                      {"metric": "worst_gap_p99_ms", "op": "<=", "value": 50}],
+             "debrief": "Say why splitting the fleet stops the freezes, and what it costs."},
         ],
-        "outro": "Say what the student learnt.",
+        "outro": "Say what the student learnt, and where to go next.",
     }
 
 
