@@ -110,13 +110,13 @@ class AuthorApp:
         options = {"Blank template": TEMPLATE_CHOICE}
         for m in self.catalog.missions:
             options[f"Mission {m.order}: {m.title}"] = m.id
-        self.start_from = pn.widgets.Select(name="Start from", options=options, value=TEMPLATE_CHOICE, width=300,
+        self.start_from = pn.widgets.Select(label="Start from", options=options, value=TEMPLATE_CHOICE, width=300,
                                             css_classes=["stf-author-start-from"])
-        self.load_button = pn.widgets.Button(name="Load it", button_type="light", width=170, align="end",
+        self.load_button = pn.widgets.Button(label="Load it", button_type="light", width=170, align="end",
                                              css_classes=["stf-author-load"],
                                              description="Replace the draft with the chosen mission (asks to confirm)")
         self.load_button.on_click(self._on_load)
-        self.workload_from = pn.widgets.Select(name="Use the workload of", options={"—": ""} | {
+        self.workload_from = pn.widgets.Select(label="Use the workload of", options={"—": ""} | {
             f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}, value="", width=300,
             css_classes=["stf-author-workload-from"])
         self.workload_from.param.watch(self._on_workload_from, "value")
@@ -124,7 +124,7 @@ class AuthorApp:
         labels = {"id": "Id (a slug: lowercase, digits, hyphens)", "title": "Title", "order": "Order (its number on the hub)",
                   "summary": "Summary (one line)"}
         for name in ABOUT_FIELDS:
-            w = pn.widgets.TextInput(name=labels[name], value=self._texts["about"][name], sizing_mode="stretch_width",
+            w = pn.widgets.TextInput(label=labels[name], value=self._texts["about"][name], sizing_mode="stretch_width",
                                      css_classes=[f"stf-author-{name}"])
             w.param.watch(functools.partial(self._on_edit, "about", name), ["value_input", "value"])
             self.about[name] = w
@@ -135,7 +135,7 @@ class AuthorApp:
             if section.kind == "about":
                 continue
             rows = {"text": 7, "json": 9}[section.kind]
-            w = pn.widgets.TextAreaInput(name=section.title, value=self._texts[section.key], rows=rows, max_length=60_000,
+            w = pn.widgets.TextAreaInput(label=section.title, value=self._texts[section.key], rows=rows, max_length=60_000,
                                          sizing_mode="stretch_width", css_classes=[f"stf-author-{section.key}"],
                                          stylesheets=[":host textarea { font-family: ui-monospace, SFMono-Regular, Menlo, "
                                                       "monospace; font-size: 13px; }"] if section.kind == "json" else [])
@@ -150,7 +150,7 @@ class AuthorApp:
                                css_classes=["stf-author-start"])
         self.blame_pane = Html("", stylesheets=[CSS, BLAME_CSS, AUTHOR_CSS], sizing_mode="stretch_width", margin=(0, 4),
                                css_classes=["stf-author-blame"])
-        self.check_button = pn.widgets.Button(name="Check it", button_type="primary", width=150,
+        self.check_button = pn.widgets.Button(label="Check it", button_type="primary", width=150,
                                               css_classes=["stf-author-check"],
                                               description="Run the mission checker: each star's cheapest fix, margins, seeds")
         self.check_button.on_click(self._on_check)
@@ -161,7 +161,7 @@ class AuthorApp:
                                                 css_classes=["stf-author-download"])
         self.links = Html("", stylesheets=[CSS, AUTHOR_CSS], sizing_mode="stretch_width", margin=(4, 4),
                           css_classes=["stf-author-links-pane"])
-        self.share = pn.widgets.TextInput(name="Mission link (copy it into a course page)", value="", disabled=False,
+        self.share = pn.widgets.TextInput(label="Mission link (copy it into a course page)", value="", disabled=False,
                                           sizing_mode="stretch_width", css_classes=["stf-author-share"])
         self.notes = Html(f'<p class="stf-notes">{html.escape(self.note)}</p>' if self.note else "",
                           stylesheets=[CSS], sizing_mode="stretch_width", margin=(4, 16), css_classes=["stf-notes-pane"])
@@ -300,14 +300,14 @@ class AuthorApp:
             self.a11y.say(text)
             return
         self._checking = True
-        self.check_button.name = "Checking…"
+        self.check_button.label = "Checking…"
         self.verdict_pane.object = ('<p class="stf-author-summary" role="status">Checking: the start, then each star\'s '
                                     'cheapest fix over the seeds. This takes a few seconds.</p>')
         data = v.data
 
         def then(outcome):
             self._checking = False
-            self.check_button.name = "Check it"
+            self.check_button.label = "Check it"
             try:
                 out = outcome.get()
             except Exception as exc:  # noqa: BLE001 (LabError or a bug: the verdict says which)
@@ -335,11 +335,11 @@ class AuthorApp:
     def _on_load(self, _event):
         if not self._armed_load:
             self._armed_load = True
-            self.load_button.name = "Click again to replace"
+            self.load_button.label = "Click again to replace"
             self.load_button.button_type = "warning"
             return
         self._armed_load = False
-        self.load_button.name = "Load it"
+        self.load_button.label = "Load it"
         self.load_button.button_type = "light"
         data = self._mission_data(self.start_from.value)
         self._fill(sections_from_mission(data))
