@@ -112,7 +112,7 @@ class AuthorApp:
             options[f"Mission {m.order}: {m.title}"] = m.id
         self.start_from = pn.widgets.Select(label="Start from", options=options, value=TEMPLATE_CHOICE, width=300,
                                             css_classes=["stf-author-start-from"])
-        self.load_button = pn.widgets.Button(label="Load it", button_type="light", width=170, align="end",
+        self.load_button = pn.widgets.Button(label="Load it", button_type="light", width=170,
                                              css_classes=["stf-author-load"],
                                              description="Replace the draft with the chosen mission (asks to confirm)")
         self.load_button.on_click(self._on_load)
@@ -387,8 +387,8 @@ class AuthorApp:
         hint = lambda text: Html(f'<p class="stf-author-hint">{html.escape(text)}</p>', stylesheets=[CSS, AUTHOR_CSS],
                                  margin=(0, 4), sizing_mode="stretch_width")
         card_style = {"background": "#ffffff", "border": "1px solid #dde2ea", "border-radius": "10px", "padding": "4px 8px"}
-        parts = [pn.Row(self.start_from, self.load_button, sizing_mode="stretch_width", margin=(4, 0), css_classes=["stf-author-row"],
-                        styles={"flex-wrap": "wrap"})]
+        parts = [pn.FlexBox(self.start_from, self.load_button, flex_wrap="wrap", align_items="flex-end",
+                            sizing_mode="stretch_width", margin=(4, 0), css_classes=["stf-author-row"])]
         for section in SECTIONS:
             parts.append(section_head(section.title))
             parts.append(hint(section.hint))
@@ -405,7 +405,7 @@ class AuthorApp:
                            styles={**card_style, "flex": "1 1 520px", "min-width": "min(300px, 100%)"})
         results = pn.Column(
             section_head("Your mission"), self.summary, self.general_errors, self.links, self.share,
-            pn.Row(self.check_button, self.download, margin=(4, 0), styles={"flex-wrap": "wrap"}),
+            pn.FlexBox(self.check_button, self.download, flex_wrap="wrap", sizing_mode="stretch_width", margin=(4, 0)),
             self.verdict_pane, self.start_pane, self.blame_pane,
             sizing_mode="stretch_width", margin=0, css_classes=["stf-author-results"],
             # Beside the editor on a wide screen, the verdict stays in view while the author scrolls.
