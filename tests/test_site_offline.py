@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mission_text_payloads import DANGEROUS, EASY_ID, poke, pwned, settle, write_hostile_missions
+from mission_text_payloads import DANGEROUS, EASY_ID, PAYLOADS, poke, pwned, settle, write_hostile_missions
 from site_run import CANVAS, PLOTS_IN, RAN, run_lab
 from test_build import build_site
 from test_site_browser import ARGS, CHROMIUM, KEY, Server, _cards
@@ -189,3 +189,110 @@ def test_an_address_of_1200_parameters_opens_the_static_lab_with_a_note(browser,
         assert "Mixing" in page.locator(".stf-title").first.inner_text()
     finally:
         context.close()
+
+
+# ---------------------------------------------------------------- the author page and shared drafts
+
+_SUMMARY_HAS = """(text) => { const f = (r) => { for (const e of r.querySelectorAll('*')) {
+    if (e.classList.contains('stf-author-summary') && e.getAttribute('role') === 'status' && e.textContent.includes(text)) return true;
+    if (e.shadowRoot && f(e.shadowRoot)) return true; } return false; }; return f(document); }"""
+
+
+def _open_author(page, url):
+    page.goto(url)
+    page.wait_for_selector(LOADED, state="attached", timeout=600_000)
+    if page.get_attribute("#stf-loader", "data-state") == "error":
+        pytest.fail(f"{page.inner_text('#stf-error-message')}\n{page.text_content('#stf-error-detail')}")
+    page.wait_for_function(_SUMMARY_HAS, arg="No mistakes. The start:", timeout=300_000)
+
+
+def test_an_instructor_authors_checks_plays_and_shares_in_the_static_site(browser, site):
+    """author.html in Pyodide: the template, a mistake shown and fixed, the checker's verdict, Play it, and
+    the mission link in a fresh browser, where a student earns a star kept under the draft's id."""
+    from lab.core.mission_link import decode_mission, draft_id
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        _open_author(page, site.url("author.html"))
+        page.locator(".stf-author-title input").fill("Static draft")
+        controls = page.locator(".stf-author-controls textarea")
+        controls.fill(controls.input_value().replace('"max": 8', '"max": "eight"'))
+        page.wait_for_function(_SUMMARY_HAS, arg="1 mistake, in Controls", timeout=60_000)
+        assert "controls.gpus.max" in page.locator(".stf-author-errors-controls li").first.inner_text()
+        controls.fill(controls.input_value().replace('"max": "eight"', '"max": 8'))
+        page.wait_for_function(_SUMMARY_HAS, arg="No mistakes. The start:", timeout=120_000)
+        page.locator(".stf-author-check button").click()
+        page.locator(".stf-author-verdict").wait_for(timeout=300_000)
+        assert page.locator(".stf-author-verdict-head").inner_text().startswith("The checker finds nothing wrong: ok.")
+        link = page.locator(".stf-author-share input").input_value()
+        assert link.startswith(site.url("lab.html?draft=1."))
+        with context.expect_page() as opened:
+            page.locator("a.stf-author-play").click()
+        lab = opened.value
+        lab.locator(RAN).first.wait_for(state="attached", timeout=300_000)
+        assert lab.locator(".stf-title").first.inner_text() == "Static draft"
+        lab.close()
+    finally:
+        context.close()
+    data = decode_mission(link.split("draft=", 1)[1])
+    fresh = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = fresh.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        _open_lab(page, link)
+        assert "shared draft mission" in page.locator(".stf-kicker").first.inner_text().lower()
+        handle = page.locator(".stf-control-gpus .noUi-handle")
+        handle.focus()
+        page.keyboard.press("ArrowRight")  # 4 -> 5 colocated GPUs: the template's first star
+        page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
+        stored = f"""() => {{ try {{ return JSON.parse(localStorage.getItem({json.dumps(KEY)})).stars[{json.dumps(draft_id(data))}][0]
+                      === true; }} catch (e) {{ return false; }} }}"""
+        page.wait_for_function(stored, timeout=30_000)
+        assert "mixing-hurts" not in page.evaluate(f"localStorage.getItem({json.dumps(KEY)})")
+    finally:
+        fresh.close()
+    assert errors == []
+
+
+def test_hostile_mission_links_are_refused_or_inert_in_the_static_lab(browser, site):
+    """A link's mission is read as a file's: script in its brief shows as text, a huge number or an
+    oversized or cut link opens mission 1 with a note naming why; never a blank page."""
+    from lab.core.mission_link import encode_mission
+    from lab.ui.author.draft import template
+
+    scripted = template()
+    scripted["brief"] = "\n\n".join(PAYLOADS)
+    huge = template()
+    huge["scenario"]["workload"]["rate"] = 1e308
+    cases = {
+        "script": (encode_mission(scripted), None),
+        "huge": (encode_mission(huge), "scenario.workload.rate"),
+        "oversized": ("1." + "A" * 9_000, "longer than a link holds"),
+        "cut": (encode_mission(template())[:400], "cut short"),
+    }
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        for name, (code, why) in cases.items():
+            _open_lab(page, site.url(f"lab.html?draft={code}"))
+            settle(page)
+            if why is None:
+                assert page.locator(".stf-draft-mark").count() == 1, name
+                for sel in DANGEROUS:
+                    assert page.locator(f".stf-brief {sel}").count() == 0, (name, sel)
+                poke(page, ".stf-brief")
+                assert pwned(page) == "undefined", name
+            else:
+                note = page.locator(".stf-notes-pane .stf-notes")
+                note.wait_for()
+                assert why in note.inner_text() and "Opened mission 1" in note.inner_text(), (name, note.inner_text())
+                assert "Mixing" in page.locator(".stf-title").first.inner_text(), name
+                assert page.locator(".stf-draft-mark").count() == 0, name
+    finally:
+        context.close()
+    assert errors == []
