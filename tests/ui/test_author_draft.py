@@ -176,3 +176,38 @@ def test_every_section_has_an_editor_and_an_error_pane(catalog):
     app = AuthorApp(catalog, "")
     assert set(app.error_panes) == set(SECTION_KEYS)
     assert set(app.editors) | {"about"} == set(SECTION_KEYS)
+
+
+class _Fired:
+    def stop(self):
+        pass
+
+
+@pytest.fixture
+def timers_now(monkeypatch):
+    """The page's timers fire at once (the checker waits a turn for its "Checking…" to show)."""
+    import lab.ui.author.author_page as page
+
+    monkeypatch.setattr(page, "later", lambda callback, _ms: (callback(), _Fired())[1])
+
+
+def test_a_verdict_is_marked_stale_once_the_draft_changes(catalog, timers_now):
+    app = AuthorApp(catalog, "")
+    app._check_now()
+    app._on_check()
+    assert "The checker finds nothing wrong: ok." in app.verdict_pane.object
+    app.editors["slo"].value = '{"ttft_s": 2, "tpot_ms": 20}'
+    app._check_now()
+    assert "changed since the last check" in app.verdict_pane.object
+
+
+def test_the_download_is_named_after_a_valid_id_only(catalog):
+    app = AuthorApp(catalog, "")
+    app._check_now()
+    assert app.download.filename == "my-mission.json"
+    app.about["id"].value = "../../etc/passwd"
+    app._check_now()
+    assert app.download.filename == "my-mission.json"
+    app.about["id"].value = "rag-heavy"
+    app._check_now()
+    assert app.download.filename == "rag-heavy.json"

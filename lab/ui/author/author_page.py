@@ -28,6 +28,7 @@ import panel as pn
 
 from lab.core.errors import LabError
 from lab.core.mission_link import decode_mission, encode_mission
+from lab.core.missions import ID_PATTERN
 
 from ..browser.a11y import A11yBridge, landmark_spec
 from ..browser.page_bridge import PageBridge, guard_location
@@ -95,6 +96,7 @@ class AuthorApp:
         self._check_timer = None
         self._start_for = None  # the mission object whose start run is under way or shown
         self._checking = False
+        self._checked_key = None  # the mission object the verdict shown is for
         self._armed_load = False
         self.url = PageBridge()
         self.url.title("Write a mission · Split the Fleet")
@@ -199,7 +201,12 @@ class AuthorApp:
         self.general_errors.object = _errors_html(v.errors.get("", []))
         brief = self._texts["brief"]
         self.brief_preview.object = f'<div class="stf-brief">{brief_html(brief)}</div>' if brief.strip() else ""
-        self.download.filename = f"{v.data.get('id') or 'my-mission'}.json"
+        mid = v.data.get("id")
+        self.download.filename = f"{mid}.json" if isinstance(mid, str) and ID_PATTERN.fullmatch(mid) else "my-mission.json"
+        if self._checked_key is not None and self._checked_key != _key(v.data):
+            self._checked_key = None  # the verdict shown is an older draft's
+            self.verdict_pane.object = ('<p class="stf-author-summary bad" role="status">The draft changed since the last '
+                                        'check: check it again.</p>')
         code = self._code(v.data)
         if code and not v.slips:  # (a slip's stand-in is not what the author wrote)
             self.url.replace("?" + urllib.parse.urlencode({"draft": code}))
@@ -240,7 +247,7 @@ class AuthorApp:
     # ------------------------------------------------------------ the start's run
 
     def _run_start(self, data):
-        key = json.dumps(data, sort_keys=True)
+        key = _key(data)
         self._start_for = key
 
         def then(outcome):
@@ -307,6 +314,7 @@ class AuthorApp:
 
         def then(outcome):
             self._checking = False
+            self._checked_key = _key(data)
             self.check_button.label = "Check it"
             try:
                 out = outcome.get()
@@ -425,6 +433,10 @@ class AuthorApp:
                           margin=(6, 8, 16, 8))
         return pn.Column(header, title, self.notes, body, self.url, self.a11y, sizing_mode="stretch_width", margin=0,
                          css_classes=["stf-author"], styles={"background": PALETTE["page"], "min-height": "100vh"})
+
+
+def _key(data):
+    return json.dumps(data, sort_keys=True)
 
 
 def _absolute(href):

@@ -36,14 +36,20 @@ server's websocket and from Pyodide's web worker alike.
 
 import param
 
+from lab.core.mission_link import MAX_CODE_CHARS
+
 from .bridge import Bridge
 
-__all__ = ["PageBridge", "SHORTCUTS", "guard_location"]
+__all__ = ["PageBridge", "SHORTCUTS", "guard_location", "MAX_SEARCH_CHARS"]
 
 SHORTCUTS = {"k": "toggle", "j": "back", "l": "forward", "n": "next_slow"}
+# The longest address the page writes or reads back from Back/Forward: a shared draft's code
+# (lab.core.mission_link) and every setting, pin and hide beside it.
+MAX_SEARCH_CHARS = MAX_CODE_CHARS + 4_000
 
 _ESM = r"""
 const KEYS = %(keys)s;
+const MAX_SEARCH = %(max_search)d;
 
 function deepFind(root, cls) {
   // The first element with class `cls`, looking inside open shadow roots too.
@@ -177,7 +183,7 @@ export function render({ model }) {
   const root = document.documentElement;
   let applied = -1;
   const write = (address, initial) => {
-    if (!address || typeof address.search !== "string" || !address.search.startsWith("?") || address.search.length >= 4000) return;
+    if (!address || typeof address.search !== "string" || !address.search.startsWith("?") || address.search.length >= MAX_SEARCH) return;
     if (address.n === applied) return;
     applied = address.n;
     try {
@@ -209,7 +215,7 @@ export function render({ model }) {
   const inertSoon = () => { applyInert(); requestAnimationFrame(() => requestAnimationFrame(applyInert)); };
   inertSoon();
   model.on("inert", inertSoon);
-  const onPop = () => model.send_msg({type: "popstate", search: window.location.search.slice(0, 4000)});
+  const onPop = () => model.send_msg({type: "popstate", search: window.location.search.slice(0, MAX_SEARCH)});
   window.addEventListener("popstate", onPop);
   model.on("remove", () => window.removeEventListener("popstate", onPop));
   model.on("msg:custom", (msg) => {
@@ -232,7 +238,7 @@ export function render({ model }) {
   el.hidden = true;
   return el;
 }
-""" % {"keys": __import__("json").dumps(SHORTCUTS)}
+""" % {"keys": __import__("json").dumps(SHORTCUTS), "max_search": MAX_SEARCH_CHARS}
 
 
 class PageBridge(Bridge):
@@ -261,7 +267,7 @@ class PageBridge(Bridge):
             if self._on_key is not None:
                 self._on_key(data["action"])
         elif data.get("type") == "popstate" and isinstance(data.get("search"), str) and self._on_pop is not None:
-            self._on_pop(data["search"][:4000])
+            self._on_pop(data["search"][:MAX_SEARCH_CHARS])
         elif data.get("type") == "painted" and type(data.get("run")) is int and self._on_painted is not None:
             self._on_painted(data["run"])
 
