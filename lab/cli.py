@@ -1,4 +1,4 @@
-"""`python -m lab run | sweep | plan | check | serve`: the instructor's, author's and practitioner's command line."""
+"""`python -m lab run | sweep | plan | check | link | serve`: the instructor's, author's and practitioner's command line."""
 
 import argparse
 import json
@@ -557,6 +557,42 @@ def cmd_schema(args):
     return 0
 
 
+LINK_BASE = "http://localhost:5006/lab"  # `lab serve`'s lab page on its default port
+
+
+def cmd_link(args):
+    """Check a mission file (every mistake named, exit 1, as `lab check` names them), then print
+    the lab's address that carries it whole: BASE?draft=CODE (lab.core.mission_link)."""
+    from lab.core import LabError
+    from lab.core.loading import MAX_JSON_BYTES, read_text
+    from lab.core.mission_link import MAX_CODE_CHARS, encode_mission
+    from lab.core.missions import Mission, parse_mission_text
+
+    base = args.base.strip()
+    if not base or "#" in base or any(c.isspace() or not c.isprintable() for c in base):
+        raise LabError("--base", f"expected the lab's address, like {LINK_BASE} or https://HOST/PATH/lab.html "
+                                 f"(no spaces, no #), got {base[:60]!r}")
+    path = args.file
+    try:
+        data = parse_mission_text(read_text(path, path, MAX_JSON_BYTES), os.path.basename(path))
+        Mission.from_dict(data, os.path.dirname(os.path.abspath(path)), path)
+        code = encode_mission(data)
+    except LabError as exc:  # the file's mistakes, all of them; or a mission too big for a link
+        problems = [str(e) for e in getattr(exc, "errors", [exc])]
+        print(f"FAIL {printable(path)}" + "".join(f"\n  {printable(p)}" for p in problems), file=sys.stderr)
+        return 1
+    link = f"{base}{'&' if '?' in base else '?'}draft={code}"
+    print(link)
+    trace = data.get("scenario", {}).get("workload", {}).get("trace")
+    notes = [f"the link is {len(link):,} characters (its mission's code {len(code):,}; a link holds at most "
+             f"{MAX_CODE_CHARS:,}). A static site's lab is .../lab.html: --base https://HOST/PATH/lab.html"]
+    if isinstance(trace, dict):
+        notes.append(f"its trace ({printable(str(trace.get('path')))}) is read from the missions folder of the lab "
+                     "that opens the link, which must hold it")
+    print("\n".join(notes), file=sys.stderr)
+    return 0
+
+
 def cmd_serve(args):
     from lab.ui.serve import main as serve_main
 
@@ -618,6 +654,12 @@ def build_parser():
 
     sch = sub.add_parser("schema", help="print the JSON Schema of mission files (python -m lab schema > schema.json)")
     sch.set_defaults(func=cmd_schema)
+
+    lnk = sub.add_parser("link", help="check a mission file and print a lab address that carries it (a shared draft)")
+    lnk.add_argument("file", help="a mission JSON")
+    lnk.add_argument("--base", default=LINK_BASE,
+                     help=f"the lab's address (default {LINK_BASE}, lab serve's; a static site's: .../lab.html)")
+    lnk.set_defaults(func=cmd_link)
 
     srv = sub.add_parser("serve", help="serve the lab locally (offline)", add_help=False)
     srv.add_argument("serve_args", nargs=argparse.REMAINDER)

@@ -414,3 +414,76 @@ def test_the_progress_callback_changes_no_result():
 
 def _strip_timing(text):
     return re.sub(r"simulated ([\d.]+) s in \d+ ms", "simulated \\1 s in _ ms", text)
+
+
+# ---------------------------------------------------------------- lab link: a mission in a lab address
+
+def test_link_prints_the_labs_address_carrying_the_mission(tmp_path, capsys):
+    from lab.core.mission_link import decode_mission, draft_id
+
+    path = REPO / "missions" / "07-book-store.json"
+    assert main(["link", str(path)]) == 0
+    captured = capsys.readouterr()
+    link = captured.out.strip()
+    assert captured.out.count("\n") == 1 and link.startswith("http://localhost:5006/lab?draft=1.")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert decode_mission(link.split("?draft=", 1)[1]) == data
+    assert f"the link is {len(link):,} characters" in captured.err and "lab.html" in captured.err
+    assert draft_id(data) not in link  # the id is the page's to work out
+    assert main(["link", str(path), "--base", "https://example.org/stf/lab.html"]) == 0
+    assert capsys.readouterr().out.startswith("https://example.org/stf/lab.html?draft=1.")
+    assert main(["link", str(path), "--base", "http://h:5006/lab?hide=plots"]) == 0
+    assert capsys.readouterr().out.startswith("http://h:5006/lab?hide=plots&draft=1.")
+
+
+def test_link_as_a_command_writes_only_the_link_to_stdout():
+    proc = subprocess.run([sys.executable, "-m", "lab", "link", "missions/01-mixing-hurts.json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and re.fullmatch(r"http://localhost:5006/lab\?draft=1\.[A-Za-z0-9_-]+\n", proc.stdout)
+    assert "characters" in proc.stderr
+
+
+def test_link_names_every_mistake_and_prints_no_link(tmp_path, capsys):
+    def spoil(d):
+        d["scenario"]["fleet"]["gpus"] = -3
+        d["stars"][0]["when"][0]["metric"] = "latency"
+
+    write_mission(tmp_path, "two.json", spoil)
+    assert main(["link", str(tmp_path / "two.json")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0] == f"FAIL {tmp_path / 'two.json'}"
+    assert [line.split(":")[0].strip() for line in lines[1:]] == ["scenario.fleet.gpus", "stars[0].when[0].metric"]
+    (tmp_path / "broken.json").write_text('{"id": ', encoding="utf-8")
+    assert main(["link", str(tmp_path / "broken.json")]) == 1
+    assert "malformed JSON" in capsys.readouterr().err
+    assert main(["link", str(tmp_path / "missing.json")]) == 1
+    assert "cannot read file" in capsys.readouterr().err
+
+
+def test_link_refuses_a_mission_too_big_for_a_link(tmp_path, capsys):
+    import random
+
+    rng = random.Random(5)
+    noise = "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,") for _ in range(100_000))
+    write_mission(tmp_path, "long.json", lambda d: d.update(brief=noise + "\n\n**Try:** reading it all."))
+    assert main(["check", str(tmp_path / "long.json"), "--seeds", "1"]) == 0  # a good mission...
+    capsys.readouterr()
+    assert main(["link", str(tmp_path / "long.json")]) == 1  # ... that no link carries
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"FAIL {tmp_path / 'long.json'}\n  draft: the mission is ")
+    assert "a link carries at most 32,000" in captured.err
+    # Under 32,000 bytes of JSON, but random text packs into more than a link holds.
+    write_mission(tmp_path, "long.json", lambda d: d.update(brief=noise[:12_000] + "\n\n**Try:** reading it all."))
+    assert main(["link", str(tmp_path / "long.json")]) == 1
+    err = capsys.readouterr().err
+    assert "draft: the mission packs into " in err and "a link holds at most 8,000" in err
+
+
+@pytest.mark.parametrize("base", ["", "  ", "http://h/lab#x", "http://h/ lab", "http://h/\x1blab"])
+def test_link_rejects_a_bad_base(base, capsys):
+    assert main(["link", str(REPO / "missions" / "07-book-store.json"), "--base", base]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "error: --base: expected the lab's address" in captured.err

@@ -102,3 +102,25 @@ def _get(url, server, timeout_s=120):
             if time.monotonic() > deadline:
                 pytest.fail(f"lab serve did not answer {url} in {timeout_s} s")
             time.sleep(0.2)  # (polling a server that is starting, not timing anything)
+
+
+def test_the_draft_links_lines_run_as_written(tmp_path):
+    """"Sharing a draft by link": each `lab link` line prints one address carrying the mission."""
+    from lab.core.mission_link import decode_mission
+
+    section = GUIDE.read_text(encoding="utf-8").split("## Sharing a draft by link", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert lines and all(line.startswith("python -m lab link my-missions/90-my-mission.json") for line in lines)
+    (tmp_path / "my-missions").mkdir()
+    data = json.loads((REPO / "missions" / "07-book-store.json").read_text(encoding="utf-8"))
+    data.update(id="my-mission", order=90, title="My own mission")
+    (tmp_path / "my-missions" / "90-my-mission.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for line in lines:
+        command = re.sub(r"^python ", shlex.quote(sys.executable) + " ", line)
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{line}\n{done.stderr[-2000:]}"
+        base = line.split("--base ", 1)[1] if "--base " in line else "http://localhost:5006/lab"
+        link = done.stdout.strip()
+        assert link.startswith(base + "?draft=") and decode_mission(link.split("?draft=", 1)[1]) == data

@@ -296,3 +296,47 @@ def test_hostile_mission_links_are_refused_or_inert_in_the_static_lab(browser, s
     finally:
         context.close()
     assert errors == []
+
+
+def test_a_draft_link_opens_in_the_static_lab_and_keeps_its_stars_under_its_own_id(browser, site):
+    """`lab.html?draft=CODE` (lab.core.mission_link): mission 7 as a teacher's draft, another title
+    and place. It opens marked as a draft; one more colocated GPU (5) earns star 1, which is
+    stored under the draft's id (not mission 7's) and shown again after a reload."""
+    import copy
+
+    from lab.core.mission_link import draft_id, encode_mission
+
+    data = copy.deepcopy(json.loads((REPO / "missions" / "07-book-store.json").read_text(encoding="utf-8")))
+    data.update(title="The book store, shared as a draft", order=30)
+    code = encode_mission(data)
+    stars = f"() => {{ try {{ return JSON.parse(localStorage.getItem({json.dumps(KEY)})).stars; }} catch (e) {{ return null; }} }}"
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+        _open_lab(page, site.url(f"lab.html?draft={code}"))
+        assert page.locator(".stf-kicker").first.text_content() == "Shared draft mission"
+        assert page.locator(".stf-draft-mark").first.is_visible()
+        assert page.locator("h1.stf-title").first.inner_text() == data["title"]
+        assert page.locator('.stf-head-stars[data-earned="0"]').count() == 1
+        handle = page.locator(".stf-control-gpus .noUi-handle").first
+        handle.focus()
+        page.keyboard.press("ArrowRight")  # 4 -> 5 GPUs
+        page.wait_for_function("location.search.includes('gpus=5')", timeout=120_000)
+        page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
+        page.wait_for_function(f"() => {{ const s = ({stars})(); return !!s && (s[{json.dumps(draft_id(data))}] || [])[0] === true; }}",
+                               timeout=30_000)
+        assert data["id"] not in page.evaluate(stars)
+        assert f"draft={code}" in page.url
+        page.reload()
+        page.wait_for_selector(LOADED, state="attached", timeout=600_000)
+        page.locator(RAN).first.wait_for(state="attached", timeout=300_000)
+        assert page.locator("h1.stf-title").first.inner_text() == data["title"]
+        page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
+        _open_lab(page, site.url(f"lab.html?draft={code}"))  # at its start, which earns nothing: the star is the stored one
+        page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
+        assert errors == []
+    finally:
+        context.close()

@@ -40,7 +40,11 @@ _DRAFT_ID_RE = re.compile(r"draft-[0-9a-f]{12}", re.ASCII)
 
 def _compact(data):
     # Key order kept: a mission's controls show in the order they are written.
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError):  # NaN, Infinity, a number past a float's (BigNumber): in a field no check reads
+        raise LabError("draft", "the mission holds a number JSON cannot carry (NaN, Infinity or one past a "
+                                "float's range)") from None
 
 
 def encode_mission(data):
@@ -90,7 +94,10 @@ def decode_mission(code):
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise LabError("draft", "the link's mission is not text") from None
-    data = parse_mission_text(text, "the link's mission")
+    try:
+        data = parse_mission_text(text, "the link's mission")
+    except LabError as exc:  # malformed JSON, a repeated key: the link's own trouble, named where
+        raise LabError("draft", str(exc)) from None
     if not isinstance(data, dict):
         raise LabError("draft", "the link does not carry a mission object")
     return data
