@@ -246,7 +246,7 @@ def test_lab_page_is_panels_conversion_with_the_loading_screen(dist):
     assert re.findall(r'<div id="(stf-root-\d+)" data-root-id=', page), "Panel's root elements"
     assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", page), "random ids"
     worker = (dist / "lab.js").read_text(encoding="utf-8")
-    assert "from lab.ui.app import lab_page" in worker and "init_doc()" in worker and "await write_doc()" in worker
+    assert "from lab.ui.site_entry import site_page" in worker and "init_doc()" in worker and "await write_doc()" in worker
     assert "importScripts(" in worker and "micropip" not in worker.split("// ---- Panel's generated code")[0]
     node = shutil.which("node")
     if node:

@@ -1,6 +1,6 @@
 """The lab's browser UI: Panel + Bokeh + numpy views over one state object.
 
-The pages (app.py, hub.py, pages.py, serve.py, prerender.py) at the top, the state (state.py,
+The pages (app.py, hub.py, author/, pages.py, serve.py, prerender.py, site_entry.py) at the top, the state (state.py,
 url_state.py, catalog.py), and rooms that say what they hold (each package's docstring):
 timeline/, views/, stars/, browser/, runs/, data/, words/. Imports point down, from the
 pages through timeline/ and views/ to the state, then runs/, data/ and words/ at the
@@ -9,6 +9,7 @@ bottom (tests/ui/test_rooms.py holds the order).
     lab.ui.state      LabState: settings, runs, URL parsing, sweep (no widgets; tested without a browser)
     lab.ui.app        lab_page(): the lab for one mission
     lab.ui.hub        hub_page(): every mission, its stars
+    lab.ui.author     author_page(): write, check, play and share a mission
     lab.ui.serve      main(argv): `python -m lab serve`
 """
 

@@ -1,6 +1,6 @@
 """The static site's one Python program, for both of its Panel pages: lab.html (the lab) and
-author.html (the author page). Both are the same converted page and worker (site_build/); the
-page's own address says which to draw. `lab serve` routes them itself (serve.py)."""
+author.html (the author page). Both are the same converted page and worker (build.py makes
+them); the page's own address says which to draw. `lab serve` routes them itself (serve.py)."""
 
 import panel as pn
 
