@@ -211,3 +211,14 @@ def test_the_download_is_named_after_a_valid_id_only(catalog):
     app.about["id"].value = "rag-heavy"
     app._check_now()
     assert app.download.filename == "rag-heavy.json"
+
+
+def test_a_trace_file_in_the_folder_can_be_the_workload(tmp_path):
+    from trace_mission import write_trace_mission
+
+    write_trace_mission(tmp_path)
+    app = AuthorApp(Catalog(str(tmp_path)), "")
+    assert "traces/replayed.csv" in "".join(app.workload_from.options.values())
+    app.workload_from.value = "trace:traces/replayed.csv"
+    assert json.loads(app.editors["workload"].value) == {"trace": {"path": "traces/replayed.csv"}}
+    assert app.verdict.ok, app.verdict.errors  # the template's controls and stars still hold on the trace

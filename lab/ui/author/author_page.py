@@ -43,12 +43,13 @@ from ..words.figures import star_test_text
 from ..words.mission_text import brief_html, plain
 from ..words.theme import CSS, HUB_CSS, PALETTE
 from .draft import (ABOUT_FIELDS, SECTIONS, check_draft, check_work, download_text, sections_from_mission, start_work,
-                    template)
+                    template, trace_files)
 
 __all__ = ["AuthorApp", "author_page", "CHECK_DELAY_MS", "AUTHOR_CSS"]
 
 CHECK_DELAY_MS = 350  # a pause in typing this long checks the draft (each key would re-run the start)
 TEMPLATE_CHOICE = "template"
+TRACE_CHOICE = "trace:"  # + a trace file's path in the missions folder (draft.trace_files)
 
 AUTHOR_CSS = """
 .stf-author-errors { margin: 2px 0 0 0; padding: 0 0 0 18px; color: #8a1c0a; font-size: 13px; }
@@ -118,9 +119,10 @@ class AuthorApp:
                                              css_classes=["stf-author-load"],
                                              description="Replace the draft with the chosen mission (asks to confirm)")
         self.load_button.on_click(self._on_load)
-        self.workload_from = pn.widgets.Select(label="Use the workload of", options={"—": ""} | {
-            f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}, value="", width=300,
-            css_classes=["stf-author-workload-from"])
+        workloads = {"—": ""} | {f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}
+        workloads |= {f"Trace file {name}": TRACE_CHOICE + name for name in trace_files(self.base_dir)}
+        self.workload_from = pn.widgets.Select(label="Use the workload of", options=workloads, value="", width=300,
+                                               css_classes=["stf-author-workload-from"])
         self.workload_from.param.watch(self._on_workload_from, "value")
         self.about = {}
         labels = {"id": "Id (a slug: lowercase, digits, hyphens)", "title": "Title", "order": "Order (its number on the hub)",
@@ -374,8 +376,10 @@ class AuthorApp:
     def _on_workload_from(self, event):
         if not event.new:
             return
-        data = self._mission_data(event.new)
-        workload = (data.get("scenario") or {}).get("workload", {})
+        if event.new.startswith(TRACE_CHOICE):
+            workload = {"trace": {"path": event.new[len(TRACE_CHOICE):]}}
+        else:
+            workload = (self._mission_data(event.new).get("scenario") or {}).get("workload", {})
         self._texts["workload"] = json.dumps(workload, indent=2, ensure_ascii=False)
         self.editors["workload"].value = self._texts["workload"]
         self.workload_from.value = ""

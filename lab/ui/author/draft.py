@@ -18,13 +18,14 @@ Nothing here touches Panel or the page: tests call it directly.
 
 import dataclasses
 import json
+import os
 
 from lab.core import LabError
 from lab.core.loading import MAX_JSON_BYTES
 from lab.core.missions import Mission, parse_mission_text
 
 __all__ = ["Section", "SECTIONS", "SECTION_KEYS", "ABOUT_FIELDS", "Verdict", "sections_from_mission", "mission_from_sections",
-           "check_draft", "section_of", "template", "start_work", "check_work", "download_text", "CHECK_BUDGET_S"]
+           "check_draft", "section_of", "template", "trace_files", "start_work", "check_work", "download_text", "CHECK_BUDGET_S"]
 
 CHECK_BUDGET_S = 20.0  # the checker's time budget in the page (the browser's Python is 2-3x slower than lab check's)
 
@@ -214,6 +215,22 @@ def template():
         ],
         "outro": "Say what the student learnt, and where to go next.",
     }
+
+
+TRACE_SUFFIXES = (".csv", ".jsonl")
+MAX_TRACES_LISTED = 50
+
+
+def trace_files(base_dir):
+    """The trace files a mission in `base_dir` may replay: traces/*.csv and *.jsonl there, as
+    the paths a workload's `trace.path` takes ([] when there is no such folder)."""
+    folder = os.path.join(base_dir, "traces")
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(TRACE_SUFFIXES)
+                       and os.path.isfile(os.path.join(folder, n)))
+    except OSError:
+        return []
+    return ["traces/" + n for n in names[:MAX_TRACES_LISTED]]
 
 
 def download_text(data):
