@@ -113,7 +113,8 @@ class AuthorApp:
         options = {"Blank template": TEMPLATE_CHOICE}
         for m in self.catalog.missions:
             options[f"Mission {m.order}: {m.title}"] = m.id
-        self.start_from = pn.widgets.Select(label="Start from", options=options, value=TEMPLATE_CHOICE, width=300,
+        self.start_from = pn.widgets.Select(label="Start from", options=options, value=TEMPLATE_CHOICE,
+                                            sizing_mode="stretch_width", max_width=320,
                                             css_classes=["stf-author-start-from"])
         self.load_button = pn.widgets.Button(label="Load it", button_type="light", width=170,
                                              css_classes=["stf-author-load"],
@@ -121,7 +122,8 @@ class AuthorApp:
         self.load_button.on_click(self._on_load)
         workloads = {"—": ""} | {f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}
         workloads |= {f"Trace file {name}": TRACE_CHOICE + name for name in trace_files(self.base_dir)}
-        self.workload_from = pn.widgets.Select(label="Use the workload of", options=workloads, value="", width=300,
+        self.workload_from = pn.widgets.Select(label="Use the workload of", options=workloads, value="",
+                                               sizing_mode="stretch_width", max_width=320,
                                                css_classes=["stf-author-workload-from"])
         self.workload_from.param.watch(self._on_workload_from, "value")
         self.about = {}
