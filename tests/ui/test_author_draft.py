@@ -222,3 +222,15 @@ def test_a_trace_file_in_the_folder_can_be_the_workload(tmp_path):
     app.workload_from.value = "trace:traces/replayed.csv"
     assert json.loads(app.editors["workload"].value) == {"trace": {"path": "traces/replayed.csv"}}
     assert app.verdict.ok, app.verdict.errors  # the template's controls and stars still hold on the trace
+
+
+def test_a_start_past_the_pages_bounds_is_refused_before_it_runs(catalog):
+    from lab.core.page_bounds import PAGE_MAX_REQUESTS
+
+    data = template()
+    data["scenario"]["workload"].update(rate=800, duration_s=1200)  # 960,000 requests: valid for lab run, not a page
+    with pytest.raises(core.LabError, match=f"at most {PAGE_MAX_REQUESTS:,}"):
+        start_work(data, str(MISSIONS))
+    app = AuthorApp(catalog, "?draft=" + encode_mission(data))
+    app._check_now()
+    assert "The start did not run" in app.summary.object and "lab page runs at most" in app.summary.object

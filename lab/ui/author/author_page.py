@@ -36,6 +36,7 @@ from ..browser.panel_shims import Html
 from ..browser.timers import later
 from ..pages import brand_html, get_catalog, hub_href, lab_href, page_extension, search
 from ..runs import offload
+from ..runs.run_work import HEAVY_REQUESTS, expected_requests
 from ..url_state import parse_search
 from ..views.blame_view import BLAME_CSS, blame_bar_html
 from ..views.metrics_view import metrics_html
@@ -267,7 +268,9 @@ class AuthorApp:
                 return
             self._show_start(out)
 
-        offload.run(functools.partial(start_work, data, self.base_dir), then)
+        # A big start goes to lab serve's low-priority pool, as the lab's own big runs do.
+        heavy = (expected_requests(self.verdict.mission.scenario, None) or 0) > HEAVY_REQUESTS
+        offload.run(functools.partial(start_work, data, self.base_dir), then, heavy=heavy)
 
     def _show_start_error(self, message):
         text = f"The start did not run: {message}"

@@ -240,11 +240,15 @@ def download_text(data):
 
 
 def start_work(data, base_dir):
-    """The start's run of a valid mission object: {"metrics", "stars", "blame", "requests", "scenario"}."""
+    """The start's run of a valid mission object: {"metrics", "stars", "blame", "requests", "scenario"}.
+    A start past the lab page's bounds raises LabError naming the bound, before any simulation."""
     import lab.core as core
 
+    from ..runs.run_work import page_requests
+
     mission = Mission.from_dict(data, base_dir, None)
-    result = core.simulate(mission.scenario)
+    # Within what a lab page runs (page_bounds): the lab would refuse a bigger start too.
+    result = core.simulate(mission.scenario, page_requests(mission.scenario, None))
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
     blame = core.blame_summary(core.request_blame(result))
