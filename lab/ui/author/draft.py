@@ -125,7 +125,7 @@ def mission_from_sections(texts, fallback=None):
         data[field] = _order_value(value) if field == "order" else value.strip()
     brief = texts.get("brief", "")
     data["brief"] = brief.split("\n") if "\n" in brief else brief
-    rest = parsed["scenario"] if isinstance(parsed["scenario"], dict) else parsed["scenario"]
+    rest = parsed["scenario"]
     scenario = {}
     for part in _SCENARIO_PARTS:
         if parsed[part] is not None:
