@@ -196,6 +196,35 @@ class StarsBridge(Bridge):
         super().__init__(**params)
         self._retry = None
         self._tries = 0
+        self._asking = None  # the timer of read_until_loaded
+
+    def read_until_loaded(self):
+        """Ask the page for the saved stars every RETRY_MS until it has answered once. The
+        component's own first answer (its hello, sent as it renders) can be lost: on the static
+        site about one load in four after a reload showed no saved star until the next read."""
+        if self.loaded or self._asking is not None:
+            return
+        tries = [0]
+
+        def ask():
+            tries[0] += 1
+            if self.loaded or tries[0] > RETRY_LIMIT:
+                self._stop_asking()
+                return
+            self.refresh()
+
+        try:
+            self._asking = every(ask, RETRY_MS, count=RETRY_LIMIT + 1)
+        except Exception:  # no event loop (a bare unit test)
+            self._asking = None
+
+    def _stop_asking(self):
+        if self._asking is not None:
+            try:
+                self._asking.stop()
+            except Exception:
+                pass
+            self._asking = None
 
     def _handle_msg(self, data):
         if isinstance(data, dict) and data.get("type") == "access":
@@ -221,6 +250,7 @@ class StarsBridge(Bridge):
             self.backups = backups
             self.pending = pending
             self.loaded = True
+        self._stop_asking()
         if not pending:
             self._stop_retry()
         elif data.get("hello"):  # the component has just (re)rendered: it never saw what was sent before
