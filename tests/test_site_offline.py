@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from mission_text_payloads import DANGEROUS, EASY_ID, PAYLOADS, poke, pwned, settle, write_hostile_missions
 from site_run import CANVAS, PLOTS_IN, RAN, run_lab
@@ -85,8 +86,6 @@ def _run_marker(page):
 
 def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, site):
     def split_the_fleet(page):
-        from playwright.sync_api import expect
-
         before = _run_marker(page)
         sent_before_change = site.sent_bytes()
         patches = page.evaluate("() => STFLoader.state.messages.patch || 0")
@@ -337,6 +336,47 @@ def test_a_draft_link_opens_in_the_static_lab_and_keeps_its_stars_under_its_own_
         page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
         _open_lab(page, site.url(f"lab.html?draft={code}"))  # at its start, which earns nothing: the star is the stored one
         page.locator('.stf-head-stars[data-earned="1"]').wait_for(timeout=120_000)
+        assert errors == []
+    finally:
+        context.close()
+
+
+# Two ways a message from the page to the worker went missing, forced on every load: the stars
+# bridge's first message (its hello) is dropped, as when the component renders before Panel's
+# handler has linked the page to the worker; and every patch the page sends is followed at once
+# by an empty one, as when two arrive before Python gets to the first (Panel's worker handler
+# then applied the second twice and lost the first: static/site/lab-worker.js, applyPatch).
+LOSSY_PAGE = """(() => {
+  const post = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (msg, ...rest) {
+    if (!msg || msg.type !== "patch") return post.call(this, msg, ...rest);
+    if (/"hello"[:,]true/.test(JSON.stringify(msg.patch))) return undefined;  // {"hello": true} or Bokeh's map entries
+    post.call(this, msg, ...rest);
+    return post.call(this, {type: "patch", patch: {events: []}});
+  };
+})();"""
+
+
+def test_saved_stars_and_a_control_change_reach_python_when_page_messages_are_lost_or_crowded(browser, site):
+    """The stars in storage are shown although the bridge's hello never arrives (the lab asks
+    the page again, and the page's answers, sent from its message handler, must not be dropped
+    as Panel's page handler drops what the page sends while it applies a patch); a control change
+    followed at once by another patch still runs."""
+    seeded = json.dumps({"version": 1, "stars": {"mixing-hurts": [True, False, True]}})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_init_script(f"localStorage.setItem({json.dumps(KEY)}, {json.dumps(seeded)});")
+    context.add_init_script(LOSSY_PAGE)
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        _open_lab(page, site.url("lab.html?mission=mixing-hurts"))
+        page.locator('.stf-head-stars[data-earned="2"]').wait_for(timeout=60_000)
+        before = _run_marker(page)
+        page.get_by_role("button", name="Split (prefill | decode)").first.click()
+        expect(page.locator(RAN).first).not_to_have_attribute("data-run", before, timeout=120_000)
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=60_000)  # the split's rows
+        assert page.locator('.stf-head-stars[data-earned="2"]').count() == 1
         assert errors == []
     finally:
         context.close()

@@ -201,7 +201,7 @@ class LabApp:
 
     def _on_load(self):
         self.schedule_run(delay_ms=10)
-        self.bridge.read_until_loaded()  # (the bridge's own first answer can be lost on the static site)
+        self.bridge.read_until_loaded()  # its own first answer can be lost (StarsBridge.read_until_loaded)
 
     def schedule_run(self, delay_ms=DEBOUNCE_MS):
         """(Re)start the debounce timer; the run happens when it fires."""
@@ -396,9 +396,6 @@ class LabApp:
         if not self._settled:  # the page is up: what lives now lives as long as the page
             self._settled = True
             collector.settle()
-            # Once more now: on the static site the saved stars the page read as it opened were at
-            # times not applied (one load in four or five after a reload); a later read always was.
-            self.bridge.refresh()
 
     def on_pin(self, which):
         """"Compare with…": pin this fleet or the mission's start; its run follows in a moment."""

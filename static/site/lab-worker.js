@@ -15,7 +15,8 @@
 //   - progress and errors are reported to the page's loading screen
 //     ({type: "stf-progress" | "stf-error" | "stf-fetched"});
 //   - the page's address reaches Python before the app is built, so
-//     pn.state.location.query_params has ?mission=... when lab_page() runs.
+//     pn.state.location.query_params has ?mission=... when lab_page() runs;
+//   - the page's patches are applied each with its own name (applyPatch), not Panel's way.
 "use strict";
 
 const STF = {{STF_CONFIG}};
@@ -222,6 +223,24 @@ async function startApp(pyodide) {
   self.postMessage({ type: "render", docs_json, render_items, root_ids });
 }
 
+// The page's changes (a control, a bridge's message) arrive as patches. Panel's handler puts
+// each in one Python global, `patch`, which Python reads when it gets to it: of two patches
+// that arrive before then, the first was lost and the second applied twice. Here each patch
+// is its own run's local name, so every one is applied, in the order it came.
+const APPLY_PATCH = `
+from panel.io.pyodide import _convert_json_patch
+from panel.io.state import state
+state.curdoc.apply_json_patch(_convert_json_patch(patch), setter="js")
+`;
+
+function applyPatch(patch) {
+  const locals = self.pyodide.toPy({ patch }, { depth: 1 });
+  self.pyodide.runPythonAsync(APPLY_PATCH, { locals })
+    .catch((e) => console.error(e))
+    .finally(() => locals.destroy());
+  self.postMessage({ type: "idle" });
+}
+
 self.onmessage = async (event) => {
   const msg = event.data;
   if (msg && msg.type === "stf-init") {
@@ -229,6 +248,7 @@ self.onmessage = async (event) => {
     locationArrived();
     return;
   }
+  if (msg && msg.type === "patch" && self.pyodide) return applyPatch(msg.patch);
   return panelOnMessage(event);
 };
 

@@ -105,7 +105,11 @@ function starPairs(stars) {
 }
 
 export function render({ model }) {
-  const publish = (state, extra) => model.send_msg(Object.assign(
+  // Every message to Python leaves on a task of its own: the static site's page handler (Panel's
+  // pyodide_handler.js) drops what the page sends while it applies a patch from the worker, so an
+  // answer sent from inside the message handler below never reached Python there.
+  const send = (msg) => setTimeout(() => model.send_msg(msg), 0);
+  const publish = (state, extra) => send(Object.assign(
     {type: "stars", stars: starPairs(state.stars), status: state.status, backups: STFStars.backups()}, extra || {}));
   model.on("msg:custom", (msg) => {
     if (!msg || typeof msg !== "object") return;
@@ -138,9 +142,9 @@ export function render({ model }) {
   const sendAccess = (asked) => {
     let embedded = false;
     try { embedded = window.top !== window; } catch (e) { embedded = true; }
-    const send = (has) => model.send_msg({type: "access", embedded, has, asked: asked || ""});
-    if (typeof document.hasStorageAccess !== "function") send(null);
-    else document.hasStorageAccess().then(send, () => send(false));
+    const tell = (has) => send({type: "access", embedded, has, asked: asked || ""});
+    if (typeof document.hasStorageAccess !== "function") tell(null);
+    else document.hasStorageAccess().then(tell, () => tell(false));
   };
   const onStorage = (event) => { if (event.key === STFStars.KEY || event.key === null) publish(STFStars.read()); };
   window.addEventListener("storage", onStorage);
@@ -194,37 +198,34 @@ class StarsBridge(Bridge):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._retry = None
+        self._retry = None  # the timer resending pending stars
         self._tries = 0
         self._asking = None  # the timer of read_until_loaded
 
     def read_until_loaded(self):
-        """Ask the page for the saved stars every RETRY_MS until it has answered once. The
-        component's own first answer (its hello, sent as it renders) can be lost: on the static
-        site about one load in four after a reload showed no saved star until the next read."""
+        """Ask the page for the saved stars every RETRY_MS (RETRY_LIMIT times at most) until it
+        has answered once. The component's own first answer, sent as it renders, is lost on the
+        static site when it renders before Panel's page handler links the page to the worker."""
         if self.loaded or self._asking is not None:
             return
-        tries = [0]
-
-        def ask():
-            tries[0] += 1
-            if self.loaded or tries[0] > RETRY_LIMIT:
-                self._stop_asking()
-                return
-            self.refresh()
-
         try:
-            self._asking = every(ask, RETRY_MS, count=RETRY_LIMIT + 1)
+            self._asking = every(self._ask, RETRY_MS, count=RETRY_LIMIT)
         except Exception:  # no event loop (a bare unit test)
             self._asking = None
 
-    def _stop_asking(self):
-        if self._asking is not None:
+    def _ask(self):
+        if not self.loaded:  # (a tick already queued when the answer came)
+            self.refresh()
+
+    @staticmethod
+    def _stop(timer):
+        """Stop a timer of this bridge (None: none running); returns None, the timer's new value."""
+        if timer is not None:
             try:
-                self._asking.stop()
+                timer.stop()
             except Exception:
                 pass
-            self._asking = None
+        return None
 
     def _handle_msg(self, data):
         if isinstance(data, dict) and data.get("type") == "access":
@@ -250,9 +251,9 @@ class StarsBridge(Bridge):
             self.backups = backups
             self.pending = pending
             self.loaded = True
-        self._stop_asking()
+        self._asking = self._stop(self._asking)
         if not pending:
-            self._stop_retry()
+            self._retry = self._stop(self._retry)
         elif data.get("hello"):  # the component has just (re)rendered: it never saw what was sent before
             self._send_pending()
 
@@ -277,7 +278,7 @@ class StarsBridge(Bridge):
     def _on_retry(self):
         self._tries += 1
         if not self.pending or self._tries > RETRY_LIMIT:
-            self._stop_retry()
+            self._retry = self._stop(self._retry)
             return
         self._send_pending()
 
@@ -288,17 +289,9 @@ class StarsBridge(Bridge):
             except Exception:  # no event loop (a bare unit test): the page's hello still resends
                 self._retry = None
 
-    def _stop_retry(self):
-        if self._retry is not None:
-            try:
-                self._retry.stop()
-            except Exception:
-                pass
-            self._retry = None
-
     def reset(self):
         self.pending = {}
-        self._stop_retry()
+        self._retry = self._stop(self._retry)
         self._send_msg({"type": "reset"})
 
     def clear_backups(self):
