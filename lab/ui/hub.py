@@ -11,6 +11,7 @@ from .browser.panel_shims import Html
 from .catalog import SANDBOX_ID
 from .pages import author_href, brand_html, get_catalog, hub_href, lab_href, page_extension, star_text
 from .stars.stars_bridge import STORAGE_NOTES, ProgressTools, StarsBridge
+from .views.confirm_button import confirm_button
 from .words.mission_text import plain
 from .words.theme import CSS, HUB_CSS, PALETTE
 
@@ -33,44 +34,22 @@ class HubApp:
         self.total = Html("", stylesheets=[HUB_CSS], margin=(10, 0, 12, 0), css_classes=["stf-hub-total"])
         self.note = Html("", stylesheets=[HUB_CSS], sizing_mode="stretch_width", margin=(6, 0), visible=False,
                                  css_classes=["stf-hub-note"])
-        self._armed = False
-        self.reset_button = pn.widgets.Button(
-            name="Reset progress", button_type="light", margin=(14, 0, 4, 0), width=190, css_classes=["stf-reset-progress"],
+        self.reset_button = confirm_button(
+            "Reset progress", "Click again to forget all stars", self.bridge.reset, armed_type="danger",
+            button_type="light", margin=(14, 0, 4, 0), width=190, css_classes=["stf-reset-progress"],
             description="Forget the stars earned in this browser (asks to confirm)",
         )
-        self.reset_button.on_click(self._on_reset)
         # Every backup of old stars is kept until the student clears them (stars_store.js).
         self.backups = Html("", stylesheets=[HUB_CSS], margin=(4, 0), visible=False, css_classes=["stf-hub-backups"])
-        self._clear_armed = False
-        self.clear_button = pn.widgets.Button(name="Clear backups", button_type="light", margin=(0, 0, 4, 0), width=190,
-                                              visible=False, css_classes=["stf-clear-backups"],
-                                              description="Delete the backups of earlier stars (asks to confirm)")
-        self.clear_button.on_click(self._on_clear_backups)
+        self.clear_button = confirm_button("Clear backups", "Click again to delete the backups", self.bridge.clear_backups,
+                                           button_type="light", margin=(0, 0, 4, 0), width=190, visible=False,
+                                           css_classes=["stf-clear-backups"],
+                                           description="Delete the backups of earlier stars (asks to confirm)")
         self.bridge.param.watch(self._render, ["stars", "loaded", "status", "backups"])
         self.a11y = A11yBridge(widgets={"stf-hub": landmark_spec("main", "Split the Fleet missions")})
         self.progress = ProgressTools(self.bridge, hub_href())  # copy / paste a progress code; the full-lab link in an iframe
         self._render()
         self.view = self._layout()
-
-    def _on_reset(self, _event):
-        if not self._armed:
-            self._armed = True
-            self.reset_button.name = "Click again to forget all stars"
-            self.reset_button.button_type = "danger"
-            return
-        self._armed = False
-        self.reset_button.name = "Reset progress"
-        self.reset_button.button_type = "light"
-        self.bridge.reset()
-
-    def _on_clear_backups(self, _event):
-        if not self._clear_armed:
-            self._clear_armed = True
-            self.clear_button.name = "Click again to delete the backups"
-            return
-        self._clear_armed = False
-        self.clear_button.name = "Clear backups"
-        self.bridge.clear_backups()
 
     def _render(self, *_):
         keys = self.bridge.backups

@@ -156,9 +156,9 @@ def test_mistakes_withhold_the_links_and_the_start_and_a_fix_brings_them_back(ca
 def test_loading_a_mission_asks_twice_then_replaces_every_section(catalog):
     app = AuthorApp(catalog, "")
     app.start_from.value = "book-store"
-    app._on_load(None)
+    app.load_button.clicks += 1
     assert app.about["id"].value == "my-mission" and "again" in app.load_button.label  # armed, nothing replaced
-    app._on_load(None)
+    app.load_button.clicks += 1
     assert app.about["id"].value == "book-store"
     assert json.loads(app.editors["controls"].value) == json.loads((MISSIONS / "07-book-store.json").read_text())["controls"]
     assert app.verdict.ok and app.verdict.mission.id == "book-store"

@@ -39,6 +39,7 @@ from ..runs import offload
 from ..runs.run_work import HEAVY_REQUESTS, expected_requests
 from ..url_state import parse_search
 from ..views.blame_view import BLAME_CSS, blame_bar_html
+from ..views.confirm_button import confirm_button
 from ..views.metrics_view import metrics_html
 from ..words.figures import star_test_text
 from ..words.mission_text import brief_html, plain
@@ -99,7 +100,6 @@ class AuthorApp:
         self._start_for = None  # the mission object whose start run is under way or shown
         self._checking = False
         self._checked_key = None  # the mission object the verdict shown is for
-        self._armed_load = False
         self.url = PageBridge()
         self.url.title("Write a mission · Split the Fleet")
         self.a11y = A11yBridge(widgets={"stf-author": landmark_spec("main", "Write a mission")})
@@ -117,10 +117,9 @@ class AuthorApp:
         self.start_from = pn.widgets.Select(label="Start from", options=options, value=TEMPLATE_CHOICE,
                                             sizing_mode="stretch_width", max_width=320,
                                             css_classes=["stf-author-start-from"])
-        self.load_button = pn.widgets.Button(label="Load it", button_type="light", width=170,
-                                             css_classes=["stf-author-load"],
-                                             description="Replace the draft with the chosen mission (asks to confirm)")
-        self.load_button.on_click(self._on_load)
+        self.load_button = confirm_button("Load it", "Click again to replace", self._load_chosen, armed_type="warning",
+                                          button_type="light", width=170, css_classes=["stf-author-load"],
+                                          description="Replace the draft with the chosen mission (asks to confirm)")
         workloads = {"—": ""} | {f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}
         workloads |= {f"Trace file {name}": TRACE_CHOICE + name for name in trace_files(self.base_dir)}
         self.workload_from = pn.widgets.Select(label="Use the workload of", options=workloads, value="",
@@ -347,15 +346,7 @@ class AuthorApp:
 
     # ------------------------------------------------------------ loading, the workload, download
 
-    def _on_load(self, _event):
-        if not self._armed_load:
-            self._armed_load = True
-            self.load_button.label = "Click again to replace"
-            self.load_button.button_type = "warning"
-            return
-        self._armed_load = False
-        self.load_button.label = "Load it"
-        self.load_button.button_type = "light"
+    def _load_chosen(self):
         data = self._mission_data(self.start_from.value)
         self._fill(sections_from_mission(data))
         self._last_good = data
