@@ -266,7 +266,10 @@ class Sources:
         if not path.is_file():
             dest.mkdir(parents=True, exist_ok=True)
             say(f"  fetch  pip download {source['requirement']} (sdist)")
-            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=:all:",
+            # The sdist of this project only: pip reads its metadata in a build environment,
+            # and `:all:` made that build its build tools from source too (Cython: minutes).
+            project = source["requirement"].split("==")[0]
+            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"--no-binary={project}",
                   "--disable-pip-version-check", "-d", str(dest), source["requirement"]],
                  f"{for_file}: PyPI sdist {source['requirement']}")
             if not path.is_file():
