@@ -1,5 +1,6 @@
 """The stars bridge's Python side without a browser: asking the page for the saved stars until
-it has answered once (its own first answer can be lost on the static site)."""
+it has answered once (its own first answer can be lost on the static site), and resending
+stars it has not confirmed."""
 
 import pytest
 
@@ -51,3 +52,20 @@ def test_the_asking_ends_after_the_retry_limit(bridge):
     b, timers, sent = bridge
     b.read_until_loaded()
     assert timers[0].count == stars_bridge.RETRY_LIMIT and timers[0].period_ms == stars_bridge.RETRY_MS
+
+
+def test_each_star_earned_is_resent_for_the_full_count_even_after_an_earlier_resend_ran_out(bridge):
+    b, timers, sent = bridge
+    b.earn("mixing-hurts", [True, False, False])  # the page never answers
+    assert len(timers) == 1 and timers[0].count == stars_bridge.RETRY_LIMIT
+    for _ in range(timers[0].count):
+        timers[0].callback()
+    assert len(sent) == 1 + stars_bridge.RETRY_LIMIT  # the first send, then one per tick; the timer is done
+    sent.clear()
+    b.earn("mixing-hurts", [False, True, False])  # a minute later: a new star must be resent again
+    assert sent and timers[-1] is not timers[0] and timers[-1].count == stars_bridge.RETRY_LIMIT
+    timers[-1].callback()
+    assert sent[-1] == {"type": "earn", "missions": [{"mission": "mixing-hurts", "stars": [True, True, False]}]}
+    assert len(sent) == 2
+    b._handle_msg({"type": "stars", "stars": [["mixing-hurts", [True, True, False]]], "status": "ok", "ack": True})
+    assert b.pending == {} and timers[-1].stopped  # confirmed: the resending stops

@@ -199,7 +199,6 @@ class StarsBridge(Bridge):
     def __init__(self, **params):
         super().__init__(**params)
         self._retry = None  # the timer resending pending stars
-        self._tries = 0
         self._asking = None  # the timer of read_until_loaded
 
     def read_until_loaded(self):
@@ -266,9 +265,8 @@ class StarsBridge(Bridge):
         merged = [(i < len(before) and before[i]) or (i < len(flags) and flags[i])
                   for i in range(max(len(before), len(flags)))]
         self.pending = {**self.pending, mission_id: merged}
-        self._tries = 0
         self._send_pending()
-        self._start_retry()
+        self._restart_retry()
 
     def _send_pending(self):
         if self.pending:
@@ -276,18 +274,19 @@ class StarsBridge(Bridge):
             self._send_msg({"type": "earn", "missions": items})
 
     def _on_retry(self):
-        self._tries += 1
-        if not self.pending or self._tries > RETRY_LIMIT:
+        if not self.pending:
             self._retry = self._stop(self._retry)
             return
         self._send_pending()
 
-    def _start_retry(self):
-        if self._retry is None:
-            try:
-                self._retry = every(self._on_retry, RETRY_MS, count=RETRY_LIMIT + 1)
-            except Exception:  # no event loop (a bare unit test): the page's hello still resends
-                self._retry = None
+    def _restart_retry(self):
+        """Resend every RETRY_MS, RETRY_LIMIT times from now: each star earned gets the full count
+        (a timer whose count ran out is done, and keeping it would stop every later resend)."""
+        self._retry = self._stop(self._retry)
+        try:
+            self._retry = every(self._on_retry, RETRY_MS, count=RETRY_LIMIT)
+        except Exception:  # no event loop (a bare unit test): the page's hello still resends
+            self._retry = None
 
     def reset(self):
         self.pending = {}
