@@ -217,11 +217,14 @@ def test_check_reports_every_file_and_duplicate_ids(tmp_path, capsys):
 
 
 def test_check_names_every_mistake_of_a_file_in_one_run(tmp_path, capsys):
-    """Seven mistakes in seven parts of one file: one `lab check` names all seven, one a line,
-    in the file's order (it used to stop at the first: seven runs to fix seven mistakes)."""
+    """Nine mistakes in nine parts of one file: one `lab check` names all nine, one a line,
+    in the file's order (it used to stop at the first: nine runs to fix nine mistakes; the
+    scenario's parts, workload, fleet and SLO, each count)."""
     def spoil(d):
         d.update(id="My Mission", summary="one\ntwo", colour="blue")
+        d["scenario"]["workload"]["duration_s"] = -1
         d["scenario"]["fleet"]["gpus"] = -3
+        d["scenario"]["slo"]["tpot_ms"] = "fast"
         d["controls"]["gpus"]["max"] = "many"
         d["stars"][0]["when"][0]["metric"] = "latency"
         d["stars"][1]["when"][0]["op"] = "=>"
@@ -231,10 +234,11 @@ def test_check_names_every_mistake_of_a_file_in_one_run(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"FAIL {tmp_path / 'spoilt.json'}"
     assert [line.split(":")[0].strip() for line in lines[1:]] == [
-        "colour", "id", "summary", "scenario.fleet.gpus", "controls.gpus.max", "stars[0].when[0].metric", "stars[1].when[0].op"]
+        "colour", "id", "summary", "scenario.workload.duration_s", "scenario.fleet.gpus", "scenario.slo.tpot_ms",
+        "controls.gpus.max", "stars[0].when[0].metric", "stars[1].when[0].op"]
     assert main(["check", str(tmp_path / "spoilt.json"), "--json"]) == 1
     (report,) = json.loads(capsys.readouterr().out)
-    assert len(report["problems"]) == 7 and report["problems"][4] == "controls.gpus.max: expected a whole number, got 'many'"
+    assert len(report["problems"]) == 9 and report["problems"][6] == "controls.gpus.max: expected a whole number, got 'many'"
 
 
 def test_check_names_at_most_twenty_mistakes_and_counts_the_rest(tmp_path, capsys):

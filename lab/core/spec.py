@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import fields as F
-from .errors import WEIGHTS_DO_NOT_FIT, LabError
+from .errors import WEIGHTS_DO_NOT_FIT, LabError, Mistakes
 # The scenario's parts, each in a module of its own; `lab.core.spec` is where callers find
 # every one of them (hence the names imported here and not used).
 from .spec_fleet import Admission, Fleet, Link, PlanStep, Planner, Pool  # noqa: F401
@@ -238,15 +238,23 @@ class Scenario:
         """`roots`: the folders a trace may lie in (default: `base_dir` only; "" = working directory)."""
         if not isinstance(data, dict):
             raise LabError(path, f"expected a scenario object, got {F.describe(data)}")
-        F.check_keys(data, path, cls.KEYS)
-        return cls(
-            workload=Workload.from_dict(F.read_dict(data, "workload", path), F.join(path, "workload"), base_dir, roots),
-            fleet=Fleet.from_dict(F.read_dict(data, "fleet", path), F.join(path, "fleet")),
-            model=Model.from_dict(F.read_dict(data, "model", path, default={}), F.join(path, "model")),
-            slo=Slo.from_dict(F.read_dict(data, "slo", path, default={}), F.join(path, "slo")),
-            seed=F.read_int(data, "seed", path, default=0, lo=0, hi=2**63 - 1),
-            drain_s=F.read_number(data, "drain_s", path, default=120.0, lo=0, hi=MAX_DURATION_S),
-        )
+        # The parts are read independently, so a file with a mistake in its workload and another
+        # in its SLO hears of both in one run; the checks across parts (__post_init__) need them all.
+        mistakes = Mistakes()
+        mistakes.check(lambda: F.check_keys(data, path, cls.KEYS))
+        parts = {
+            "workload": mistakes.check(lambda: Workload.from_dict(F.read_dict(data, "workload", path),
+                                                                  F.join(path, "workload"), base_dir, roots)),
+            "fleet": mistakes.check(lambda: Fleet.from_dict(F.read_dict(data, "fleet", path), F.join(path, "fleet"))),
+            "model": mistakes.check(lambda: Model.from_dict(F.read_dict(data, "model", path, default={}),
+                                                            F.join(path, "model"))),
+            "slo": mistakes.check(lambda: Slo.from_dict(F.read_dict(data, "slo", path, default={}), F.join(path, "slo"))),
+            "seed": mistakes.check(lambda: F.read_int(data, "seed", path, default=0, lo=0, hi=2**63 - 1)),
+            "drain_s": mistakes.check(lambda: F.read_number(data, "drain_s", path, default=120.0, lo=0,
+                                                            hi=MAX_DURATION_S)),
+        }
+        mistakes.raise_any()
+        return cls(**parts)
 
     def __post_init__(self):
         _check_pools(self)
