@@ -118,7 +118,8 @@ class AuthorApp:
                                             sizing_mode="stretch_width", max_width=320,
                                             css_classes=["stf-author-start-from"])
         self.load_button = confirm_button("Load it", "Click again to replace", self._load_chosen, armed_type="warning",
-                                          button_type="light", width=170, css_classes=["stf-author-load"],
+                                          button_type="primary", button_style="outline", width=170,
+                                          css_classes=["stf-author-load"],
                                           description="Replace the draft with the chosen mission (asks to confirm)")
         workloads = {"—": ""} | {f"Mission {m.order}: {m.title}": m.id for m in self.catalog.missions}
         workloads |= {f"Trace file {name}": TRACE_CHOICE + name for name in trace_files(self.base_dir)}
