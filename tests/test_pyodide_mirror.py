@@ -4,8 +4,8 @@ The folder (.cache/pyodide-0.29.3) is assembled once per session if it is missin
 (that downloads ~70 MB from npm and PyPI, a minute or two); the other tests work on copies
 of it. Also here: the lab renders, runs, switches layout and sweeps in CPython with the
 packages build.py no longer loads (UNUSED_DEPENDENCIES) made unimportable, which is what
-lets the browser do without them. The browser run itself is tests/site_run.py (not wired
-into the suite yet).
+lets the browser do without them. The browser runs of the lab on that folder are
+tests/test_site_offline.py's (with tests/site_run.py).
 """
 
 import hashlib

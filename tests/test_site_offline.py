@@ -102,7 +102,9 @@ def test_the_lab_runs_fully_offline_and_redraws_on_a_control_change(browser, sit
         # history entry settling, a deferred redraw) may send patches around it at any time.
         carried = page.evaluate("(run) => STFLoader.state.patches.filter(p => p.run === run)", run)
         assert len(carried) == 1, carried
-        assert 2 <= carried[0]["n"] - patches <= 4, (carried, patches)  # the click's turn, the canvas's, the metrics' (+ a timer's)
+        # The click's turn, the canvas's, the metrics' (+ up to three timers': on a loaded machine the
+        # history entry settling and a deferred redraw both fell in between); one patch per event was over 30.
+        assert 2 <= carried[0]["n"] - patches <= 6, (carried, patches)
         assert carried[0]["events"] >= 5, carried  # the run's metrics, stars, blame and tables in that one patch
         expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=60_000)
         # Playback ticks on a timer too: the window moves.
