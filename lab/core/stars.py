@@ -44,15 +44,48 @@ def _suggest(word, options):
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+# Words an author may write for what the lab measures, and the metrics that measure it. By
+# spelling alone, "latency" is nearest to slo_attainment and "utilization" to util_link.
+_LATENCY = ("ttft_p99_s", "tpot_p99_ms", "worst_gap_p99_ms")
+_FIRST_TOKEN = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s")
+_BETWEEN_TOKENS = ("itl_p99_ms", "tpot_p99_ms", "worst_gap_p99_ms")
+_STALLS = ("worst_gap_p50_ms", "worst_gap_p99_ms", "itl_p99_ms")
+_COST = ("usd_per_good_request", "usd_per_million_tokens", "usd_per_hour")
+_BUSY = ("util_gpu", "util_prefill", "util_decode")
+_ON_TIME = ("slo_attainment", "served_slo_attainment", "goodput_rps")
+METRIC_WORDS = {
+    "latency": _LATENCY, "time_to_first_token": _FIRST_TOKEN, "first_token": _FIRST_TOKEN,
+    "tbt": _BETWEEN_TOKENS, "time_between_tokens": _BETWEEN_TOKENS, "inter_token_latency": _BETWEEN_TOKENS,
+    "stall": _STALLS, "stalls": _STALLS, "freeze": _STALLS, "freezes": _STALLS,
+    "cost": _COST, "price": _COST, "dollars": _COST, "usd": _COST,
+    "utilization": _BUSY, "utilisation": _BUSY, "busy": _BUSY,
+    "attainment": _ON_TIME, "on_time": _ON_TIME,
+    "memory": ("kv_util_p50", "kv_util_p99", "preemptions"),
+    "queue": ("admission_wait_p99_ms", "ttft_p99_s", "rejected"),
+    "cache": ("prefix_hit_rate", "prefill_tokens_saved", "prefix_fetch_p99_ms"),
+}
+
+
 def unknown_metric(word):
-    """Why `word` is no metric: the one it most likely meant, else the three nearest names
-    (not all of METRIC_NAMES: a list that long hides the answer)."""
-    close = difflib.get_close_matches(str(word), METRIC_NAMES, n=1, cutoff=0.6)
+    """Why `word` is no metric, and what to write instead (never all of METRIC_NAMES: a list
+    that long hides the answer): the metrics that measure a word of METRIC_WORDS; else the one
+    it most likely meant by spelling; else the metrics it is a part of ("gap"); else the three
+    nearest by spelling."""
+    text = str(word)
+    key = "_".join(text.lower().replace("-", " ").split())
+    tail = f"({len(METRIC_NAMES)} in all: `python -m lab run FILE --json` prints every one)"
+    if key in METRIC_WORDS:
+        return f"{F.describe(word)} is not a metric; it is measured by {_names(METRIC_WORDS[key])} {tail}"
+    close = difflib.get_close_matches(text, METRIC_NAMES, n=1, cutoff=0.6)
     if close:
         return f"{F.describe(word)} is not a metric; did you mean {close[0]!r}?"
-    nearest = difflib.get_close_matches(str(word), METRIC_NAMES, n=3, cutoff=0.0)
-    return (f"{F.describe(word)} is not a metric; the nearest are {', '.join(repr(n) for n in nearest)} "
-            f"({len(METRIC_NAMES)} in all: `python -m lab run FILE --json` prints every one)")
+    nearest = [n for n in METRIC_NAMES if key and key in n.split("_")][:3]
+    nearest = nearest or difflib.get_close_matches(text, METRIC_NAMES, n=3, cutoff=0.0)
+    return f"{F.describe(word)} is not a metric; the nearest are {_names(nearest)} {tail}"
+
+
+def _names(names):
+    return ", ".join(repr(n) for n in names)
 
 
 def _format_number(value):
