@@ -513,7 +513,7 @@ def cmd_check(args):
         """Report every mistake `error` names (LabErrors: several), one a line."""
         nonlocal failed
         failed += 1
-        problems = [str(e) for e in getattr(error, "errors", [error])]
+        problems = mistakes_of(error)
         if args.json:
             reports.append({"file": path, "ok": False, "problems": problems})
         else:
@@ -578,7 +578,7 @@ def cmd_link(args):
         Mission.from_dict(data, os.path.dirname(os.path.abspath(path)), path)
         code = encode_mission(data)
     except LabError as exc:  # the file's mistakes, all of them; or a mission too big for a link
-        problems = [str(e) for e in getattr(exc, "errors", [exc])]
+        problems = mistakes_of(exc)
         print(f"FAIL {printable(path)}" + "".join(f"\n  {printable(p)}" for p in problems), file=sys.stderr)
         return 1
     link = f"{base}{'&' if '?' in base else '?'}draft={code}"
@@ -679,6 +679,11 @@ def _parallel_flags(parser):
                                                                       f"(default {DASK_RUN_TIMEOUT_S:g})")
 
 
+def mistakes_of(error):
+    """The messages of a LabError: one, or each of a LabErrors' (every mistake of one input)."""
+    return [str(e) for e in getattr(error, "errors", [error])]
+
+
 def main(argv=None):
     from lab.core import LabError
 
@@ -690,7 +695,11 @@ def main(argv=None):
     try:
         return args.func(args)
     except LabError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        problems = mistakes_of(exc)
+        if len(problems) == 1:
+            print(f"error: {printable(exc)}", file=sys.stderr)
+        else:  # a file with several mistakes (a scenario's workload and SLO, say): one a line
+            print(f"error: {len(problems)} mistakes:" + "".join(f"\n  {printable(p)}" for p in problems), file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

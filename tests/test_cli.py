@@ -117,6 +117,19 @@ def test_bad_override_is_named_with_its_value(scenario_file, capsys):
     assert "not of the form dotted.path=value" in capsys.readouterr().err
 
 
+def test_a_scenario_with_mistakes_in_two_parts_names_both_one_a_line(scenario_file, tmp_path, capsys):
+    data = json.loads(scenario_file.read_text())
+    data["workload"]["rate"] = -1
+    data.setdefault("slo", {})["ttft_s"] = "soon"
+    bad = tmp_path / "two.json"
+    bad.write_text(json.dumps(data))
+    assert main(["run", str(bad)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: 2 mistakes:",
+        "  workload.rate: -1 is out of range: must be at least 0 and at most 10,000",
+        "  slo.ttft_s: expected a number, got 'soon'"]
+
+
 def test_malformed_and_missing_files_are_reported(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"workload": {\n  "rate": 3,\n}')
