@@ -268,8 +268,10 @@ def run_one(raw, as_text=False, trace_text=None):
             data = parse_json(json.dumps(raw), "fuzz.json") if as_text else raw
             scenario = core.load_scenario(data, base_dir=folder)
             metrics = core.summarize(core.simulate(scenario))
-    except core.LabError as exc:
-        return "rejected", str(exc)[:300]
+    except core.LabError as exc:  # every mistake it names, one a line (a scenario's parts are read independently)
+        from lab.cli import mistakes_of
+
+        return "rejected", "\n".join(m[:300] for m in mistakes_of(exc))
     except Exception:  # noqa: BLE001 - every other exception is what the fuzz looks for
         return "crashed", traceback.format_exc()
     if not _finite(metrics):
@@ -405,8 +407,9 @@ def main(argv=None):
                 slowest = max(slowest, (elapsed, index))
                 counts[status] += 1
                 if status == "rejected":
-                    field = detail.split(":", 1)[0]
-                    reasons[field] = reasons.get(field, 0) + 1
+                    for mistake in detail.splitlines():
+                        field = mistake.split(":", 1)[0]
+                        reasons[field] = reasons.get(field, 0) + 1
                 if status in ("crashed", "hung"):
                     _save(args.save_dir, index, status, job, detail, saved)
                     print(f"{status} #{index}: {detail.strip().splitlines()[-1][:200]}", file=sys.stderr)
