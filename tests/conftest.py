@@ -23,13 +23,14 @@ def _pyodide_missing():
     return None
 
 
-def _run_in_pyodide(code, timeout=900):
-    """Run `code` in bare Pyodide (repo core copied to /repo, cwd /repo); return its stdout."""
+def _run_in_pyodide(code, timeout=900, wheels=(), args=()):
+    """Run `code` in bare Pyodide (repo core copied to /repo, cwd /repo); return its stdout.
+    `wheels`: local Pyodide packages to load first (nothing else may load); `args`: its argv."""
     with tempfile.TemporaryDirectory(prefix="pyodide-") as tmp:
         program = Path(tmp) / "program.py"
         program.write_text(code, encoding="utf-8")
         proc = subprocess.run(
-            ["node", str(HARNESS), str(program)],
+            ["node", str(HARNESS), *[part for wheel in wheels for part in ("--wheel", str(wheel))], str(program), *args],
             cwd=REPO,
             capture_output=True,
             text=True,

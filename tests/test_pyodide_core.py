@@ -4,10 +4,13 @@
 (b) every lab.core module imports with the standard library alone;
 (c) simulate/summarize and blame (request_blame, blame_summary) give bit-identical
     results in CPython and Pyodide (and in PyPy: scripts/test.sh --pypy runs (b) and (c)
-    there, the "cpython" side then being PyPy's).
+    there, the "cpython" side then being PyPy's);
+(d) the same summaries on numpy in Pyodide (numpy loaded, as the page has it) as on the
+    pure path in CPython.
 """
 
 import json
+import os
 import pkgutil
 import platform
 import subprocess
@@ -248,6 +251,7 @@ sys.path.insert(0, os.getcwd())
 import lab.core as core
 
 SPECS = json.loads(%(specs)r)
+NUMPY = "--numpy" in sys.argv  # summarize on numpy (fast_metrics.py), else on the pure path
 
 def canon(v):
     if isinstance(v, float):
@@ -293,7 +297,7 @@ for name, spec in SPECS.items():
                        x.worst_gap_batch, x.first_gap_parts, x.missed, x.dominant_cause)).encode())
         b.update(b"\n")
     out[name] = {
-        "summary": canon(core.summarize(result)),
+        "summary": canon(core.summarize(result, numpy=NUMPY)),
         "blame_summary": canon(core.blame_summary(blames)),
         "blame_fingerprint": b.hexdigest(),
         "requests": len(result.requests),
@@ -335,6 +339,19 @@ def cpython_results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pyodide_results(run_in_pyodide):
     return json.loads(run_in_pyodide(_determinism_program()))
+
+
+@pytest.fixture(scope="module")
+def pyodide_numpy_results(run_in_pyodide):
+    """The same program in Pyodide with numpy loaded (the wheel the static site serves, from
+    the folder scripts/setup.sh assembles), summarizing on numpy."""
+    wheels = sorted(REPO.glob(".cache/pyodide-*/numpy-*.whl"))
+    if not wheels:
+        message = "no .cache/pyodide-*/numpy-*.whl: run scripts/setup.sh"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return json.loads(run_in_pyodide(_determinism_program(), wheels=wheels[-1:], args=["--numpy"]))
 
 
 # ---------------------------------------------------------------- (a) version
@@ -415,3 +432,10 @@ def test_same_results_in_cpython_and_pyodide(name, cpython_results, pyodide_resu
                 "blame_summary", "blame_fingerprint", "admission_fingerprint"):
         assert cp[key] == py[key], f"{name}: {key} differs: cpython {cp[key]!r}, pyodide {py[key]!r}"
     assert cp == py
+
+
+@pytest.mark.parametrize("name", sorted(_specs()))
+def test_the_numpy_metrics_in_pyodide_equal_the_pure_ones_in_cpython(name, cpython_results, pyodide_numpy_results):
+    """The page summarizes on numpy (Panel has imported it): the same values, bit for bit."""
+    cp, py = cpython_results[name]["summary"], pyodide_numpy_results[name]["summary"]
+    assert {k: (cp.get(k), py.get(k)) for k in sorted(set(cp) | set(py)) if cp.get(k) != py.get(k)} == {}

@@ -41,7 +41,7 @@ from bisect import bisect_right
 from itertools import accumulate, compress, repeat
 from operator import sub
 
-from . import kv
+from . import fast_metrics, kv
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .prefix_cache import kv_taken_tokens
@@ -403,6 +403,23 @@ def request_metrics(result, step_gaps=None):
     return rows
 
 
+def worst_gap_ticks(result, rec, step_gaps, ranges):
+    """A request's worst gap: the largest of `request_gap_ticks`, in ticks (converted once,
+    by the caller). `ranges`: a RangeMax per instance, made when a request first reads it
+    (None until then), for the range of steps a request decoded in one go."""
+    if rec.earlier:
+        return max(request_gap_ticks(result, rec))
+    g = rec.decode_gpu
+    first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+    if first_t is None:
+        first_t = first_token_ticks(rec)
+    first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
+    if ranges[g] is None:
+        ranges[g] = RangeMax(step_gaps[g])
+    rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
+    return first_gap if first_gap > rest else rest
+
+
 def _request_values(result, step_gaps=None):
     """Per request, in order: (ttft_s, tpot_ms, worst_gap_ms, transfer_ms, met_slo), the
     values `request_metrics` puts in its rows, worked out here once; `summarize` reads
@@ -420,20 +437,7 @@ def _request_values(result, step_gaps=None):
         finished = rec.finish is not None  # (rec.finished, without a call)
         if finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
-            # The worst gap: the largest in ticks, converted once.
-            if rec.earlier:
-                worst_t = max(request_gap_ticks(result, rec))
-            else:
-                g = rec.decode_gpu
-                first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
-                if first_t is None:
-                    first_t = first_token_ticks(rec)
-                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
-                if ranges[g] is None:
-                    ranges[g] = RangeMax(step_gaps[g])
-                rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
-                worst_t = first_gap if first_gap > rest else rest
-            worst_ms = worst_t / TICKS_PER_S * 1000.0  # (to_seconds, inline: it runs per request)
+            worst_ms = worst_gap_ticks(result, rec, step_gaps, ranges) / TICKS_PER_S * 1000.0  # (to_seconds, inline)
         met = finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -452,16 +456,37 @@ def pooled_gaps(result, step_gaps):
 
     A token emitted at the end of step j waited end[j] - end[j-1], except the first token
     of each decode stretch, which waited from the token before it (the request's first
-    token, or the last of its stretch before), so it is counted on its own.
+    token, or the last of its stretch before), so it is counted on its own
+    (`stretch_first_gaps`).
     """
     gpus = result.gpus
     values, counts = [], []
     compacted = [log.end_t for log in gpus if isinstance(log.end_t, array)]
     if compacted:  # a big run: no number object per step (docs/architecture.md "Scale")
         values, counts = array(compacted[0].typecode), array("i")
-    firsts = [dict() for _ in result.gpus]
+    firsts = stretch_first_gaps(result, result.requests, values, counts)
+    for g, log in enumerate(gpus):
+        first = firsts[g]
+        if first:
+            seqs = log.decode_seqs[:]  # a copy of its kind: a compacted column's is an array (memcpy)
+            for j, c in first.items():
+                seqs[j] -= c
+        else:
+            seqs = log.decode_seqs
+        values.extend(step_gaps[g])
+        counts.extend(seqs)
+    return values, counts
+
+
+def stretch_first_gaps(result, records, values, counts):
+    """The gap of the first token of each decode stretch of `records`, appended to `values`
+    in ticks (from the request's first token, or the last token of its stretch before) with
+    a count of 1 each; returns [{step: how many of these tokens it emitted}] per instance
+    (`pooled_gaps` counts those steps' own gap that many times fewer)."""
+    gpus = result.gpus
+    firsts = [dict() for _ in gpus]
     in_batch = None
-    for rec in result.requests:
+    for rec in records:
         a = rec.decode_first_step
         if rec.first_token is None:
             continue
@@ -492,17 +517,7 @@ def pooled_gaps(result, step_gaps):
             first_t = first_token_ticks(rec)
         values.append(end[a] - first_t)
         counts.append(1)
-    for g, log in enumerate(gpus):
-        first = firsts[g]
-        if first:
-            seqs = log.decode_seqs[:]  # a copy of its kind: a compacted column's is an array (memcpy)
-            for j, c in first.items():
-                seqs[j] -= c
-        else:
-            seqs = log.decode_seqs
-        values.extend(step_gaps[g])
-        counts.extend(seqs)
-    return values, counts
+    return firsts
 
 
 def time_weighted_percentiles(seconds_at, qs):
@@ -526,29 +541,51 @@ def time_weighted_percentiles(seconds_at, qs):
     return out
 
 
-def kv_use(result):
+def kv_use(result, run=None):
     """{share of KV capacity in use: seconds}, over [0, end_time] and every instance of the
     pool that holds answers' KV (colocated instances, or the decode pool).
 
     on_demand: the blocks in use (`GpuLog.kv_used`) over the whole blocks; reserve: the
     tokens reserved (prompt + output of each sequence from its admission, a split fleet's
     from its reservation on the decode GPU, to its finish) over the KV capacity. Summed
-    per level in one sweep per instance (no per-step work: summarize runs on every run)."""
+    per level in one sweep per instance (no per-step work: summarize runs on every run).
+    `run`: the run's fast_metrics.RunArrays, to sweep on numpy (the same sums)."""
+    holders = _kv_holders(result)
+    if holders is None:
+        return {}
+    cap, logs, on_demand = holders
+    if run is not None:
+        seconds = fast_metrics.kv_seconds(run, logs, on_demand)
+    else:
+        seconds = _kv_seconds(result, logs, on_demand)
+    return {used / cap: w for used, w in seconds.items()}
+
+
+def _kv_holders(result):
+    """(capacity, the logs of the instances that hold answers' KV, on_demand) for `kv_use`:
+    the capacity in blocks on demand, else in tokens; None when there is no room at all."""
     scenario = result.scenario
     fleet = scenario.fleet
-    span = result.end_time
     holder = "decode" if fleet.layout == "disaggregated" else "colocated"
     cap = None
     for pool, cost in zip(scenario.pools(), pool_costs(scenario)):
         if pool.role == holder:
             cap = cost.kv_tokens - kv_taken_tokens(scenario, pool)  # a per_gpu prefix cache's share is not KV room
     if not cap or cap <= 0:
-        return {}
+        return None
     logs = [log for log in result.gpus if log.role == holder]
     if fleet.kv_policy == "on_demand":
         cap = kv.capacity_blocks(cap, fleet.kv_block_tokens)
         if cap <= 0:
-            return {}  # less room than one block: every request was dropped, nothing was held
+            return None  # less room than one block: every request was dropped, nothing was held
+        return cap, logs, True
+    return cap, logs, False
+
+
+def _kv_seconds(result, logs, on_demand):
+    """{units in use: seconds} of `kv_use`, one instance at a time in pure Python."""
+    span = result.end_time
+    if on_demand:
         # kv_used holds levels, not changes: the last entry at a time is the level from then.
         events = {log.index: log.kv_used for log in logs}
         levels = True
@@ -557,7 +594,7 @@ def kv_use(result):
         # lists: a tuple per change would be a container the garbage collector tracks, and
         # tens of thousands of them kept it collecting through the metrics.
         changes = {log.index: ([], []) for log in logs}
-        split = holder == "decode"
+        split = result.scenario.fleet.layout == "disaggregated"
         transfers = result.transfers
         for rec in result.requests:
             if split:
@@ -594,7 +631,7 @@ def kv_use(result):
             used = x if levels else used + x
         if span > t0:
             seconds[used] = seconds.get(used, 0.0) + (span - t0)
-    return {used / cap: w for used, w in seconds.items()}
+    return seconds
 
 
 def admission_waits(result):
@@ -729,8 +766,8 @@ def prefix_metrics(result):
     }
 
 
-def _memory_metrics(result):
-    kv50, kv99 = time_weighted_percentiles(kv_use(result), (50, 99))
+def _memory_metrics(result, run=None):
+    kv50, kv99 = time_weighted_percentiles(kv_use(result, run), (50, 99))
     wait99 = percentile(admission_waits(result), 99)
     return {
         # Only on_demand preempts: with reserve the count is 0 without a sweep.
@@ -742,17 +779,9 @@ def _memory_metrics(result):
     }
 
 
-def summarize(result, rows=None):
-    """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined)."""
-    step_gaps = [step_gaps_of(g) for g in result.gpus]
-    if rows is None:
-        values = _request_values(result, step_gaps)
-    else:
-        values = [(r["ttft_s"], r["tpot_ms"], r["worst_gap_ms"], r["transfer_ms"], r["met_slo"]) for r in rows]
-    fleet = result.scenario.fleet
-    n = len(result.requests)
-    finished = sum(1 for rec in result.requests if rec.finish is not None)  # (rec.finished, without a call each)
-    rejected = sum(1 for rec in result.requests if rec.rejected)
+def _gather(values):
+    """(met, ttfts, tpots, worst, transfers) from `_request_values`-shaped tuples: how many
+    met the SLO, and each value's defined ones, sorted."""
     met = 0
     ttfts, tpots, worst, transfers = [], [], [], []
     for ttft, tpot_ms, worst_ms, transfer_ms, met_slo in values:
@@ -767,7 +796,44 @@ def summarize(result, rows=None):
             transfers.append(transfer_ms)
     for column in (ttfts, tpots, worst, transfers):
         column.sort()
-    itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
+    return met, ttfts, tpots, worst, transfers
+
+
+def _worst_gap_alone(result, rec):
+    """`worst_gap_ticks` of one request, with no step gaps made beforehand."""
+    return max(request_gap_ticks(result, rec))
+
+
+def _first_gaps_of(result, records):
+    """`stretch_first_gaps` of `records` into fresh lists: (values, firsts)."""
+    values = []
+    firsts = stretch_first_gaps(result, records, values, [])
+    return values, firsts
+
+
+def summarize(result, rows=None, numpy=None):
+    """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined).
+    `rows`: the run's `request_metrics`, when the caller has them (their values are used).
+    `numpy`: the two heavy passes on numpy (fast_metrics.py: the same values) when None
+    chooses it (a big run, numpy installed), or True; never when False."""
+    np = fast_metrics.usable(result, numpy)
+    run = fast_metrics.RunArrays(np, result) if np is not None else None
+    step_gaps = [step_gaps_of(g) for g in result.gpus] if run is None else None
+    if run is not None and rows is None:
+        met, ttfts, tpots, worst, transfers = fast_metrics.request_columns(run, lambda rec: _worst_gap_alone(result, rec))
+    else:
+        met, ttfts, tpots, worst, transfers = _gather(
+            _request_values(result, step_gaps) if rows is None else
+            [(r["ttft_s"], r["tpot_ms"], r["worst_gap_ms"], r["transfer_ms"], r["met_slo"]) for r in rows])
+    if run is not None:
+        itl50, itl99 = fast_metrics.gap_percentiles(
+            run, (50, 99), _lerp, lambda records: _first_gaps_of(result, records))
+    else:
+        itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
+    fleet = result.scenario.fleet
+    n = len(result.requests)
+    finished = sum(1 for rec in result.requests if rec.finish is not None)  # (rec.finished, without a call each)
+    rejected = sum(1 for rec in result.requests if rec.rejected)
     window = result.arrivals_end if result.arrivals_end > 0 else result.end_time
     goodput = met / window if window > 0 else 0.0
     gpus = fleet.total_gpus
@@ -839,7 +905,7 @@ def summarize(result, rows=None):
         "transfer_p99_ms": percentile(transfers, 99, True),
         **cost_and_energy(result, finished, met, out_tokens, log_busy),
         **prefix_metrics(result),
-        **_memory_metrics(result),
+        **_memory_metrics(result, run),
         "reconfigurations": len(result.reconfigurations),  # 0 with fixed pools (no planner)
         "reconfig_lost_gpu_s": reconfig_lost_gpu_s(result),
         "run_cut": result.capped,

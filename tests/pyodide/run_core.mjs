@@ -2,7 +2,9 @@
 // Run a Python program inside *bare* Pyodide with this repo's standard-library-only
 // core copied in: the proof that `lab.core` needs nothing but the standard library.
 //
-// Usage: node tests/pyodide/run_core.mjs <python-file> [args...]
+// Usage: node tests/pyodide/run_core.mjs [--wheel FILE]... <python-file> [args...]
+// (--wheel: a local Pyodide package to load first, e.g. numpy from .cache/pyodide-*: the
+// metrics' numpy path; nothing else may load.)
 //
 // Copies ONLY lab/__init__.py, lab/core/**/*.py and, if present, missions/*.json
 // to /repo in Pyodide's file system; /repo is the cwd and first
@@ -13,8 +15,16 @@ import path from "node:path";
 import { REPO, bootBarePyodide, die, requireFile, runProgramAndExit } from "./bare.mjs";
 
 const MOUNT = "/repo";
-const [programArg, ...programArgs] = process.argv.slice(2);
-if (!programArg) die("usage: node tests/pyodide/run_core.mjs <python-file> [args...]");
+const argv = process.argv.slice(2);
+const wheels = [];
+while (argv[0] === "--wheel" && argv.length > 1) {
+  argv.shift();
+  const wheel = path.resolve(argv.shift());
+  requireFile("wheel", wheel);
+  wheels.push(wheel);
+}
+const [programArg, ...programArgs] = argv;
+if (!programArg) die("usage: node tests/pyodide/run_core.mjs [--wheel FILE]... <python-file> [args...]");
 const programPath = path.resolve(programArg);
 requireFile("Python file", programPath);
 
@@ -48,7 +58,7 @@ const coreDir = path.join(REPO, "lab", "core");
 if (fs.existsSync(coreDir)) repoFiles.push(...walkPy(coreDir));
 repoFiles.push(...filesIn(path.join(REPO, "missions"), ".json"));
 
-const { pyodide, jsVersion } = await bootBarePyodide("lab.core must need only the standard library");
+const { pyodide, jsVersion } = await bootBarePyodide("lab.core must need only the standard library", wheels);
 for (const file of repoFiles) {
   const rel = path.relative(REPO, file).split(path.sep).join("/");
   const dest = `${MOUNT}/${rel}`;
