@@ -113,6 +113,21 @@ def test_hand_built_results():
         assert_same(two_stretches(layout))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_value_at_every_rank_of_a_weighted_multiset(seed, monkeypatch):
+    """fast_metrics._at_ranks against the expanded multiset, sorted, at every rank (one at a
+    time, and all at once): values with many repeats, zero weights, a pivot's own copies at
+    the ends of a part."""
+    monkeypatch.setattr(fast_metrics, "SORT_BELOW", 3)  # (narrowing down to three values, not thousands)
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 12, size=60).astype(float)
+    counts = rng.integers(0, 4, size=60)
+    expanded = np.sort(np.repeat(values, counts))
+    ranks = list(range(len(expanded)))
+    assert [fast_metrics._at_ranks(np, values, counts, [rank])[rank] for rank in ranks] == expanded.tolist()
+    assert fast_metrics._at_ranks(np, values, counts, ranks) == dict(zip(ranks, expanded.tolist()))
+
+
 # ------------------------------------------------------------------ the choice
 
 

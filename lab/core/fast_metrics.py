@@ -25,7 +25,6 @@ scenarios and the traces. numpy is never imported by the standard-library core u
 this path runs (bare Pyodide has none). Figures: benchmarks/README.md, "Metrics on numpy".
 """
 
-import math
 import platform
 import sys
 from operator import attrgetter
@@ -75,26 +74,35 @@ def usable(result, numpy=None):
 
 
 class RunArrays:
-    """A run's columns as arrays, made once for both passes: every instance's step ends,
-    step gaps and batch sizes end to end (`offset[g]`: instance g's first step), times as
-    doubles in ticks; and the request columns the passes read."""
+    """A run's columns as arrays, made once for the passes: each instance's step ends and
+    step gaps (doubles, in ticks; a compacted log's 'd' column is read in place), and the
+    request columns the passes read. Kept per instance, never end to end: a big run's
+    steps are tens of millions, and every array of them is hundreds of megabytes."""
 
     def __init__(self, np, result):
         self.np, self.result = np, result
         self._columns = {}
         logs, records = result.gpus, result.requests
-        self.lengths = [len(log.end_t) for log in logs]
-        self.offset = np.concatenate(([0], np.cumsum(self.lengths[:-1], dtype=np.int64))).astype(np.int64)
-        ends = [np.asarray(log.end_t, dtype=float) for log in logs]
-        self.end = np.concatenate(ends + [np.zeros(0)])
+        self.ends = [np.asarray(log.end_t, dtype=float) for log in logs]
         # metrics.step_gaps_of: each step's end less the one before (the first: 0)
-        self.gaps = np.concatenate([np.diff(end, prepend=end[:1]) for end in ends] + [np.zeros(0)])
+        self.gaps = [np.diff(end, prepend=end[:1]) for end in self.ends]
         self.first = self.column("first_token")
         self.gpu = self.column("decode_gpu", np.int64)
         self.a = self.column("decode_first_step", np.int64)
         self.several = np.array(list(map(bool, map(attrgetter("earlier"), records))), dtype=bool)
-        self.gpu_steps = np.array(self.lengths + [0], dtype=np.int64)[self.gpu]  # (a gpu of -1 reads the 0)
+        lengths = np.array([len(end) for end in self.ends] + [0], dtype=np.int64)
+        self.gpu_steps = lengths[self.gpu]  # (a gpu of -1 reads the 0)
         self._first_ticks = None
+
+    def by_instance(self, idx):
+        """(instance, the entries of `idx` whose request decodes there), for each instance."""
+        np = self.np
+        where = self.gpu[idx]
+        order = np.argsort(where, kind="stable")
+        bounds = np.searchsorted(where[order], np.arange(len(self.ends) + 1))
+        for g in range(len(self.ends)):
+            if bounds[g + 1] > bounds[g]:
+                yield g, idx[order[bounds[g]:bounds[g + 1]]]
 
     def column(self, name, dtype=float):
         """One request attribute as an array (None -> NaN in a float column), made once."""
@@ -165,16 +173,16 @@ def request_columns(run, worst_gap_ticks):
     plain = run.in_one_stretch(decoded)
     for i in np.flatnonzero(decoded & ~plain).tolist():
         worst_t[i] = worst_gap_ticks(records[i])
-    idx = np.flatnonzero(plain)
-    if len(idx):
-        base, a = run.offset[run.gpu[idx]], run.a[idx]
-        first_gap = run.end[base + a] - run.first_ticks()[idx]
-        lo = a + 1
-        hi = np.minimum(run.column("decode_last_step", np.int64)[idx], run.gpu_steps[idx] - 1)
+    first_ticks = run.first_ticks()
+    last = run.column("decode_last_step", np.int64)
+    for g, sel in run.by_instance(np.flatnonzero(plain)):
+        a = run.a[sel]
+        first_gap = run.ends[g][a] - first_ticks[sel]
+        lo, hi = a + 1, np.minimum(last[sel], len(run.ends[g]) - 1)
         rest = first_gap.copy()  # an empty range: the first gap alone
         ranged = hi >= lo
-        rest[ranged] = _range_max(np, run.gaps, (base + lo)[ranged], (base + hi)[ranged])
-        worst_t[idx] = np.where(first_gap > rest, first_gap, rest)
+        rest[ranged] = _range_max(np, run.gaps[g], lo[ranged], hi[ranged])
+        worst_t[sel] = np.where(first_gap > rest, first_gap, rest)
     worst_ms = worst_t / TICKS_PER_S * 1000.0
 
     met = finished.copy()
@@ -194,42 +202,70 @@ def request_columns(run, worst_gap_ticks):
             np.sort(worst_ms[decoded]).tolist(), sorted(transfer_ms))
 
 
-def gap_percentiles(run, qs, lerp, first_gaps):
+def gap_percentiles(run, qs, first_gaps, percentiles_at_ranks):
     """The percentiles `qs` of every emitted token's gap, in seconds (metrics.pooled_gaps's
-    multiset, weighted_percentile's ranks), or a None each when no token had a gap.
-    `first_gaps(records)`: metrics' pure rule for the first gap of each decode stretch of
-    the requests given, for those this path leaves to it: (values, [{step: count}] per
-    instance), as `metrics.stretch_first_gaps`;
-    `lerp`: metrics._lerp."""
+    multiset), or a None each when no token had a gap. `first_gaps(records)`: metrics' pure
+    rule for the first gap of each decode stretch of the requests given, for those this path
+    leaves to it: (values, [{step: count}] per instance), as `metrics.stretch_first_gaps`;
+    `percentiles_at_ranks`: metrics' (the ranks, the interpolation)."""
     np, result = run.np, run.result
     records = result.requests
     plain = run.in_one_stretch(~np.isnan(run.first))
-    idx = np.flatnonzero(plain)
-    at = run.offset[run.gpu[idx]] + run.a[idx]  # the step that emitted each one's second token
-    own = run.end[at] - run.first_ticks()[idx]
-    firsts = np.bincount(at, minlength=len(run.end))
+    first_ticks = run.first_ticks()
+    own = []  # each request's second token's gap, from its first token
+    weights = []  # each instance's step gaps' weights: the step's batch, less those second tokens
     odd_values, odd_firsts = first_gaps([records[i] for i in np.flatnonzero(~plain).tolist()])
-    for g, counts_at in enumerate(odd_firsts):
-        for j, c in counts_at.items():
-            firsts[run.offset[g] + j] += c
-    seqs = np.concatenate([np.asarray(log.decode_seqs, dtype=np.int64) for log in result.gpus] + [np.zeros(0, np.int64)])
-    values = np.concatenate((own, np.asarray(odd_values, dtype=float), run.gaps))
-    counts = np.concatenate((np.ones(len(own) + len(odd_values), np.int64), seqs - firsts))
-    n = int(counts.sum())
-    if n == 0:
-        return [None for _ in qs]
-    wanted = []
-    for q in qs:
-        pos = (q / 100) * (n - 1)
-        lo = math.floor(pos)
-        wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    ranks = sorted({rank for _, lo, hi in wanted for rank in (lo, hi)})
-    order = np.argsort(values)
-    cumulative = np.cumsum(counts[order])
-    picked = values[order[np.searchsorted(cumulative, ranks, side="right")]].tolist()
+    decoding = dict(run.by_instance(np.flatnonzero(plain)))
+    for g, log in enumerate(result.gpus):
+        seqs = np.array(log.decode_seqs, dtype=np.int32)  # (a copy: the log's own column stays as it is)
+        if g in decoding:
+            sel = decoding[g]
+            a = run.a[sel]
+            own.append(run.ends[g][a] - first_ticks[sel])
+            seqs -= np.bincount(a, minlength=len(seqs)).astype(np.int32)
+        for j, c in odd_firsts[g].items():
+            seqs[j] -= c
+        weights.append(seqs)
+    own.append(np.asarray(odd_values, dtype=float))
+    firsts = np.concatenate(own)
+    values = np.concatenate([firsts] + run.gaps)
+    # Counts in 4 bytes, as the logs keep batch sizes (a big run's steps are tens of millions),
+    # summed in 8.
+    counts = np.concatenate([np.ones(len(firsts), np.int32)] + weights)
+    del own, weights, firsts
     int_ticks = any(len(log.end_t) and not isinstance(log.end_t[-1], float) for log in result.gpus)
-    at_rank = {rank: to_seconds(int(value) if int_ticks else value) for rank, value in zip(ranks, picked)}
-    return [lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
+    return percentiles_at_ranks(int(counts.sum(dtype=np.int64)), qs, lambda ranks: _at_ranks(np, values, counts, ranks),
+                                lambda value: to_seconds(int(value) if int_ticks else value))
+
+
+SORT_BELOW = 4096  # a multiset of fewer distinct values is sorted; a bigger one narrowed first
+
+
+def _at_ranks(np, values, counts, ranks):
+    """{rank: the value at it} for `ranks` (from 0) of the multiset where values[i] appears
+    counts[i] times, as Python numbers: a weighted quickselect. A pivot (an element: a
+    sample's middle value) splits the values into below, equal and above; the copies below
+    and equal say which part holds each rank; only those parts go on. About half the values
+    go each round, so a few passes over the data; the last few thousand are sorted (the
+    rank's value, as metrics._by_sort finds it)."""
+    if len(values) <= SORT_BELOW:
+        order = np.argsort(values)
+        at = np.searchsorted(np.cumsum(counts[order], dtype=np.int64), ranks, side="right")
+        return dict(zip(ranks, values[order[at]].tolist()))
+    sample = values[:: max(1, len(values) // 1024)]
+    pivot = np.partition(sample, len(sample) // 2)[len(sample) // 2]
+    below, equal = values < pivot, values == pivot
+    copies_below = int(counts[below].sum(dtype=np.int64))
+    copies_to = copies_below + int(counts[equal].sum(dtype=np.int64))  # (copies below the pivot, and equal to it)
+    out = {rank: pivot.item() for rank in ranks if copies_below <= rank < copies_to}
+    lower = [rank for rank in ranks if rank < copies_below]
+    if lower:
+        out.update(_at_ranks(np, values[below], counts[below], lower))
+    upper = [rank - copies_to for rank in ranks if rank >= copies_to]
+    if upper:
+        above = ~(below | equal)
+        out.update((rank + copies_to, value) for rank, value in _at_ranks(np, values[above], counts[above], upper).items())
+    return out
 
 
 def kv_seconds(run, logs, on_demand):

@@ -126,6 +126,13 @@ def weighted_percentile(values, counts, qs, convert=None):
     order), for two conversions per percentile instead of one per value.
     """
     n = sum(counts)
+    return percentiles_at_ranks(n, qs, lambda ranks: _select(values, counts, n, ranks), convert)
+
+
+def percentiles_at_ranks(n, qs, values_at, convert=None):
+    """The percentiles `qs` of a multiset of `n` copies (a None each when it is empty), from
+    `values_at(ranks)`: {rank: the value at it} for the ranks (ascending, from 0) that
+    linear interpolation needs; `convert` as in `weighted_percentile`."""
     if n == 0:
         return [None for _ in qs]
     wanted = []
@@ -133,7 +140,7 @@ def weighted_percentile(values, counts, qs, convert=None):
         pos = (q / 100) * (n - 1)
         lo = math.floor(pos)
         wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    at_rank = _select(values, counts, n, sorted({rank for _, lo, hi in wanted for rank in (lo, hi)}))
+    at_rank = values_at(sorted({rank for _, lo, hi in wanted for rank in (lo, hi)}))
     if convert is not None:
         at_rank = {rank: convert(value) for rank, value in at_rank.items()}
     return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
@@ -827,7 +834,7 @@ def summarize(result, rows=None, numpy=None):
             [(r["ttft_s"], r["tpot_ms"], r["worst_gap_ms"], r["transfer_ms"], r["met_slo"]) for r in rows])
     if run is not None:
         itl50, itl99 = fast_metrics.gap_percentiles(
-            run, (50, 99), _lerp, lambda records: _first_gaps_of(result, records))
+            run, (50, 99), lambda records: _first_gaps_of(result, records), percentiles_at_ranks)
     else:
         itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
     fleet = result.scenario.fleet
