@@ -143,6 +143,10 @@ def test_numpy_is_chosen_when_already_imported_or_the_run_is_big(monkeypatch):
     steps = sum(len(log) for log in result.gpus)
     monkeypatch.setattr(fast_metrics, "FAST_MIN_STEPS", steps)
     assert fast_metrics.usable(result) is not None
+    # With the per-request values in hand (lab run's rows), only the step passes gain: a bigger run.
+    assert fast_metrics.usable(result, with_rows=True) is None
+    monkeypatch.setattr(fast_metrics, "FAST_MIN_STEPS_WITH_ROWS", steps)
+    assert fast_metrics.usable(result, with_rows=True) is not None
 
 
 def test_forcing_and_refusing(monkeypatch):

@@ -31,10 +31,14 @@ from operator import attrgetter
 
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
-__all__ = ["FAST_MIN_STEPS", "numpy_module", "usable", "RunArrays", "request_columns", "gap_percentiles",
-           "kv_seconds"]
+__all__ = ["FAST_MIN_STEPS", "FAST_MIN_STEPS_WITH_ROWS", "numpy_module", "usable", "RunArrays", "request_columns",
+           "gap_percentiles", "kv_seconds"]
 
+# Steps from which numpy is worth importing for `summarize` (`usable`; benchmarks/README.md
+# "Metrics on numpy": the Azure conversation trace, 302,301 and 579,181 steps, gains either
+# way without rows and loses 0.1 s in `lab run`, which has them).
 FAST_MIN_STEPS = 250_000
+FAST_MIN_STEPS_WITH_ROWS = 2_000_000
 EXACT_BELOW = 2**53  # a whole number of ticks below this is a double exactly
 
 
@@ -47,19 +51,22 @@ def numpy_module():
     return numpy
 
 
-def usable(result, numpy=None):
+def usable(result, numpy=None, with_rows=False):
     """The numpy module when `summarize` should take this path, else None. `numpy`: True or
     False forces a path (True raises ImportError when numpy is missing); None chooses it
     when numpy is installed and either already imported (the page, where Panel imports it:
-    then it is quicker at every mission's size) or worth importing: the run logged at least
-    FAST_MIN_STEPS steps. Never by choice under PyPy, whose JIT runs the pure passes quickly
-    and whose numpy pays for every number that crosses into it."""
+    then it is quicker at every mission's size) or worth its import (60-130 ms): the run
+    logged at least FAST_MIN_STEPS steps, or FAST_MIN_STEPS_WITH_ROWS when the caller has
+    the per-request values already (`with_rows`: `lab run`), as then only the passes over
+    steps are left to gain on. Never by choice under PyPy, whose JIT runs the pure passes
+    quickly and whose numpy pays for every number that crosses into it."""
     if numpy is False:
         return None
     if numpy is None:
         if platform.python_implementation() == "PyPy":
             return None
-        if "numpy" not in sys.modules and sum(len(log.end_t) for log in result.gpus) < FAST_MIN_STEPS:
+        enough = FAST_MIN_STEPS_WITH_ROWS if with_rows else FAST_MIN_STEPS
+        if "numpy" not in sys.modules and sum(len(log.end_t) for log in result.gpus) < enough:
             return None
     np = numpy_module()
     if np is None:
@@ -264,7 +271,8 @@ def _at_ranks(np, values, counts, ranks):
     upper = [rank - copies_to for rank in ranks if rank >= copies_to]
     if upper:
         above = ~(below | equal)
-        out.update((rank + copies_to, value) for rank, value in _at_ranks(np, values[above], counts[above], upper).items())
+        found = _at_ranks(np, values[above], counts[above], upper)
+        out.update((rank + copies_to, value) for rank, value in found.items())
     return out
 
 
@@ -284,7 +292,6 @@ def kv_seconds(run, logs, on_demand):
                 times, levels = np.zeros(0), np.zeros(0)
             per_log.append(_held(np, times, levels, span))
     else:
-        records = result.requests
         need = run.column("prompt_tokens", np.int64) + run.column("output_tokens", np.int64)
         finish = run.column("finish")
         if result.scenario.fleet.layout == "disaggregated":

@@ -823,7 +823,7 @@ def summarize(result, rows=None, numpy=None):
     `rows`: the run's `request_metrics`, when the caller has them (their values are used).
     `numpy`: the two heavy passes on numpy (fast_metrics.py: the same values) when None
     chooses it (a big run, numpy installed), or True; never when False."""
-    np = fast_metrics.usable(result, numpy)
+    np = fast_metrics.usable(result, numpy, with_rows=rows is not None)
     run = fast_metrics.RunArrays(np, result) if np is not None else None
     step_gaps = [step_gaps_of(g) for g in result.gpus] if run is None else None
     if run is not None and rows is None:
