@@ -410,23 +410,6 @@ def request_metrics(result, step_gaps=None):
     return rows
 
 
-def worst_gap_ticks(result, rec, step_gaps, ranges):
-    """A request's worst gap: the largest of `request_gap_ticks`, in ticks (converted once,
-    by the caller). `ranges`: a RangeMax per instance, made when a request first reads it
-    (None until then), for the range of steps a request decoded in one go."""
-    if rec.earlier:
-        return max(request_gap_ticks(result, rec))
-    g = rec.decode_gpu
-    first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
-    if first_t is None:
-        first_t = first_token_ticks(rec)
-    first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
-    if ranges[g] is None:
-        ranges[g] = RangeMax(step_gaps[g])
-    rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
-    return first_gap if first_gap > rest else rest
-
-
 def _request_values(result, step_gaps=None):
     """Per request, in order: (ttft_s, tpot_ms, worst_gap_ms, transfer_ms, met_slo), the
     values `request_metrics` puts in its rows, worked out here once; `summarize` reads
@@ -444,7 +427,20 @@ def _request_values(result, step_gaps=None):
         finished = rec.finish is not None  # (rec.finished, without a call)
         if finished and rec.output_tokens > 1:
             tpot_ms = (rec.finish - rec.first_token) / (rec.output_tokens - 1) * 1000.0
-            worst_ms = worst_gap_ticks(result, rec, step_gaps, ranges) / TICKS_PER_S * 1000.0  # (to_seconds, inline)
+            # The worst gap: the largest in ticks, converted once.
+            if rec.earlier:
+                worst_t = max(request_gap_ticks(result, rec))
+            else:
+                g = rec.decode_gpu
+                first_t = rec.first_token_t  # (first_token_ticks, inline for the engine's records)
+                if first_t is None:
+                    first_t = first_token_ticks(rec)
+                first_gap = result.gpus[g].end_t[rec.decode_first_step] - first_t
+                if ranges[g] is None:
+                    ranges[g] = RangeMax(step_gaps[g])
+                rest = ranges[g].max(rec.decode_first_step + 1, rec.decode_last_step, first_gap)
+                worst_t = first_gap if first_gap > rest else rest
+            worst_ms = worst_t / TICKS_PER_S * 1000.0  # (to_seconds, inline: it runs per request)
         met = finished and (slo.ttft_s is None or ttft <= slo.ttft_s)  # (a rejected one never finished)
         if met and tpot_ms is not None:
             met = (slo.tpot_ms is None or tpot_ms <= slo.tpot_ms) and (
@@ -806,11 +802,6 @@ def _gather(values):
     return met, ttfts, tpots, worst, transfers
 
 
-def _worst_gap_alone(result, rec):
-    """`worst_gap_ticks` of one request, with no step gaps made beforehand."""
-    return max(request_gap_ticks(result, rec))
-
-
 def _first_gaps_of(result, records):
     """`stretch_first_gaps` of `records` into fresh lists: (values, firsts)."""
     values = []
@@ -821,13 +812,15 @@ def _first_gaps_of(result, records):
 def summarize(result, rows=None, numpy=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined).
     `rows`: the run's `request_metrics`, when the caller has them (their values are used).
-    `numpy`: the two heavy passes on numpy (fast_metrics.py: the same values) when None
-    chooses it (a big run, numpy installed), or True; never when False."""
+    `numpy`: three heavy passes on numpy (fast_metrics.py: the same values): None lets
+    `fast_metrics.usable` choose (numpy already imported, or a big run), True forces them,
+    False never."""
     np = fast_metrics.usable(result, numpy, with_rows=rows is not None)
     run = fast_metrics.RunArrays(np, result) if np is not None else None
     step_gaps = [step_gaps_of(g) for g in result.gpus] if run is None else None
     if run is not None and rows is None:
-        met, ttfts, tpots, worst, transfers = fast_metrics.request_columns(run, lambda rec: _worst_gap_alone(result, rec))
+        met, ttfts, tpots, worst, transfers = fast_metrics.request_columns(
+            run, lambda rec: max(request_gap_ticks(result, rec)))  # (the rule, for the few it leaves)
     else:
         met, ttfts, tpots, worst, transfers = _gather(
             _request_values(result, step_gaps) if rows is None else
