@@ -12,7 +12,7 @@ run form the issue proposes, on runs of the sizes the conversation trace makes.
    whole ticks (checked on either side), its end from the sum formula, one run record. The
    closed form leaves out the floor's piece and the lookup of the next finish, so its
    cost here is a lower bound. Both give the same end, checked on every case.
-2. Counting a run's values for the percentile selection. `metrics._select` puts every
+2. Counting a run's values for the percentile selection. `percentiles._select` puts every
    value in its bucket with one `bisect_right` pass in C; from runs it would count each
    run's values below each of the four bounds from the run's line, in Python per run.
 

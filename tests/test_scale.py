@@ -12,7 +12,7 @@ from array import array
 import pytest
 
 from lab.core import load_scenario, simulate, summarize
-from lab.core import engine, metrics
+from lab.core import engine, percentiles
 from lab.core.engine import MAX_STEPS
 from lab.core.metrics import (RangeMax, percentile, pooled_gaps, prefix_metrics, request_gaps, request_metrics,
                               step_gaps_of, weighted_percentile)
@@ -244,16 +244,16 @@ def _percentiles_by_walk(values, counts, qs):
     for q in qs:
         pos = q / 100 * (n - 1)
         lo = int(pos)
-        out.append(metrics._lerp(at(lo), at(min(lo + 1, n - 1)), pos - lo))
+        out.append(percentiles._lerp(at(lo), at(min(lo + 1, n - 1)), pos - lo))
     return out
 
 
 def _big_multisets():
     rng = random.Random(13)
-    k = 3 * metrics.SELECT_MIN
+    k = 3 * percentiles.SELECT_MIN
     yield "random", [rng.random() for _ in range(k)], [rng.choice([0, 1, 2, 5, 60]) for _ in range(k)]
     # Heavy copies where the strided sample never looks: the brackets miss and widen.
-    stride = k // metrics.SELECT_SAMPLE
+    stride = k // percentiles.SELECT_SAMPLE
     values, counts = [rng.random() for _ in range(k)], [1] * k
     for i in range(1, k, 3 * stride):
         values[i], counts[i] = rng.random() / 100, 5_000
@@ -266,13 +266,13 @@ def _big_multisets():
 def test_a_bracket_that_misses_widens_a_little_at_a_time(monkeypatch):
     # Brackets one sample value wide miss often: each miss widens its side and takes
     # another pass, and the answer is still the sort's, without sorting most of the data.
-    monkeypatch.setattr(metrics, "SELECT_MARGIN", 1)
-    monkeypatch.setattr(metrics, "SELECT_SIGMAS", 0)
+    monkeypatch.setattr(percentiles, "SELECT_MARGIN", 1)
+    monkeypatch.setattr(percentiles, "SELECT_SIGMAS", 0)
     _, values, counts = next(_big_multisets())
     sorted_sizes, passes = [], []
-    real_sort, real_in_bucket = metrics._by_sort, metrics._in_bucket
-    monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: sorted_sizes.append(len(v)) or real_sort(v, c, r))
-    monkeypatch.setattr(metrics, "_in_bucket", lambda v, c, b, k, s: (k == 1 and passes.append(k)) or real_in_bucket(v, c, b, k, s))
+    real_sort, real_in_bucket = percentiles._by_sort, percentiles._in_bucket
+    monkeypatch.setattr(percentiles, "_by_sort", lambda v, c, r: sorted_sizes.append(len(v)) or real_sort(v, c, r))
+    monkeypatch.setattr(percentiles, "_in_bucket", lambda v, c, b, k, s: (k == 1 and passes.append(k)) or real_in_bucket(v, c, b, k, s))
     qs = (0, 1, 50, 90, 99, 99.9, 100)
     assert weighted_percentile(values, counts, qs) == _percentiles_by_walk(values, counts, qs)
     assert len(passes) > 1  # a bracket missed
@@ -292,8 +292,8 @@ def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, count
     qs = (0, 1, 50, 90, 99, 99.9, 100)  # 0, 1 and 99-100: brackets that overlap and merge
     want = _percentiles_by_walk(values, counts, qs)
     widened = []
-    real = metrics._by_sort
-    monkeypatch.setattr(metrics, "_by_sort", lambda v, c, r: widened.append(len(v)) or real(v, c, r))
+    real = percentiles._by_sort
+    monkeypatch.setattr(percentiles, "_by_sort", lambda v, c, r: widened.append(len(v)) or real(v, c, r))
     assert weighted_percentile(values, counts, qs) == want
     assert weighted_percentile(array("d", values), array("i", counts), qs) == want  # a big run's columns
     if name == "ties":  # a long run's ticks are ints: its brackets' ends are ints too
@@ -308,7 +308,7 @@ def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, count
 def test_a_bucket_read_either_way_gives_the_sorts(monkeypatch, sparse_share):
     # _select reads a small bucket at its positions and a big one in a pass: forced all one
     # way, then all the other, the percentiles are still the sort's (lists and arrays).
-    monkeypatch.setattr(metrics, "SPARSE_SHARE", sparse_share)
+    monkeypatch.setattr(percentiles, "SPARSE_SHARE", sparse_share)
     qs = (0, 1, 50, 90, 99, 99.9, 100)
     for _, values, counts in _big_multisets():
         want = _percentiles_by_walk(values, counts, qs)

@@ -12,7 +12,7 @@ array operations and nothing else:
 Why the values are the same, not merely close: every number is the same IEEE double
 operation on the same doubles (a difference, a division, a multiply), in the same order
 for each value; a worst gap is a maximum, which has no rounding; a percentile picks the
-same ranks of the same multiset and interpolates with metrics._lerp on Python floats; a
+same ranks of the same multiset and interpolates with percentiles._lerp on Python floats; a
 level's time is summed in the pure sweep's order (`np.add.at` adds in the order given).
 Ticks (ticks.py) are whole numbers: floats below 2**52, or 8-byte ints in a long run,
 which become doubles here exactly while they stay below 2**53 (a run of 2.5 hours);
@@ -29,6 +29,7 @@ import platform
 import sys
 from operator import attrgetter
 
+from .percentiles import percentiles_at_ranks
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = ["FAST_MIN_STEPS", "FAST_MIN_STEPS_WITH_ROWS", "numpy_module", "usable", "RunArrays", "request_columns",
@@ -209,12 +210,12 @@ def request_columns(run, worst_gap_ticks):
             np.sort(worst_ms[decoded]).tolist(), sorted(transfer_ms))
 
 
-def gap_percentiles(run, qs, first_gaps, percentiles_at_ranks):
+def gap_percentiles(run, qs, first_gaps):
     """The percentiles `qs` of every emitted token's gap, in seconds (metrics.pooled_gaps's
     multiset), or a None each when no token had a gap. `first_gaps(records)`: metrics' pure
     rule for the first gap of each decode stretch of the requests given, for those this path
-    leaves to it: (values, [{step: count}] per instance), as `metrics.stretch_first_gaps`;
-    `percentiles_at_ranks`: metrics' (the ranks, the interpolation)."""
+    leaves to it: (values, [{step: count}] per instance), as `metrics.stretch_first_gaps`.
+    The ranks and the interpolation are the pure path's (`percentiles.percentiles_at_ranks`)."""
     np, result = run.np, run.result
     records = result.requests
     plain = run.in_one_stretch(~np.isnan(run.first))
@@ -254,7 +255,7 @@ def _at_ranks(np, values, counts, ranks):
     sample's middle value) splits the values into below, equal and above; the copies below
     and equal say which part holds each rank; only those parts go on. About half the values
     go each round, so a few passes over the data; the last few thousand are sorted (the
-    rank's value, as metrics._by_sort finds it)."""
+    rank's value, as percentiles._by_sort finds it)."""
     if len(values) <= SORT_BELOW:
         order = np.argsort(values)
         at = np.searchsorted(np.cumsum(counts[order], dtype=np.int64), ranks, side="right")

@@ -17,7 +17,7 @@ Conventions (also in docs/model.md, "Metrics"):
   TTFT (None: it never waited for a token) and is left out of the latency percentiles;
   `served_slo_attainment` is the share meeting the SLO among the requests not rejected.
 - Percentiles: linear interpolation between closest ranks, bit-for-bit numpy's
-  default `np.percentile(..., method="linear")`.
+  default `np.percentile(..., method="linear")` (percentiles.py).
 - Cost and energy (docs/model.md "Fleets as they are built"): a run costs the fleet's GPUs x
   each one's $/hour x the run's length (`end_time`); energy is every instance's step
   power x step time plus idle watts for the rest of the run, x its GPUs (`cost.PoolCost`).
@@ -35,15 +35,13 @@ Conventions (also in docs/model.md, "Metrics"):
 """
 
 import math
-import re
 from array import array
-from bisect import bisect_right
-from itertools import accumulate, compress, repeat
 from operator import sub
 
 from . import fast_metrics, kv
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
+from .percentiles import percentile, time_weighted_percentiles, weighted_percentile
 from .prefix_cache import kv_taken_tokens
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
@@ -92,191 +90,6 @@ METRIC_NAMES = (
 
 # How the run ended; in every summary, after the metrics.
 RUN_NAMES = ("run_cut", "run_end_s")
-
-
-def _lerp(a, b, t):
-    # numpy's _lerp: computed from the nearer end so that t=1 gives b exactly.
-    diff = b - a
-    if t >= 0.5:
-        value = b - diff * (1 - t)
-    else:
-        value = a + diff * t
-    return a if a == b else value
-
-
-def percentile(values, q, presorted=False):
-    """numpy.percentile(values, q) with the default linear method; None when empty."""
-    if not values:
-        return None
-    xs = values if presorted else sorted(values)
-    n = len(xs)
-    pos = (q / 100) * (n - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return _lerp(xs[lo], xs[hi], pos - lo)
-
-
-def weighted_percentile(values, counts, qs, convert=None):
-    """Percentiles of the multiset where values[i] appears counts[i] times.
-
-    Equal to numpy.percentile on the expanded data; `qs` is a list of percentiles.
-    Returns a list, with None for an empty multiset. `convert` (e.g. ticks -> seconds),
-    if given, is applied to the values at the wanted ranks before interpolating: the
-    percentiles of the converted data, bit for bit, when it is monotonic (it keeps the
-    order), for two conversions per percentile instead of one per value.
-    """
-    n = sum(counts)
-    return percentiles_at_ranks(n, qs, lambda ranks: _select(values, counts, n, ranks), convert)
-
-
-def percentiles_at_ranks(n, qs, values_at, convert=None):
-    """The percentiles `qs` of a multiset of `n` copies (a None each when it is empty), from
-    `values_at(ranks)`: {rank: the value at it} for the ranks (ascending, from 0) that
-    linear interpolation needs; `convert` as in `weighted_percentile`."""
-    if n == 0:
-        return [None for _ in qs]
-    wanted = []
-    for q in qs:
-        pos = (q / 100) * (n - 1)
-        lo = math.floor(pos)
-        wanted.append((pos - lo, lo, min(lo + 1, n - 1)))
-    at_rank = values_at(sorted({rank for _, lo, hi in wanted for rank in (lo, hi)}))
-    if convert is not None:
-        at_rank = {rank: convert(value) for rank, value in at_rank.items()}
-    return [_lerp(at_rank[lo], at_rank[hi], frac) for frac, lo, hi in wanted]
-
-
-def _by_sort(values, counts, ranks):
-    """{rank: value} for ranks of the multiset, from one sort (the exact, simple way)."""
-    if 0 in counts:  # a value no copy stands for is never at a rank: leave it out of the sort
-        values = list(compress(values, counts))
-        counts = list(filter(None, counts))
-    order = sorted(range(len(values)), key=values.__getitem__)
-    # cumulative[k] = how many copies the k smallest values stand for, in total.
-    cumulative = list(accumulate(map(counts.__getitem__, order)))
-    return {rank: values[order[bisect_right(cumulative, rank)]] for rank in ranks}
-
-
-# Selection (`_select`): below this many values one sort is as quick. The sample it
-# brackets a rank with has a 64th of the values, at least SELECT_SAMPLE and at most
-# SELECT_SAMPLE_MAX (a bigger sample, a narrower bracket for the same safety); a bracket
-# keeps SELECT_SIGMAS standard deviations of the sample's estimate of the rank either side
-# of it (sqrt(p (1 - p) size) sample values for the p-th quantile), at least SELECT_MARGIN.
-SELECT_MIN = 32768
-SELECT_SAMPLE = 4096
-SELECT_SAMPLE_MAX = 65536
-SELECT_SIGMAS = 4
-SELECT_MARGIN = 32
-
-
-def _select(values, counts, n, ranks):
-    """{rank: value} for the given ranks (ascending) of the multiset (n copies in all),
-    exact without sorting it all. A strided sample of the values brackets each rank in an
-    interval [a, b] (overlapping ones merged); one pass puts every value in its
-    bucket (`bisect_right` over the bounds: a byte a value); the copies in the buckets
-    outside the intervals place each interval among the ranks, and only the values inside
-    are sorted. When an interval misses its ranks (checked by those counts), its missed
-    side widens and the pass is made again, until it reaches the end of the data, so the
-    worst case is the one sort `_by_sort` does."""
-    if len(values) < SELECT_MIN or len(ranks) > 127:  # (a bucket is a byte: at most 255)
-        return _by_sort(values, counts, ranks)
-    stride = len(values) // max(SELECT_SAMPLE, min(SELECT_SAMPLE_MAX, len(values) // 64))
-    sample, weights = values[::stride], counts[::stride]
-    order = sorted(range(len(sample)), key=sample.__getitem__)
-    cumulative = list(accumulate(map(weights.__getitem__, order)))
-    scale = cumulative[-1] / n
-
-    def value_at(k):  # the k-th smallest sample value; beyond either end, that end's infinity
-        return -math.inf if k < 0 else math.inf if k >= len(order) else sample[order[k]]
-
-    brackets = []  # [ka, kb, ranks]: values from the ka-th to the kb-th smallest in the sample
-    for rank in ranks:
-        k = bisect_right(cumulative, rank * scale)
-        p = rank / n
-        margin = max(SELECT_MARGIN, math.ceil(SELECT_SIGMAS * math.sqrt(p * (1 - p) * len(order))))
-        brackets.append([k - margin, k + margin, [rank]])
-    while True:
-        merged = []  # disjoint [ka, kb, ranks], in order
-        for ka, kb, inside in sorted(brackets):
-            if merged and value_at(ka) <= value_at(merged[-1][1]):
-                last = merged[-1]
-                last[1] = max(last[1], kb)
-                last[2] = sorted(last[2] + inside)
-            else:
-                merged.append([ka, kb, list(inside)])
-        # bucket 2i + 1 is interval i (a <= value < just above b); even buckets lie outside them
-        bounds = [bound for ka, kb, _ in merged for bound in (value_at(ka), _just_above(value_at(kb)))]
-        buckets = bytes(map(bisect_right, repeat(bounds), values))
-        # Each bucket's share of the values, as the sample sees it: a small one is read at
-        # its positions, a big one in a pass (which is quicker is all that depends on it).
-        ends = [-1] + [k for ka, kb, _ in merged for k in (ka, kb)] + [len(order)]
-        shares = [(min(hi, len(order)) - max(lo, -1)) / len(order) for lo, hi in zip(ends, ends[1:])]
-        inner = [_in_bucket(values, counts, buckets, 2 * i + 1, shares[2 * i + 1]) for i in range(len(merged))]
-        copies_in = [sum(in_counts) for _, in_counts in inner]
-        outside = _outside_copies(counts, buckets, shares[::2], n - sum(copies_in))
-        below, found, before, brackets = 0, {}, brackets, []
-        for i, (ka, kb, inside) in enumerate(merged):
-            below += outside[i]
-            in_values, in_counts = inner[i]
-            copies = copies_in[i]
-            if below <= inside[0] and inside[-1] < below + copies:
-                at = _by_sort(in_values, in_counts, [rank - below for rank in inside])
-                found.update((rank, at[rank - below]) for rank in inside)
-            # A miss widens its side by four times the interval's width, in the sample's
-            # order (past the sample's end: to the end of the data), so a few more passes
-            # at most, never a sort of nearly everything for a near miss.
-            widen = 4 * (kb - ka)
-            brackets.append([max(ka - widen, -1) if below > inside[0] else ka,
-                             min(kb + widen, len(order)) if inside[-1] >= below + copies else kb, inside])
-            below += copies
-        if len(found) == len(ranks):
-            return found
-        if brackets == sorted(before):  # (nothing widened: cannot happen; never loop)
-            return _by_sort(values, counts, ranks)
-
-
-# A bucket holding less than this share of the values is read at its positions (a regex
-# scan of the bucket bytes in C, then an index per value in it), not in a pass over every
-# value: a pass makes an object per value of a compacted run's array, and either way reads
-# every value (3.65 M values, 72 k of them in the bucket: 11 ms against 110 ms).
-SPARSE_SHARE = 1 / 16
-
-
-def _bucket(buckets, k, share):
-    """How to pick bucket `k`'s entries out of a column, in order (column -> iterator): at
-    their positions when the bucket holds under SPARSE_SHARE of the values, else through its
-    mask in a pass (`share`: the sample's estimate; only the speed depends on it)."""
-    if share < SPARSE_SHARE:
-        at = [m.start() for m in re.finditer(re.escape(bytes((k,))), buckets)]
-        return lambda column: map(column.__getitem__, at)
-    mask = buckets.translate(_only(k))
-    return lambda column: compress(column, mask)
-
-
-def _in_bucket(values, counts, buckets, k, share):
-    """(values, counts) of the entries in bucket `k`, in their order, as lists."""
-    pick = _bucket(buckets, k, share)
-    return list(pick(values)), list(pick(counts))
-
-
-def _outside_copies(counts, buckets, shares, total):
-    """The copies in each even bucket 0, 2, ... (around the intervals), `total` in all: each
-    but the biggest summed as `_bucket` picks it, and the biggest as `total` less the others
-    (one pass fewer: it is about half of the data)."""
-    biggest = max(range(len(shares)), key=shares.__getitem__)
-    out = [0 if i == biggest else sum(_bucket(buckets, 2 * i, share)(counts)) for i, share in enumerate(shares)]
-    out[biggest] = total - sum(out)
-    return out
-
-
-def _just_above(bound):
-    """The least value above `bound` of its kind (ticks are whole floats or ints)."""
-    return bound + 1 if isinstance(bound, int) else math.nextafter(bound, math.inf)
-
-
-def _only(bucket):
-    """A `bytes.translate` table that turns the byte `bucket` into 1 and every other into 0."""
-    return bytes(bucket) + b"\x01" + bytes(255 - bucket)
 
 
 def step_gaps_of(log):
@@ -521,27 +334,6 @@ def stretch_first_gaps(result, records, values, counts):
         values.append(end[a] - first_t)
         counts.append(1)
     return firsts
-
-
-def time_weighted_percentiles(seconds_at, qs):
-    """For each q, the lowest value v such that the time at values <= v is at least q% of
-    the total (`seconds_at`: {value: seconds}); None for each when there is no time."""
-    total = math.fsum(seconds_at.values())
-    if total <= 0:
-        return [None for _ in qs]
-    values = sorted(v for v, w in seconds_at.items() if w > 0)
-    out = []
-    for q in qs:
-        want = total * q / 100.0
-        run = 0.0
-        found = values[-1]
-        for v in values:
-            run += seconds_at[v]
-            if run >= want:
-                found = v
-                break
-        out.append(found)
-    return out
 
 
 def kv_use(result, run=None):
@@ -826,8 +618,7 @@ def summarize(result, rows=None, numpy=None):
             _request_values(result, step_gaps) if rows is None else
             [(r["ttft_s"], r["tpot_ms"], r["worst_gap_ms"], r["transfer_ms"], r["met_slo"]) for r in rows])
     if run is not None:
-        itl50, itl99 = fast_metrics.gap_percentiles(
-            run, (50, 99), lambda records: _first_gaps_of(result, records), percentiles_at_ranks)
+        itl50, itl99 = fast_metrics.gap_percentiles(run, (50, 99), lambda records: _first_gaps_of(result, records))
     else:
         itl50, itl99 = weighted_percentile(*pooled_gaps(result, step_gaps), (50, 99), to_seconds)
     fleet = result.scenario.fleet
