@@ -4,13 +4,13 @@
 #             core's under PyPy (the --pypy job)
 #   --pypy    the core's tests under Debian's pypy3 alone (scripts/setup_pypy.sh sets it up)
 #   --quick   the subset a developer runs often (under 3 minutes on two cores): the core's engine,
-#             spec, metrics and workload, the shipped missions, the page's state, and one browser
+#             spec, metrics (both paths) and workload, the shipped missions, the page's state, and one browser
 #             smoke test (a student changes the fleet, earns a star, finds it on the hub).
 # Exits non-zero on any failure, including pytest's exit 5 (no tests collected).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-QUICK=(tests/test_engine.py tests/test_spec.py tests/test_metrics.py tests/test_workload.py tests/test_missions.py
+QUICK=(tests/test_engine.py tests/test_spec.py tests/test_metrics.py tests/test_fast_metrics.py tests/test_workload.py tests/test_missions.py
        tests/test_stars.py tests/ui/test_state.py
        "tests/ui/test_browser.py::test_mission_one_change_fleet_earn_star_and_find_it_on_the_hub")
 # The core under PyPy (scripts/setup_pypy.sh): the engine against the reference, the property
