@@ -424,3 +424,34 @@ def test_the_first_document_goes_without_the_plots_figures_which_come_after_the_
     _finish_turns(lab, app_timers)
     assert lab.judged_mark.object == '<span data-judged-run="2"></span>'
     assert [t.delay_ms for t in _pending(app_timers, lab._update_plots)] == [app.PLOTS_LAG_MS]
+
+
+def test_the_first_plots_join_the_page_in_one_walk_of_its_models(catalog, app_timers, monkeypatch):
+    """Bokeh walks every model of the page (about 600) whenever one joins it outside a freeze:
+    the first plots' three figures once made it walk four times in that patch. Now once, and a
+    later run's plots, which add no model, not at all. The page still knows every model."""
+    import lab.ui.app as app
+    from bokeh.document.models import DocumentModelManager
+    from bokeh.model.util import collect_models
+    from panel.io.state import set_curdoc
+
+    walks = []
+    recompute = DocumentModelManager.recompute
+    monkeypatch.setattr(DocumentModelManager, "recompute", lambda self: walks.append(1) or recompute(self))
+    lab = app.LabApp(catalog, f"?mission={M1}")
+    doc = Document()
+    with set_curdoc(doc):  # as under `lab serve` and in Pyodide, where callbacks run in the page's document
+        lab.view.server_doc(doc)
+        lab._run_now()
+        _finish_turns(lab, app_timers)
+        walks.clear()
+        app_timers.fire(lab._update_plots)
+        assert len(walks) == 1
+        assert {"gap_plot", "itl_plot", "sweep_plot"} <= {m.name for m in doc.models if m.name}
+        assert set(doc.models) == set(collect_models(*doc.roots))
+        lab.on_change("gpus", lab.state.settings["gpus"] + 1)
+        lab._run_now()
+        _finish_turns(lab, app_timers)
+        walks.clear()
+        app_timers.fire(lab._update_plots)
+        assert walks == []

@@ -17,6 +17,7 @@ ticks; y-axis labels are padded to a fixed width, so new data never changes an a
 size (which would re-lay out the whole page in the browser).
 """
 
+import contextlib
 import html
 import math
 
@@ -38,7 +39,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from ..browser.panel_shims import Html
+from ..browser.panel_shims import Html, one_model_walk
 from ..words.theme import CSS, FONT_STACK, PALETTE
 from ..data.plot_data import JITTER, gap_scatter_data, itl_histogram, token_gaps
 from .story import nearest_point
@@ -363,10 +364,13 @@ class Plots:
     # ------------------------------------------------------------ updates
 
     def update(self):
-        """Show the latest run (no-op if it is already shown); the figures, even without one."""
-        self._figures()
-        if self.state.result is not None and self._shown_run != self.state.run_id:
-            self._on_run()
+        """Show the latest run (no-op if it is already shown); the figures, even without one.
+        The first time, the figures join the page and get their data in one walk of its models."""
+        joining = one_model_walk(pn.state.curdoc) if self._figs is None else contextlib.nullcontext()
+        with joining:
+            self._figures()
+            if self.state.result is not None and self._shown_run != self.state.run_id:
+                self._on_run()
 
     def _on_run(self, *_):
         s = self.state
