@@ -287,8 +287,15 @@ def test_many_percentiles_at_once_are_the_sorts_too():
     assert weighted_percentile(values, counts, qs[::8]) == _percentiles_by_walk(values, counts, qs[::8])  # 26: by selection
 
 
+# _select's passes over every value: C's loops (CPython's) or plain ones (PyPy's), each tried
+# under whichever interpreter runs the tests (the CI runs this file under both).
+PASSES = pytest.mark.parametrize("plain_loops", [False, True], ids=["c-loops", "plain-loops"])
+
+
+@PASSES
 @pytest.mark.parametrize("name, values, counts", list(_big_multisets()), ids=lambda x: x if isinstance(x, str) else "")
-def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, counts):
+def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, counts, plain_loops):
+    monkeypatch.setattr(percentiles, "PYPY", plain_loops)
     qs = (0, 1, 50, 90, 99, 99.9, 100)  # 0, 1 and 99-100: brackets that overlap and merge
     want = _percentiles_by_walk(values, counts, qs)
     widened = []
@@ -304,11 +311,13 @@ def test_percentiles_by_selection_are_the_sorts(monkeypatch, name, values, count
         assert max(widened) < len(values) / 10  # only the values inside a bracket were sorted
 
 
+@PASSES
 @pytest.mark.parametrize("sparse_share", [0.0, 2.0], ids=["every-bucket-by-a-pass", "every-bucket-by-positions"])
-def test_a_bucket_read_either_way_gives_the_sorts(monkeypatch, sparse_share):
+def test_a_bucket_read_either_way_gives_the_sorts(monkeypatch, sparse_share, plain_loops):
     # _select reads a small bucket at its positions and a big one in a pass: forced all one
     # way, then all the other, the percentiles are still the sort's (lists and arrays).
     monkeypatch.setattr(percentiles, "SPARSE_SHARE", sparse_share)
+    monkeypatch.setattr(percentiles, "PYPY", plain_loops)
     qs = (0, 1, 50, 90, 99, 99.9, 100)
     for _, values, counts in _big_multisets():
         want = _percentiles_by_walk(values, counts, qs)

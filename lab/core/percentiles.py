@@ -8,14 +8,22 @@ bit for bit numpy's default `np.percentile(..., method="linear")`, written once 
 - `percentiles_at_ranks`: the ranks and the interpolation both share (and the metrics'
   numpy path, fast_metrics.py).
 - `time_weighted_percentiles`: of levels held for a time (the KV use).
+
+`_select`'s passes over every value are written for the interpreter running them: under
+CPython as calls that loop in C (`map` with `bisect_right`, `compress`), under PyPy as plain
+loops, which its JIT compiles (PyPy runs those calls as Python, several times slower than
+the loops: benchmarks/README.md, "Under PyPy"). Same values either way (tests/test_scale.py).
 """
 
 import math
 import re
+import sys
 from bisect import bisect_right
 from itertools import accumulate, compress, repeat
 
 __all__ = ["percentile", "weighted_percentile", "percentiles_at_ranks", "time_weighted_percentiles"]
+
+PYPY = sys.implementation.name == "pypy"  # (the passes over every value: module docstring)
 
 
 def _lerp(a, b, t):
@@ -130,7 +138,7 @@ def _select(values, counts, n, ranks):
                 merged.append([ka, kb, list(inside)])
         # bucket 2i + 1 is interval i (a <= value < just above b); even buckets lie outside them
         bounds = [bound for ka, kb, _ in merged for bound in (value_at(ka), _just_above(value_at(kb)))]
-        buckets = bytes(map(bisect_right, repeat(bounds), values))
+        buckets = _buckets(bounds, values)
         # Each bucket's share of the values, as the sample sees it: a small one is read at
         # its positions, a big one in a pass (which is quicker is all that depends on it).
         ends = [-1] + [k for ka, kb, _ in merged for k in (ka, kb)] + [len(order)]
@@ -166,13 +174,29 @@ def _select(values, counts, n, ranks):
 SPARSE_SHARE = 1 / 16
 
 
+def _buckets(bounds, values):
+    """Each value's bucket, a byte each: how many of the ascending `bounds` are <= it."""
+    if not PYPY:
+        return bytes(map(bisect_right, repeat(bounds), values))
+    out = bytearray(len(values))
+    last = len(bounds)
+    for i in range(len(values)):
+        value, k = values[i], 0
+        while k < last and bounds[k] <= value:
+            k += 1
+        out[i] = k
+    return out  # (a bytearray: what the callers do with bytes, it does too, without a copy)
+
+
 def _bucket(buckets, k, share):
-    """How to pick bucket `k`'s entries out of a column, in order (column -> iterator): at
-    their positions when the bucket holds under SPARSE_SHARE of the values, else through its
-    mask in a pass (`share`: the sample's estimate; only the speed depends on it)."""
+    """How to pick bucket `k`'s entries out of a column, in order (column -> iterable): at
+    their positions when the bucket holds under SPARSE_SHARE of the values, else in a pass
+    (`share`: the sample's estimate; only the speed depends on it)."""
     if share < SPARSE_SHARE:
         at = [m.start() for m in re.finditer(re.escape(bytes((k,))), buckets)]
         return lambda column: map(column.__getitem__, at)
+    if PYPY:
+        return lambda column: [column[i] for i in range(len(buckets)) if buckets[i] == k]
     mask = buckets.translate(_only(k))
     return lambda column: compress(column, mask)
 
@@ -188,9 +212,20 @@ def _outside_copies(counts, buckets, shares, total):
     but the biggest summed as `_bucket` picks it, and the biggest as `total` less the others
     (one pass fewer: it is about half of the data)."""
     biggest = max(range(len(shares)), key=shares.__getitem__)
-    out = [0 if i == biggest else sum(_bucket(buckets, 2 * i, share)(counts)) for i, share in enumerate(shares)]
+    out = [0 if i == biggest else _copies_in(counts, buckets, 2 * i, share) for i, share in enumerate(shares)]
     out[biggest] = total - sum(out)
     return out
+
+
+def _copies_in(counts, buckets, k, share):
+    """The copies in bucket `k` (under PyPy, a pass adds them up without a list of them)."""
+    if PYPY and share >= SPARSE_SHARE:
+        total = 0
+        for i in range(len(buckets)):
+            if buckets[i] == k:
+                total += counts[i]
+        return total
+    return sum(_bucket(buckets, k, share)(counts))
 
 
 def _just_above(bound):
