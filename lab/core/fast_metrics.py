@@ -25,11 +25,10 @@ scenarios and the traces. numpy is never imported by the standard-library core u
 this path runs (bare Pyodide has none). Figures: benchmarks/README.md, "Metrics on numpy".
 """
 
-import platform
 import sys
 from operator import attrgetter
 
-from .percentiles import percentiles_at_ranks
+from .percentiles import PYPY, percentiles_at_ranks
 from .ticks import TICKS_PER_S, to_seconds, to_ticks
 
 __all__ = ["FAST_MIN_STEPS", "FAST_MIN_STEPS_WITH_ROWS", "numpy_module", "usable", "RunArrays", "request_columns",
@@ -64,7 +63,7 @@ def usable(result, numpy=None, with_rows=False):
     if numpy is False:
         return None
     if numpy is None:
-        if platform.python_implementation() == "PyPy":
+        if PYPY:
             return None
         enough = FAST_MIN_STEPS_WITH_ROWS if with_rows else FAST_MIN_STEPS
         if "numpy" not in sys.modules and sum(len(log.end_t) for log in result.gpus) < enough:

@@ -23,7 +23,7 @@ from itertools import accumulate, compress, repeat
 
 __all__ = ["percentile", "weighted_percentile", "percentiles_at_ranks", "time_weighted_percentiles"]
 
-PYPY = sys.implementation.name == "pypy"  # (the passes over every value: module docstring)
+PYPY = sys.implementation.name == "pypy"  # (the passes below, and fast_metrics.usable's choice of numpy)
 
 
 def _lerp(a, b, t):
