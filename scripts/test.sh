@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Set up (idempotent), then run the test suite. Arguments go to pytest (one CPython process).
-#   (none)    every test, in two lanes side by side: in front, the tests that time the wall clock,
-#             then the browser and Pyodide ones one at a time; behind, at the idle CPU priority,
-#             the others two at a time under CPython, then the core's under PyPy (the --pypy job)
+#   (none)    every test under CPython (those with no browser and no Pyodide two at a time), then the
+#             core's under PyPy (the --pypy job)
 #   --pypy    the core's tests under Debian's pypy3 alone (scripts/setup_pypy.sh sets it up)
 #   --quick   the subset a developer runs often (under 3 minutes on two cores): the core's engine,
 #             spec, metrics (both paths) and workload, the shipped missions, the page's state, and one browser
@@ -25,14 +24,12 @@ PYPY=(tests/test_engine.py tests/test_reference.py tests/test_kv.py tests/test_p
 failed=0
 # phase LABEL PYTHON PYTEST-ARGS...: one pytest run; a failure (or no test collected, pytest's
 # exit 5) is remembered and the next phase still runs.
-# PRIORITY (an array, empty by default) goes before the command: the idle lane's `chrt --idle 0`.
-PRIORITY=()
 phase() {
   local label="$1" python="$2"
   shift 2
-  echo "[test] $label: ${PRIORITY[*]} $python -m pytest $*"
+  echo "[test] $label: $python -m pytest $*"
   set +e
-  "${PRIORITY[@]}" "$python" -m pytest "$@"
+  "$python" -m pytest "$@"
   local rc=$?
   set -e
   [ "$rc" -ne 5 ] || echo "[test] ERROR: $label collected no tests (exit 5): treating as a failure" >&2
@@ -41,7 +38,7 @@ phase() {
 
 # pypy_phase [PYTEST-ARGS...]: set PyPy up, then run the PYPY tests there, two at a time.
 pypy_phase() {
-  "${PRIORITY[@]}" bash scripts/setup_pypy.sh
+  bash scripts/setup_pypy.sh
   phase "PyPy" .venv-pypy/bin/python -p no:cacheprovider -n 2 --dist loadscope --durations=10 "${PYPY[@]}" "$@"
 }
 
@@ -63,32 +60,10 @@ if [ "$#" -gt 0 ]; then  # a chosen subset: under CPython, in one process
   phase "CPython" .venv/bin/python --durations=30 "$@"
   exit "$failed"
 fi
-# Everything, in two lanes side by side (figures: benchmarks/README.md, "The suite's time").
-# In front, at the normal priority: the tests that bound how long something took on the clock
-# (marker wall_clock), then the browser and Pyodide ones one at a time (each keeps the two cores
-# busy most of the time: Chromium, the server, Pyodide). Behind, at the idle CPU priority
-# (SCHED_IDLE: a core only when the front lane leaves it idle, and given up at once when the front
-# wakes): the other tests two at a time, then the core under PyPy. A test that times the clock is
-# never behind: there it may wait seconds for a core. Without `chrt` the lanes run one after the other.
-if chrt --idle 0 true 2>/dev/null; then
-  behind_log="$(mktemp -t stf-test-behind.XXXXXX)"
-  (
-    PRIORITY=(chrt --idle 0)
-    phase "CPython, no browser (behind, idle priority)" .venv/bin/python -p no:cacheprovider -n 2 --dist loadscope \
-      --durations=30 -m "not browser and not pyodide and not wall_clock"
-    pypy_phase -m "not wall_clock"
-    exit "$failed"
-  ) >"$behind_log" 2>&1 &
-  behind=$!
-  phase "CPython, the clock's tests" .venv/bin/python --durations=10 -m "wall_clock and not browser and not pyodide"
-  phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
-  echo "[test] waiting for the lane behind (pid $behind); its output follows"
-  wait "$behind" || failed=1
-  cat "$behind_log"
-  rm -f "$behind_log"
-else
-  phase "CPython, no browser" .venv/bin/python -n 2 --dist loadscope --durations=30 -m "not browser and not pyodide"
-  phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
-  pypy_phase
-fi
+# Everything: the tests that drive no browser and no Pyodide two at a time (pytest-xdist; each
+# is one busy core), then the browser and Pyodide ones one at a time (each already keeps both
+# cores busy: Chromium, the server, Pyodide under Node), then the core under PyPy.
+phase "CPython, no browser" .venv/bin/python -n 2 --dist loadscope --durations=30 -m "not browser and not pyodide"
+phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
+pypy_phase
 exit "$failed"

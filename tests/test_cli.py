@@ -308,7 +308,6 @@ def test_serve_on_a_busy_port_is_an_error_not_a_traceback(capsys):
     assert f"error: --port: port {port} is in use" in err and "Traceback" not in err
 
 
-@pytest.mark.wall_clock
 def test_serve_stopped_by_sigterm_exits_cleanly_and_stops_its_workers():
     """A service manager's `kill` (SIGTERM) ends `lab serve` as Ctrl+C does: its `finally` runs,
     so the worker pools are stopped (offload.stop_pool), and it exits 0 (it used to die at once,

@@ -21,8 +21,6 @@ from lab import core
 from lab.cli import main
 from lab.parallel import DASK_PORT, check_dask_address, run_map
 
-pytestmark = pytest.mark.wall_clock  # each test bounds how long an answer took
-
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = {"seed": 4, "workload": {"rate": 5, "duration_s": 5, "prompt_tokens": 800, "output_tokens": 40},
             "fleet": {"layout": "colocated", "gpus": 1}, "slo": {"ttft_s": 1.0, "tpot_ms": 25}}

@@ -10,8 +10,6 @@ from lab import core
 from lab.cli import main
 from lab.core.spec import MAX_GPUS
 from lab.core.sweep import run_point, sweep, sweep_task
-
-pytestmark = pytest.mark.wall_clock  # Dask clients that give up after a time on the clock
 from lab.parallel import check_dask_address, parse_workers, run_map
 
 SCENARIO = {

@@ -210,7 +210,6 @@ def _gone(pid, within_s):
     return False
 
 
-@pytest.mark.wall_clock
 def test_stopping_the_pool_ends_a_run_under_way():
     proc, worker = _worker_of("offload.stop_pool(); print('stopped', flush=True); time.sleep(600)")
     try:
@@ -221,7 +220,6 @@ def test_stopping_the_pool_ends_a_run_under_way():
         proc.wait()
 
 
-@pytest.mark.wall_clock
 def test_a_worker_never_outlives_a_killed_server():
     """Killed (SIGKILL: no `finally`, no stop_pool), the server leaves its worker mid-run; the
     worker sees it gone and exits, instead of finishing a run nobody waits for."""
