@@ -1,1 +1,1 @@
-"""The page's bridges to the browser (address, keys, storage access, uploads, accessibility) and the Panel/Bokeh shims and timers they need."""
+"""The page's bridges to the browser (address, keys, storage access, uploads, accessibility), the Panel/Bokeh shims and timers they need, and the figures' trim of models the page never draws."""

@@ -73,6 +73,7 @@ from ..data.canvas_data import (  # the columns it draws (the public ones are th
     WHOLE_RUN_LAYERS, _empty, _rows, box_geometry, frame_px, max_rows, overview_data, roles_text, row_geometry,
     row_label, rows_html, run_layers, split_label, step_layers, step_range, timeline_data,
 )
+from ..browser.lean_models import lean_figure
 from ..browser.panel_shims import Html
 from ..browser.timers import every
 from ..state import WINDOW_S
@@ -349,7 +350,7 @@ class Canvas(param.Parameterized):
         fig.x_range.js_on_change("start", CustomJS(code="""
             document.documentElement.dataset.canvasWindow = cb_obj.start.toFixed(3);
         """))
-        return fig
+        return lean_figure(fig)
 
     def _add_queue_glyphs(self, fig):
         """The queue rows' areas and the KV bands (drawn first: under everything else),
@@ -438,7 +439,7 @@ class Canvas(param.Parameterized):
                              text_font_size="10.5px", text_color=PALETTE["muted"], background_fill_color="white",
                              background_fill_alpha=0.7))
         fig.on_event(Tap, self._on_tap)
-        return fig
+        return lean_figure(fig)
 
     def _make_widgets(self):
         self.play_button = pn.widgets.Button(

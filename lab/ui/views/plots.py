@@ -39,6 +39,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from ..browser.lean_models import lean_figure
 from ..browser.panel_shims import Html, one_model_walk
 from ..words.theme import CSS, FONT_STACK, PALETTE
 from ..data.plot_data import JITTER, gap_scatter_data, itl_histogram, token_gaps
@@ -169,7 +170,7 @@ def _style(fig):
         ax.major_label_text_font_size = "11px"
         ax.major_label_policy = NoOverlap(min_distance=6)  # a label that would touch its neighbour is left out
     fig.min_border_right = 14
-    return fig
+    return lean_figure(fig)
 
 
 class Plots:
