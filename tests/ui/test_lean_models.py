@@ -1,13 +1,13 @@
 """A page's figures send no model the lab never draws (lab/ui/browser/lean_models.py): no
-nonselection or muted glyph copies, one selection policy per figure; a sixth of the page's
-models fewer (docs/architecture.md, "No model the lab never draws")."""
+nonselection or muted glyph copies, one selection policy and one every-row filter per figure;
+a fifth of the page's models fewer (docs/architecture.md, "No model the lab never draws")."""
 
 import pytest
 
 pytest.importorskip("panel")
 
 from bokeh.document import Document  # noqa: E402
-from bokeh.models import Glyph, GlyphRenderer, Plot, SelectionPolicy  # noqa: E402
+from bokeh.models import AllIndices, Glyph, GlyphRenderer, Plot, SelectionPolicy  # noqa: E402
 
 M1 = "ui-mixing-hurts"
 
@@ -40,17 +40,21 @@ def test_every_glyph_in_the_page_is_one_a_renderer_draws(catalog, app_timers):
     assert {(r.nonselection_glyph, r.muted_glyph) for r in renderers} == {("auto", "auto")}
 
 
-def test_the_sources_of_a_figure_share_one_selection_policy(catalog, app_timers):
+def test_the_sources_of_a_figure_share_one_selection_policy_and_its_views_one_filter(catalog, app_timers):
     doc = _page_after_its_first_run(catalog, app_timers)
     for fig in (m for m in doc.models if isinstance(m, Plot)):
-        sources = {id(r.data_source): r.data_source for r in fig.renderers if isinstance(r, GlyphRenderer)}
+        renderers = [r for r in fig.renderers if isinstance(r, GlyphRenderer)]
+        sources = {id(r.data_source): r.data_source for r in renderers}
         policies = {id(s.selection_policy) for s in sources.values()}
         assert len(policies) == 1, f"{fig.name}: {len(policies)} selection policies for {len(sources)} sources"
+        filters = {id(r.view.filter) for r in renderers}
+        assert len(filters) == 1 and isinstance(renderers[0].view.filter, AllIndices), fig.name
+        assert len({id(r.view) for r in renderers}) == len(renderers), f"{fig.name}: a view shared (it holds its rows)"
     drawn = sum(len(fig.renderers) for fig in doc.models if isinstance(fig, Plot))
     assert len([m for m in doc.models if isinstance(m, SelectionPolicy)]) < drawn / 3
 
 
-def test_a_sixth_of_the_pages_models_are_gone(catalog, app_timers, monkeypatch):
+def test_a_fifth_of_the_pages_models_are_gone(catalog, app_timers, monkeypatch):
     import lab.ui.timeline.canvas as canvas
     import lab.ui.views.plots as plots
 
@@ -59,4 +63,4 @@ def test_a_sixth_of_the_pages_models_are_gone(catalog, app_timers, monkeypatch):
         monkeypatch.setattr(module, "lean_figure", lambda fig: fig)
     app_timers.timers.clear()
     full = len(_page_after_its_first_run(catalog, app_timers).models)
-    assert lean <= full * 5 / 6, (lean, full)
+    assert lean <= full * 4 / 5, (lean, full)
