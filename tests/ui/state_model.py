@@ -209,7 +209,7 @@ class Page:
             assert v["failed"] and want is None, f"page failed={v['failed']}, lab run {'failed' if want is None else 'ran'} ({run})"
             return
         cards, rows = want["cards"], want["rows"]
-        got = {n: self._card(n) for n in cards}
+        got = self._cards(list(cards))
         assert got == cards, f"metric cards {got} != lab run's {cards} for {run}"
         assert v["rows"] == rows, f"canvas rows {v['rows']!r} != lab run's {rows!r} for {run}"
         pin = parse_search(v["search"]).get("pin")
@@ -228,8 +228,11 @@ class Page:
                 assert time.monotonic() < deadline, f"twin shows {text!r}, not {want!r} (pin={pin!r})"
                 self.page.wait_for_timeout(POLL_MS)
 
-    def _card(self, name):
-        return self.page.locator(f'.stf-metrics [data-metric="{name}"] .v').first.text_content().strip()
+    def _cards(self, names):
+        """The metric cards' values, {name: text}, read in one call (None for a card not shown)."""
+        return self.page.locator(".stf-metrics").first.evaluate("""(pane, names) => Object.fromEntries(names.map(
+            (name) => { const v = pane.querySelector(`[data-metric="${name}"] .v`); return [name, v ? v.textContent.trim() : null]; }))""",
+            names)
 
     def _lab_run(self, settings):
         try:
