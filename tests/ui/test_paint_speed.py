@@ -131,8 +131,11 @@ def test_hatch_tiles_are_drawn_once_and_plot_font_sizes_are_not_looked_up_again(
     page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {before}", timeout=60_000)
     shared = page.evaluate(f"() => Object.values({tiles}).map((imgs) => [imgs.length,"
                            " imgs.every((img) => img === imgs[0] && img instanceof HTMLCanvasElement)])")
-    assert len(shared) >= 3 and all(ok for _n, ok in shared), shared  # the slow steps' five views: 3 keys
-    assert any(n >= 3 for n, _ok in shared)  # glyph, selection and decimated views hatch alike
+    assert shared and all(ok for _n, ok in shared), shared
+    # The slow steps' five views hatch alike, on one tile: lean_figure leaves the nonselection and
+    # muted glyphs to BokehJS, which makes them with the glyph's hatch (they were copies whose alpha
+    # Bokeh's Python side had changed: three keys).
+    assert any(n >= 5 for n, _ok in shared), shared
     before = int(page.evaluate("document.documentElement.dataset.canvasPainted"))
     page.keyboard.press("ArrowLeft")
     page.wait_for_function(f"Number(document.documentElement.dataset.canvasPainted || 0) > {before}", timeout=60_000)
