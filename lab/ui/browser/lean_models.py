@@ -13,7 +13,7 @@ the page, as it already does for the selection and decimated glyphs), points eve
 the figure's renderers at one selection policy of the figure's, and every view at one filter
 (one per figure, not one for the whole module: a model belongs to one document, and `lab serve`
 holds one per page; the view itself stays the renderer's: BokehJS keeps its rows on it). Call
-it before the figure joins a document. tests/ui/test_lean_models.py counts what the first document of a page holds.
+it before the figure joins a document. tests/ui/test_lean_models.py checks what a page holds.
 """
 
 from bokeh.models import AllIndices, GlyphRenderer, UnionRenderers
