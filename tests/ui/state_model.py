@@ -61,16 +61,20 @@ WEIGHTS = {"key": 30, "drag": 12, "toggle": 20, "reset": 8, "back": 7, "forward"
 
 # Deep queries through Panel's shadow roots, and the page's three views of the settings.
 _JS_VIEWS = """(spec) => {
-    const all = (sel, from) => {  // every match under `from` (default: the page), through shadow roots
-        const out = [], stack = [from || document];
+    const roots = (from) => {  // `from` and every shadow root under it, depth first
+        const out = [], stack = [from];
         while (stack.length) {
             const root = stack.pop();
-            out.push(...root.querySelectorAll(sel));
+            out.push(root);
             if (root.shadowRoot) stack.push(root.shadowRoot);
             for (const el of root.querySelectorAll("*")) if (el.shadowRoot) stack.push(el.shadowRoot);
         }
         return out;
     };
+    // The page's roots are found once per call, not once per query: a poll that walks the
+    // whole page for each control takes the renderer's time from the page it waits on.
+    const pageRoots = roots(document);
+    const all = (sel, from) => (from ? roots(from) : pageRoots).flatMap((root) => [...root.querySelectorAll(sel)]);
     const inControl = (name, sel) => all(`.stf-control-${name}`).flatMap((host) => all(sel, host));
     const controls = {};
     for (const c of spec.controls) {
