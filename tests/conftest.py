@@ -1,5 +1,5 @@
 """Shared test helpers. Kept small on purpose: two fixtures, `run_in_pyodide` and
-`playwright_driver`."""
+`playwright_driver` (whose waits poll every WAIT_POLL_MS)."""
 
 import os
 import shutil
@@ -56,14 +56,37 @@ def run_in_pyodide():
     return _run_in_pyodide
 
 
+# How often a `wait_for_function` without its own `polling` re-checks, in ms. Playwright's
+# default re-checks on every animation frame, which keeps an idle page drawing frames: 0.2-0.3 s
+# of Chromium's CPU per 4 s waited against 0.03-0.05 s at 25 ms, and the browser phase is CPU-bound
+# (benchmarks/README.md, "The suite's time"). What the tests wait for lasts (idle, painted, shown).
+WAIT_POLL_MS = 25
+
+
+def _poll_every(method, ms):
+    def wait_for_function(self, expression, *, arg=None, timeout=None, polling=None):
+        return method(self, expression, arg=arg, timeout=timeout, polling=ms if polling is None else polling)
+
+    wait_for_function.__doc__ = method.__doc__
+    return wait_for_function
+
+
 @pytest.fixture(scope="session")
 def playwright_driver():
     """The session's one Playwright driver. Its sync API refuses to start a second driver in
     a thread while one is open, so the UI tests' browser (session-wide) and the site tests'
-    browsers (one a module) all launch from this one: any subset runs in any order."""
+    browsers (one a module) all launch from this one: any subset runs in any order.
+    Its pages and frames wait for a function every WAIT_POLL_MS, not every frame."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        yield p
+    waits = {cls: cls.wait_for_function for cls in (sync_api.Page, sync_api.Frame)}
+    for cls, method in waits.items():
+        cls.wait_for_function = _poll_every(method, WAIT_POLL_MS)
+    try:
+        with sync_api.sync_playwright() as p:
+            yield p
+    finally:
+        for cls, method in waits.items():
+            cls.wait_for_function = method
 
 
 def pytest_report_header(config):
