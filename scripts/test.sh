@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (idempotent), then run the test suite. Arguments go to pytest (one CPython process).
-#   (none)    every test under CPython (those with no browser and no Pyodide two at a time), then the
-#             core's under PyPy (the --pypy job)
+#   (none)    every test under CPython (those with no browser and no Pyodide two at a time, the browser
+#             ones in two lanes), then the core's under PyPy (the --pypy job)
 #   --pypy    the core's tests under Debian's pypy3 alone (scripts/setup_pypy.sh sets it up)
 #   --quick   the subset a developer runs often (under 3 minutes on two cores): the core's engine,
 #             spec, metrics (both paths) and workload, the shipped missions, the page's state, and one browser
@@ -60,10 +60,34 @@ if [ "$#" -gt 0 ]; then  # a chosen subset: under CPython, in one process
   phase "CPython" .venv/bin/python --durations=30 "$@"
   exit "$failed"
 fi
+# The browser and Pyodide tests. TIMED (a race between two pages on one server) alone first;
+# then two lanes at once, one pytest each: the static lab and Pyodide (tests/*.py), and
+# `lab serve`'s pages (tests/ui). One browser test at a time leaves the cores idle about a
+# quarter of the time (benchmarks/README.md, "The suite's time"). The second lane prints as it
+# runs, the first when both have ended.
+TIMED=(tests/ui/test_classroom_browser.py)
+browser_phase() {
+  local logs lane
+  phase "CPython, browser (alone: it times two pages against each other)" .venv/bin/python --durations=5 \
+    -m "browser or pyodide" "${TIMED[@]}"
+  logs=$(mktemp -d)
+  (failed=0
+   phase "CPython, browser lane 1: the static lab and Pyodide" .venv/bin/python --durations=20 \
+     -m "browser or pyodide" tests --ignore=tests/ui > "$logs/lane1" 2>&1
+   echo "$failed" > "$logs/lane1.failed") &
+  lane=$!
+  phase "CPython, browser lane 2: lab serve" .venv/bin/python --durations=20 -m "browser or pyodide" \
+    tests/ui "${TIMED[@]/#/--ignore=}"
+  wait "$lane" || true
+  cat "$logs/lane1"
+  [ "$(cat "$logs/lane1.failed" 2>/dev/null)" = 0 ] || { echo "[test] browser lane 1 FAILED (above)" >&2; failed=1; }
+  rm -rf "$logs"
+}
+
 # Everything: the tests that drive no browser and no Pyodide two at a time (pytest-xdist; each
-# is one busy core), then the browser and Pyodide ones one at a time (each already keeps both
-# cores busy: Chromium, the server, Pyodide under Node), then the core under PyPy.
+# is one busy core), then the browser and Pyodide ones in two lanes (above), then the core
+# under PyPy.
 phase "CPython, no browser" .venv/bin/python -n 2 --dist loadscope --durations=30 -m "not browser and not pyodide"
-phase "CPython, browser and Pyodide" .venv/bin/python --durations=30 -m "browser or pyodide"
+browser_phase
 pypy_phase
 exit "$failed"
