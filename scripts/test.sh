@@ -61,22 +61,26 @@ if [ "$#" -gt 0 ]; then  # a chosen subset: under CPython, in one process
   exit "$failed"
 fi
 # The browser and Pyodide tests. TIMED (a race between two pages on one server) alone first;
-# then two lanes at once, one pytest each: the static lab and Pyodide (tests/test_*.py) with
-# EVEN_UP, and `lab serve`'s pages (tests/ui). One browser test at a time leaves the cores idle
-# about a quarter of the time (benchmarks/README.md, "The suite's time"). The second lane prints
-# as it runs, the first when both have ended.
+# then two lanes at once, one pytest each: everything but tests/ui (the static lab, Pyodide)
+# with EVEN_UP, and `lab serve`'s pages (tests/ui). One browser test at a time leaves the cores
+# idle about a quarter of the time (benchmarks/README.md, "The suite's time"). The second lane
+# prints as it runs, the first when both have ended.
 TIMED=(tests/ui/test_classroom_browser.py)
 # A lab serve test file run in the first lane, so that both end about together (on a fresh clone
 # the second lane took 900 s, the first 740 s).
 EVEN_UP=(tests/ui/test_page_limits_browser.py)
 browser_phase() {
-  local logs lane
+  local logs lane file not_lane1=()
+  # (lane 1 is the testpaths less lane 2's files, so a test anywhere else runs in it)
+  for file in tests/ui/test_*.py; do
+    [[ " ${EVEN_UP[*]} " == *" $file "* ]] || not_lane1+=("--ignore=$file")
+  done
   phase "CPython, browser (alone: it times two pages against each other)" .venv/bin/python --durations=5 \
     -m "browser or pyodide" "${TIMED[@]}"
   logs=$(mktemp -d)
   (failed=0
    phase "CPython, browser lane 1: the static lab and Pyodide" .venv/bin/python --durations=20 \
-     -m "browser or pyodide" tests/test_*.py "${EVEN_UP[@]}" > "$logs/lane1" 2>&1
+     -m "browser or pyodide" "${not_lane1[@]}" > "$logs/lane1" 2>&1
    echo "$failed" > "$logs/lane1.failed") &
   lane=$!
   phase "CPython, browser lane 2: lab serve" .venv/bin/python --durations=20 -m "browser or pyodide" \
