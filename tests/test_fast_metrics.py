@@ -5,6 +5,9 @@ changes, early rejection), the engine's reference cases, the production traces, 
 and int-tick runs, and hand-built results; with the rows `lab run` passes, and without.
 Then the choice `summarize` makes between the two paths (fast_metrics.usable)."""
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -168,3 +171,17 @@ def test_ticks_past_what_a_double_holds_stay_on_the_pure_path(monkeypatch):
     assert fast_metrics.usable(result, numpy=True) is np
     log.end_t[-1] = fast_metrics.EXACT_BELOW  # as a run of 2.5 hours ends
     assert fast_metrics.usable(result, numpy=True) is None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_numpy_imported_after_the_lab_starts_no_blas_threads_unless_asked():
+    """lab/__init__.py asks OpenBLAS for one thread (the lab does no linear algebra, and the
+    spare threads' spinning doubled numpy's import in CPU); a user's own setting wins."""
+    count = ("import lab, numpy, os; numpy.ones(3).sum(); "
+             "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    ours = subprocess.run([sys.executable, "-c", count], env=env, capture_output=True, text=True, check=True)
+    assert ours.stdout.split() == ["1", "1"]
+    theirs = subprocess.run([sys.executable, "-c", count], env=dict(env, OPENBLAS_NUM_THREADS="2"),
+                            capture_output=True, text=True, check=True)
+    assert theirs.stdout.split()[1] == "2"
