@@ -180,8 +180,9 @@ def test_numpy_imported_after_the_lab_starts_no_blas_threads_unless_asked():
     count = ("import lab, numpy, os; numpy.ones(3).sum(); "
              "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    ours = subprocess.run([sys.executable, "-c", count], env=env, capture_output=True, text=True, check=True)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ours = subprocess.run([sys.executable, "-c", count], env=env, cwd=repo, capture_output=True, text=True, check=True)
     assert ours.stdout.split() == ["1", "1"]
-    theirs = subprocess.run([sys.executable, "-c", count], env=dict(env, OPENBLAS_NUM_THREADS="2"),
+    theirs = subprocess.run([sys.executable, "-c", count], env=dict(env, OPENBLAS_NUM_THREADS="2"), cwd=repo,
                             capture_output=True, text=True, check=True)
     assert theirs.stdout.split()[1] == "2"
