@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from lab.core import LabError, generate_requests, load_scenario, parse_trace_text
 from lab.core.fields import number
@@ -248,6 +249,35 @@ def test_bad_trace_value_names_line_and_column_without_echoing_it(body, line, co
     assert bad is None or bad not in info.value.detail
     assert len(info.value.detail) < 200
 
+
+
+TIME_CELLS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-10, max_value=2 * 10**12).map(str),
+    st.sampled_from(["-0.0", "+1.5", ".5", "5.", "1e12", "1.0000000000001e12", "1e-400", "1e400", "0x10", "1_0",
+                     " 2.5", "nan", "-inf", "", "3,5", "\u0661.5"]),
+    st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(TIME_CELLS)
+def test_a_time_cells_quick_reading_is_the_full_one(raw):
+    """_parse_time takes a finite float in range without building its messages; every cell
+    reads as the full rule (_csv_number, bounded 0 to MAX_TRACE_TIME_S) reads it, or is refused alike."""
+    from lab.core import workload
+
+    def outcome(read):
+        try:
+            value = read()
+        except LabError as exc:
+            return ("refused", exc.path, exc.detail)
+        return ("read", repr(value), type(value))
+
+    quick = outcome(lambda: workload._parse_time(raw, False, "t.csv", 2, "arrival_s"))
+    full = outcome(lambda: workload._csv_number(raw, "t.csv: line 2, column arrival_s",
+                                                f"expected a number of seconds from 0 to {MAX_TRACE_TIME_S:g}",
+                                                lo=0, hi=MAX_TRACE_TIME_S))
+    assert quick == full
 
 def test_bad_azure_timestamp_names_line_and_column():
     text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 25:00:00,1,1\n"
