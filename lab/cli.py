@@ -169,7 +169,8 @@ def cmd_run(args):
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
     elapsed = time.perf_counter() - started
-    blames = core.request_blame(result, rows)
+    # The summary reads only the misses' blame; the CSV has a row per request.
+    blames = core.request_blame(result, rows, missed_only=not args.requests_csv)
     why = core.blame_summary(blames)
     if args.requests_csv:
         write_requests_csv(args.requests_csv, rows, metrics, blames)

@@ -20,6 +20,7 @@ from lab.core import (
     request_metrics, simulate, step_time_fn,
 )
 from lab.core.blame import _prompt_pieces
+from lab.core.missions import list_missions
 from lab.core.result import GpuLog, RequestRecord, Result, Transfer
 
 from reference_sim import reference_blame, reference_simulate
@@ -125,6 +126,10 @@ def check_blame(result):
     assert close(math.fsum(shares), 1.0) if summary["missed"] else all(s == 0.0 for s in shares)
     if not any(rec.preemptions for rec in result.requests):
         assert summary["missed_by_cause"]["preemption"] == 0.0
+    # `lab run` without a CSV blames only the misses: the same blames, the same summary.
+    missed = request_blame(result, rows, missed_only=True)
+    assert missed == [b for b in blames if b.missed]
+    assert blame_summary(missed) == summary
     return blames
 
 
@@ -645,3 +650,13 @@ def test_each_missions_start_blames_its_misses_on_what_its_brief_says(mission_id
     assert top == BRIEF_CAUSES[mission_id], (mission_id, {k: round(v, 3) for k, v in shares.items() if v})
     if mission_id == "memory-on-demand":  # the brief's second cause: the frozen answers
         assert shares["preemption"] > 0
+
+
+@pytest.mark.parametrize("mission_id", [m.id for m in list_missions()])
+def test_every_missions_misses_are_blamed_alike_alone(mission_id):
+    """request_blame(missed_only=True), what `lab run` without --requests-csv summarises, is
+    the full blame's misses on every mission at its start."""
+    result = simulate(_mission(mission_id).scenario)
+    rows = request_metrics(result)
+    full = request_blame(result, rows)
+    assert request_blame(result, rows, missed_only=True) == [b for b in full if b.missed]

@@ -283,10 +283,17 @@ def _stretch_change(result, rec, k):
     return None
 
 
-def request_blame(result, rows=None):
-    """One `Blame` per request, in request order. `rows`: request_metrics(result), if at hand."""
+def request_blame(result, rows=None, missed_only=False):
+    """One `Blame` per request, in request order. `rows`: request_metrics(result), if at hand.
+    `missed_only`: only the requests that missed the SLO (all `blame_summary` reads; each is
+    blamed as it would be among all, and a run that missed nothing costs no pass over its steps)."""
     if rows is None:
         rows = request_metrics(result)
+    pairs = zip(result.requests, rows)
+    if missed_only:
+        pairs = [(rec, row) for rec, row in pairs if not row["met_slo"]]
+        if not pairs:
+            return []
     scenario = result.scenario
     fleet = scenario.fleet
     step_fns = [cost.step_s for cost in instance_costs(scenario)]  # by instance: pools differ
@@ -294,7 +301,7 @@ def request_blame(result, rows=None):
     gaps = [None] * len(result.gpus)
     first_at_prefill = fleet.layout == "disaggregated" and fleet.first_token == "prefill"
     out = []
-    for rec, row in zip(result.requests, rows):
+    for rec, row in pairs:
         step_s = step_fns[rec.prefill_gpu] if rec.prefill_gpu >= 0 else None
         parts, open_part = _ttft_parts(result, rec, pieces, step_s, result.end_time)
         blame = Blame(rec.id, parts, open_part)
