@@ -19,7 +19,6 @@ reaching the scheduler, its answer, a worker joining and closing take at most `t
 fails only after a long close.
 """
 
-import asyncio
 import concurrent.futures as cf
 import contextlib
 import ipaddress
@@ -147,6 +146,8 @@ def _probe(address, timeout_s):
     The whole exchange runs on a private event loop under one deadline, so a port that
     accepts and never answers, or answers in another protocol, leaves nothing running.
     """
+    import asyncio  # (here, not at the top: every `lab` command imports this module for its flags)
+
     from distributed.comm import connect
 
     host, port = address[len("tcp://"):].rsplit(":", 1)
