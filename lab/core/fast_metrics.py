@@ -36,9 +36,9 @@ __all__ = ["FAST_MIN_STEPS", "FAST_MIN_STEPS_WITH_ROWS", "numpy_module", "usable
 
 # Steps from which numpy is worth importing for `summarize` (`usable`; benchmarks/README.md
 # "Metrics on numpy": the Azure conversation trace, 302,301 and 579,181 steps, gains either
-# way without rows and loses 0.1 s in `lab run`, which has them).
+# way without rows; with them, as `lab run` has, it ties at 302,301 and gains at 579,181).
 FAST_MIN_STEPS = 250_000
-FAST_MIN_STEPS_WITH_ROWS = 2_000_000
+FAST_MIN_STEPS_WITH_ROWS = 500_000
 EXACT_BELOW = 2**53  # a whole number of ticks below this is a double exactly
 
 
