@@ -166,11 +166,17 @@ def cmd_run(args):
     progress = _RunProgress(args, started)
     result = core.simulate(scenario, progress=progress if progress.on else None)
     progress.done()
-    rows = core.request_metrics(result)
+    rows = core.request_metrics(result) if args.requests_csv else None  # (only the CSV needs a dict per request)
     metrics = core.summarize(result, rows)
     elapsed = time.perf_counter() - started
-    # The summary reads only the misses' blame; the CSV has a row per request.
-    blames = core.request_blame(result, rows, missed_only=not args.requests_csv)
+    # The CSV blames every request; the summary reads only the misses', and a run in which
+    # every request met the SLO (met / requests is 1.0 only then) has none.
+    if rows is not None:
+        blames = core.request_blame(result, rows)
+    elif metrics["slo_attainment"] in (None, 1.0):
+        blames = []
+    else:
+        blames = core.request_blame(result, missed_only=True)
     why = core.blame_summary(blames)
     if args.requests_csv:
         write_requests_csv(args.requests_csv, rows, metrics, blames)

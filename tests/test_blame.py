@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lab.cli import main
 from lab.core import (
     BLAME_COLUMNS, BLAME_NAMES, CAUSES, TTFT_PARTS, blame_summary, load_scenario, request_blame, request_gaps,
-    request_metrics, simulate, step_time_fn,
+    request_metrics, simulate, step_time_fn, summarize,
 )
 from lab.core.blame import _prompt_pieces
 from lab.core.missions import list_missions
@@ -660,3 +660,17 @@ def test_every_missions_misses_are_blamed_alike_alone(mission_id):
     rows = request_metrics(result)
     full = request_blame(result, rows)
     assert request_blame(result, rows, missed_only=True) == [b for b in full if b.missed]
+
+
+@pytest.mark.parametrize("mission_id", [m.id for m in list_missions()])
+def test_run_json_blames_as_the_full_blame_does_on_every_mission(mission_id, capsys):
+    """`lab run --json` builds no row per request and blames only the misses (none when every
+    request met the SLO): its metrics and its why are those of the full rows and blame."""
+    mission = _mission(mission_id)
+    assert main(["run", str(mission.path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    result = simulate(mission.scenario)
+    rows = request_metrics(result)
+    full = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in summarize(result, rows).items()}
+    full.update(blame_summary(request_blame(result, rows)))
+    assert {k: out[k] for k in full} == json.loads(json.dumps(full))
