@@ -251,7 +251,7 @@ def start_work(data, base_dir):
     result = core.simulate(mission.scenario, page_requests(mission.scenario, None))
     rows = core.request_metrics(result)
     metrics = core.summarize(result, rows)
-    blame = core.blame_summary(core.request_blame(result))
+    blame = core.blame_summary(core.request_blame(result, rows, missed_only=True))  # (the summary reads only the misses)
     return {"metrics": metrics, "stars": list(mission.evaluate(metrics)), "blame": blame, "requests": len(rows),
             "scenario": mission.scenario}
 
