@@ -140,7 +140,7 @@ class LabState(param.Parameterized):
     pin = param.Dict(default=None, allow_None=True, doc="{fleet control: value} of the pinned fleet (twin runs), "
                      "else None.")
     twin = param.Dict(default=None, allow_None=True, doc="The pinned fleet's run on the same requests: {scenario, "
-                      "result, metrics, rows, blames, blame_summary, key}, else None.")
+                      "result, metrics, rows, blames (its misses' only), blame_summary, key}, else None.")
     twin_error = param.String(default="", doc="Why the pinned fleet's run failed (plain text); '' otherwise.")
     twin_id = param.Integer(default=0, doc="Increments after every change of `twin` or `twin_error`.")
     run_settings = param.Dict(default={}, doc="The settings the shown run simulated (its metrics' and stars'): "

@@ -96,7 +96,7 @@ def twin_work(scenario, requests, key):
     try:
         result = core.simulate(scenario, page_requests(scenario, requests))
         rows, metrics, _stars = measure(None, result)
-        blames = core.request_blame(result, rows)
+        blames = core.request_blame(result, rows, missed_only=True)  # (the twin shows only their summary)
     except Exception as exc:
         out["error"] = exc
         return out
