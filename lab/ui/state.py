@@ -26,7 +26,8 @@ moved back and forth, a layout switched and switched back) reuses its run, since
 scenario and requests give the same result (the core is deterministic), and its metrics,
 blames and stars once measured, so the canvas does not wait on a simulation it has seen.
 
-Each run also blames its misses once (`blames`, `blame_summary`: lab.core.blame). Twin
+Each run also blames its misses once (`blame_summary`: lab.core.blame); every request's
+blame (`request_blames`: the table, a request clicked) is made when first asked for. Twin
 runs: `pin_fleet` pins a fleet (the fleet controls' values, `pin`); while pinned, a run
 also runs the pinned fleet on the same requests (the current workload, seed and any
 replayed trace) into `twin`, cached until the pin or the workload changes (`run_twin`).
@@ -48,6 +49,7 @@ import sys
 import time
 import traceback
 import urllib.parse
+import weakref
 
 import param
 
@@ -134,9 +136,8 @@ class LabState(param.Parameterized):
     sweep = param.Dict(default=None, allow_None=True, doc="{rates, goodput, attainment, key} of the last sweep.")
     sweep_progress = param.Number(default=None, allow_None=True, doc="0..1 while a sweep runs.")
     hidden = param.Parameter(default=(), doc="Controls and panels a classroom link hides (`hide`); kept in the address.")
-    blames = param.List(default=[], doc="core.request_blame of the latest result: one Blame per request, in the "
-                        "order of `rows`.")
-    blame_summary = param.Dict(default={}, doc="core.blame_summary of `blames` ({} before a run or after a failed one).")
+    blame_summary = param.Dict(default={}, doc="core.blame_summary of the latest result's misses ({} before a run or "
+                               "after a failed one).")
     pin = param.Dict(default=None, allow_None=True, doc="{fleet control: value} of the pinned fleet (twin runs), "
                      "else None.")
     twin = param.Dict(default=None, allow_None=True, doc="The pinned fleet's run on the same requests: {scenario, "
@@ -168,9 +169,11 @@ class LabState(param.Parameterized):
         # finish (or failure), so the new run's canvas never waits on an old run's metrics.
         self._unjudged = []
         self._twin_work = None  # twin_work's value for the pinned fleet, run with the run (run_twin takes it)
-        # run key -> {"result", "requests", and once measured "rows", "metrics", "now", "blames"}:
+        # run key -> {"result", "requests", and once measured "rows", "metrics", "now", "missed" (its
+        # misses' blames), and once asked for "blames" (every request's)}:
         # the last MAX_KEPT_RUNS runs, newest last (see the module docstring).
         self._kept = {}
+        self._blames_of = None  # (a weak reference to the result request_blames last answered for, its blames)
 
     # ------------------------------------------------------------ building
 
@@ -481,7 +484,7 @@ class LabState(param.Parameterized):
         if self._pending_run is None or self._pending_run[0] is not result:  # the run was replaced meanwhile
             return
         try:
-            blames = self._blamed(result, rows)
+            missed = self._missed_blames(result, rows)
         except Exception as exc:
             yield self._failed(self._why(exc), began, sim_ms)
             return
@@ -491,8 +494,7 @@ class LabState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.rows = rows
             self.metrics = metrics
-            self.blames = blames
-            self.blame_summary = core.blame_summary(blames)
+            self.blame_summary = core.blame_summary(missed)
             self.stars_now = now
             self.saved_stars = saved
             self.run_settings = run_settings
@@ -611,11 +613,27 @@ class LabState(param.Parameterized):
             return rows, metrics, now
         return kept["rows"], kept["metrics"], kept["now"]
 
-    def _blamed(self, result, rows):
+    def _missed_blames(self, result, rows):
+        """The blames of `result`'s misses (all its summary reads), made once per kept run."""
         kept = self._entry_of(result) or {}
-        if "blames" not in kept:
-            kept["blames"] = core.request_blame(result, rows)
-        return kept["blames"]
+        if "missed" not in kept:
+            kept["missed"] = ([b for b in kept["blames"] if b.missed] if "blames" in kept else
+                              core.request_blame(result, rows, missed_only=True))
+        return kept["missed"]
+
+    def request_blames(self):
+        """Every request's lab.core `Blame` of the shown result, in request order ([] with no
+        run): made when first asked for (the table, a request clicked; a run's finish blames
+        only its misses) and kept with the run, and with the state while it is shown."""
+        result = self.result
+        if result is None:
+            return []
+        if self._blames_of is None or self._blames_of[0]() is not result:
+            kept = self._entry_of(result) or {}
+            if "blames" not in kept:
+                kept["blames"] = core.request_blame(result, self._measured(result)[0])
+            self._blames_of = (weakref.ref(result), kept["blames"])  # (not keeping a run the state let go)
+        return self._blames_of[1]
 
     @property
     def finishing(self):
@@ -639,7 +657,6 @@ class LabState(param.Parameterized):
             self.result = None
             self.rows = []
             self.metrics = {}
-            self.blames = []
             self.blame_summary = {}
             self.stars_now = [False] * len(self.mission.stars)
             self.run_ms = sim_ms + (time.perf_counter() - began) * 1000.0
@@ -804,9 +821,9 @@ class LabState(param.Parameterized):
         return [bool(n) and self.touched for n in self.stars_now]
 
     def blame_of(self, request_id):
-        """The lab.core `Blame` of one request of the latest run (from `blames`), or None (no
-        run, unknown id)."""
-        blames = self.blames
+        """The lab.core `Blame` of one request of the latest run (from `request_blames`), or None
+        (no run, unknown id)."""
+        blames = self.request_blames()
         if not blames or not isinstance(request_id, int) or request_id < 0:
             return None
         if request_id < len(blames) and blames[request_id].id == request_id:

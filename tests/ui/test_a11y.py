@@ -71,26 +71,26 @@ def test_the_summary_names_the_headline_metrics_and_star_changes(catalog):
 def test_the_table_costs_nothing_while_closed_and_follows_runs_while_open(catalog, monkeypatch):
     calls = []
     real = core.request_blame
-    monkeypatch.setattr(core, "request_blame", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(core, "request_blame", lambda *a, **k: calls.append(k.get("missed_only", False)) or real(*a, **k))
     state = LabState.from_query(catalog, f"?mission={M1}")
     view = table_view.TableView(state)
     state.run()
     state.change("gpus", state.settings["gpus"] + 1)
     state.run()
-    assert view.pane.object == "" and calls == [1, 1]  # closed: nothing built; the state blames each run once
+    assert view.pane.object == "" and calls == [True, True]  # closed: nothing built; each run blames its misses
     view.card.collapsed = False
-    assert f'data-run="{state.run_id}"' in view.pane.object and len(calls) == 2  # the table reuses state.blames
+    assert f'data-run="{state.run_id}"' in view.pane.object and calls == [True, True, False]  # every request, once
     assert f'data-gpus="{state.metrics["gpus"]}"' in view.pane.object
     assert f'data-requests="{state.metrics["requests"]}"' in view.pane.object
     assert f'data-finished="{state.metrics["finished"]}"' in view.pane.object
     view.card.collapsed = True
     view.card.collapsed = False
-    assert len(calls) == 2  # the same run: not rebuilt
+    assert len(calls) == 3  # the same run: not rebuilt
     state.change("gpus", state.settings["gpus"] + 1)
     state.run()
-    assert f'data-run="{state.run_id}"' in view.pane.object and len(calls) == 3
+    assert f'data-run="{state.run_id}"' in view.pane.object and calls[3:] == [True, False]
     table = list(csv.reader(io.StringIO(view._csv().getvalue().decode("utf-8"))))
-    assert len(calls) == 3  # the CSV reuses this run's blame
+    assert len(calls) == 5  # the CSV reuses this run's blame
     assert tuple(table[0]) == REQUESTS_CSV_COLUMNS and len(table) - 1 == state.metrics["requests"]
     rows = view.pane.object.count("<tr data-request=")
     assert rows == min(table_view.ROWS_SHOWN, state.metrics["requests"])

@@ -88,7 +88,7 @@ def test_kv_bands_fill_against_each_instances_own_capacity(built):
 
 def test_the_story_and_the_table_name_instances_by_label(built):
     rec = next(r for r in built.result.requests if r.finish is not None)
-    html = story_html(built.rows[rec.id], built.blames[rec.id], built.result, built.scenario)
+    html = story_html(built.rows[rec.id], built.blame_of(rec.id), built.result, built.scenario)
     assert "Prefill on <b>GPUs 0–1</b>" in html or "Prefill on <b>GPUs 2–3</b>" in html
     assert "Decode on <b>GPUs 4–7</b>" in html and "to <b>GPUs 4–7</b>" in html
     table = gpu_table_html(built.result, built.scenario.slo)
@@ -229,8 +229,8 @@ def test_the_story_says_which_queue_a_routed_request_waited_in(catalog):
     def queued(query):
         state = LabState.from_query(catalog, f"?mission={SANDBOX_ID}&rate=30&{query}")
         state.run()
-        row = next(r for r, b in zip(state.rows, state.blames) if b.parts["queue"] > 0)
-        text = story_html(row, state.blames[row["id"]], state.result, state.scenario)
+        row = next(r for r, b in zip(state.rows, state.request_blames()) if b.parts["queue"] > 0)
+        text = story_html(row, state.blame_of(row["id"]), state.result, state.scenario)
         return text[text.index('data-part="queue"'):].split("</li>")[0], state.result.requests[row["id"]]
 
     text, _ = queued("dispatch=queue")

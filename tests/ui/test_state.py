@@ -347,22 +347,29 @@ def test_run_publishes_metrics_rows_and_live_stars(ran):
     assert ran.window_start <= max(ran.result.end_time - 2.5, 0)
 
 
-def test_each_run_blames_its_misses_once(ran):
-    assert [b.id for b in ran.blames] == [r["id"] for r in ran.rows]  # index = request id order of rows
+def test_each_run_blames_its_misses_once_and_every_request_when_asked(ran, monkeypatch):
     missed = [r for r in ran.rows if not r["met_slo"]]
     assert ran.blame_summary["missed"] == len(missed) > 0
-    assert [b.missed for b in ran.blames] == [not r["met_slo"] for r in ran.rows]
     assert ran.blame_summary == core.blame_summary(core.request_blame(ran.result, ran.rows))
+    calls = []
+    real = core.request_blame
+    monkeypatch.setattr(core, "request_blame", lambda *a, **k: calls.append(k) or real(*a, **k))
+    blames = ran.request_blames()
+    assert [b.id for b in blames] == [r["id"] for r in ran.rows]  # index = request id order of rows
+    assert [b.missed for b in blames] == [not r["met_slo"] for r in ran.rows]
+    assert blames == real(ran.result, ran.rows)
+    assert ran.request_blames() is blames and ran.blame_of(missed[0]["id"]) is blames[missed[0]["id"]]
+    assert calls == [{}]  # made once, when first asked for
 
 
 def test_a_failed_run_clears_the_blames(catalog, monkeypatch):
     state = LabState.from_query(catalog, f"?mission={M1}")
     state.run()
-    assert state.blames
+    assert state.request_blames() and state.blame_summary
     state.change("gpus", state.settings["gpus"] + 1)  # a new run (a kept one would not simulate again)
     monkeypatch.setattr(core, "simulate", lambda *a, **k: (_ for _ in ()).throw(LabError("x", "boom")))
     assert state.run() is None
-    assert state.blames == [] and state.blame_summary == {}
+    assert state.request_blames() == [] and state.blame_summary == {} and state.blame_of(0) is None
 
 
 def test_stars_are_only_ever_added(catalog):

@@ -9,7 +9,7 @@ columns of `lab run --requests-csv` (lab.core.report writes both).
 
 Nothing is built while the card is closed: a run only marks the table stale, and the
 table is built when the card opens or, while it is open, after each run. The blame it
-shows is the state's (LabState.blames, computed once per run). The CSV is written when
+shows is the state's (LabState.request_blames, made once per run). The CSV is written when
 the button is pressed.
 """
 
@@ -151,7 +151,7 @@ class TableView:
             self._build()
 
     def _blame(self):
-        return self.state.blames if self.state.result is not None else []
+        return self.state.request_blames()
 
     def _build(self):
         s = self.state
