@@ -653,24 +653,17 @@ def test_each_missions_start_blames_its_misses_on_what_its_brief_says(mission_id
 
 
 @pytest.mark.parametrize("mission_id", [m.id for m in list_missions()])
-def test_every_missions_misses_are_blamed_alike_alone(mission_id):
-    """request_blame(missed_only=True), what `lab run` without --requests-csv summarises, is
-    the full blame's misses on every mission at its start."""
-    result = simulate(_mission(mission_id).scenario)
-    rows = request_metrics(result)
-    full = request_blame(result, rows)
-    assert request_blame(result, rows, missed_only=True) == [b for b in full if b.missed]
-
-
-@pytest.mark.parametrize("mission_id", [m.id for m in list_missions()])
 def test_run_json_blames_as_the_full_blame_does_on_every_mission(mission_id, capsys):
-    """`lab run --json` builds no row per request and blames only the misses (none when every
+    """request_blame(missed_only=True) is the full blame's misses on every mission at its start;
+    `lab run --json` builds no row per request and blames only the misses (none when every
     request met the SLO): its metrics and its why are those of the full rows and blame."""
     mission = _mission(mission_id)
-    assert main(["run", str(mission.path), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
     result = simulate(mission.scenario)
     rows = request_metrics(result)
+    blames = request_blame(result, rows)
+    assert request_blame(result, rows, missed_only=True) == [b for b in blames if b.missed]
+    assert main(["run", str(mission.path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     full = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in summarize(result, rows).items()}
-    full.update(blame_summary(request_blame(result, rows)))
+    full.update(blame_summary(blames))
     assert {k: out[k] for k in full} == json.loads(json.dumps(full))

@@ -250,7 +250,6 @@ def test_bad_trace_value_names_line_and_column_without_echoing_it(body, line, co
     assert len(info.value.detail) < 200
 
 
-
 TIME_CELLS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(min_value=-10, max_value=2 * 10**12).map(str),
@@ -278,6 +277,7 @@ def test_a_time_cells_quick_reading_is_the_full_one(raw):
                                                 f"expected a number of seconds from 0 to {MAX_TRACE_TIME_S:g}",
                                                 lo=0, hi=MAX_TRACE_TIME_S))
     assert quick == full
+
 
 def test_bad_azure_timestamp_names_line_and_column():
     text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 25:00:00,1,1\n"
