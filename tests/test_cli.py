@@ -177,7 +177,7 @@ def test_module_entry_point_runs_as_a_subprocess(scenario_file):
 # ---------------------------------------------------------------- errors, not tracebacks (issue 8)
 
 @pytest.mark.parametrize("override,fragment", [
-    ("fleet.gpus=1" + "0" * 5000, "fleet.gpus: 1000000000000000...00000 (a 5,001-character number) is too large"),
+    ("fleet.gpus=1" + "0" * 5000, "fleet.gpus: 10000000...00000 (a 5,001-character number) is too large"),
     ("fleet.gpus=1" + "0" * 400, "fleet.gpus: "),
     ("workload.rate=1e999", "workload.rate: 1e999 is too large"),
     ("fleet.chunk_tokens=false", "fleet.chunk_tokens: expected a whole number, got false"),

@@ -111,7 +111,8 @@ def is_number(value):
     return isinstance(value, (int, float, BigNumber)) and not isinstance(value, bool)
 
 
-def _shorten(text, size=24):
+def _shorten(text, size=16):
+    # (8 leading characters at most: a number from a file is quoted, never a long run of its digits)
     return text if len(text) <= size else f"{text[:size - 8]}...{text[-5:]}"
 
 
