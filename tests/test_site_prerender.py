@@ -92,6 +92,15 @@ def test_a_first_view_is_the_same_bytes_on_every_run():
     assert outs[0] == outs[1] and len(outs[0]) > 10_000
 
 
+def test_a_first_view_is_drawn_without_panel_or_bokeh():
+    """What draws the first view imports neither (so a worker can draw it before Panel is up)."""
+    code = ("import sys; from lab.ui.prerender import first_view_html; first_view_html('mission=sandbox'); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'panel', 'bokeh', 'pyviz_comms', 'lab'}))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["['lab']"]
+
+
 # ---------------------------------------------------------------- the build
 
 def test_every_mission_has_a_stamped_first_view_for_both_layouts(site):

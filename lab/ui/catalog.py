@@ -19,7 +19,7 @@ from lab.core.spec import Scenario
 
 from .words.draft_words import DRAFT_KICKER
 
-__all__ = ["SANDBOX_ID", "Catalog", "sandbox_mission", "folder_fingerprint", "TRACE_SOURCES"]
+__all__ = ["SANDBOX_ID", "Catalog", "get_catalog", "sandbox_mission", "folder_fingerprint", "TRACE_SOURCES", "MISSIONS_ENV"]
 
 SANDBOX_ID = "sandbox"
 
@@ -232,3 +232,18 @@ class Catalog:
         if 0 < pos < len(self.missions):
             return self.missions[pos]
         return None
+
+
+MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
+_CATALOGS = {}
+
+
+def get_catalog(missions_dir=None):
+    """The catalog for a folder, loaded once per process and reloaded when its files change."""
+    directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
+    key = os.path.abspath(directory) if directory else ""
+    if key not in _CATALOGS:
+        _CATALOGS[key] = Catalog(directory)
+    else:
+        _CATALOGS[key].refresh()  # a mission file added or edited while `lab serve` runs
+    return _CATALOGS[key]

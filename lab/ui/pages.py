@@ -1,34 +1,19 @@
-"""What the two pages (the hub, hub.py; the lab, app.py) share: the missions' catalog, the
-links between them, the brand, and Panel's settings.
+"""What the two pages (the hub, hub.py; the lab, app.py) share: the missions' catalog (catalog.py's, for
+both), the links between them, the brand, and Panel's settings.
 
 The links depend on where the page runs: the static site's files (index.html, lab.html;
 always in Pyodide) or `lab serve`'s routes (/, /lab).
 """
 
-import os
 import sys
 
 import panel as pn
 
 from .browser.panel_shims import escape_without_nh3, one_patch_per_update, skip_busy_tracking
-from .catalog import Catalog
+from .catalog import MISSIONS_ENV, get_catalog
 from .words.theme import PALETTE
 
 __all__ = ["get_catalog", "search", "hub_href", "lab_href", "author_href", "brand_html", "page_extension", "star_text", "MISSIONS_ENV"]
-
-MISSIONS_ENV = "SPLIT_THE_FLEET_MISSIONS"  # `lab serve --missions DIR` passes the folder through this
-_CATALOGS = {}
-
-
-def get_catalog(missions_dir=None):
-    """The catalog for a folder, loaded once per process and reloaded when its files change."""
-    directory = missions_dir or os.environ.get(MISSIONS_ENV) or None
-    key = os.path.abspath(directory) if directory else ""
-    if key not in _CATALOGS:
-        _CATALOGS[key] = Catalog(directory)
-    else:
-        _CATALOGS[key].refresh()  # a mission file added or edited while `lab serve` runs
-    return _CATALOGS[key]
 
 
 def search():

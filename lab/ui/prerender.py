@@ -11,6 +11,8 @@ scenario and seed: identical results in CPython and Pyodide), through the same f
 the live views use: the canvas's `timeline_data` (the steps, their colours, the rows'
 geometry and labels), `legend_html`, `metrics_html` and `stars_html`; the window the live
 page opens at (`first_window`). The controls are shown at their starting values, not live.
+None of it imports Panel or Bokeh (numpy, param and the lab's state only; a test holds it), so
+the view can also be drawn in the browser before Panel's import is over.
 
 Only a mission at its starting controls gets one (the address `?mission=ID`, optionally with
 `embed=1`: the blog iframe's 700 x 760 layout is its own file). Any other address loads the
@@ -28,13 +30,15 @@ import numpy as np
 
 from lab.core.missions import CONTROL_SPECS
 
-from .timeline.canvas import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
-                     STRIP, WAIT, box_geometry, frame_px, legend_html, max_rows, row_geometry, rows_html,
-                     split_label, timeline_data, _keys_html)
+from .catalog import get_catalog
+from .data.canvas_data import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
+                               STRIP, WAIT, box_geometry, frame_px, max_rows, row_geometry, rows_html, split_label,
+                               timeline_data)
 from .state import WINDOW_S
+from .timeline.legend import keys_html, legend_html
 from .url_state import parse_search
-from .views.controls import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
-from .views.metrics_view import STARS_CSS, metrics_html, stars_html
+from .views.control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .views.metrics_html import STARS_CSS, metrics_html, stars_html
 from .words.control_words import CHOICE_LABELS, format_value
 from .words.figures import model_words
 from .words.theme import HUB_CSS, PALETTE
@@ -60,7 +64,6 @@ def first_window(result):
 
 def view_state(query, missions_dir=None):
     """(The LabState of lab.html?QUERY after its first run, simulated and judged as the live page has it, the catalog)."""
-    from .pages import get_catalog
     from .state import LabState
 
     catalog = get_catalog(missions_dir)
@@ -388,7 +391,7 @@ def first_view_html(query, missions_dir=None, stamp=""):
                 + f'<div style="flex:1 1 160px;min-width:140px;margin:0 10px"><div>Window start (s): '
                 f'<b>{state.window_start:.2f}</b></div><div class="stf-fv-slider"><span style="width:0"></span></div></div>'
                 + '<span class="stf-fv-btn">Next slow step »</span></div>')
-    keys = f'<div class="{"stf-keys-compact" if embed else ""}" style="margin:2px 10px 6px 10px">{_keys_html("")}</div>'
+    keys = f'<div class="{"stf-keys-compact" if embed else ""}" style="margin:2px 10px 6px 10px">{keys_html("")}</div>'
     canvas_card = (f'<div class="stf-fv-card stf-canvas-card" style="margin:0 0 10px 0">'
                    f'<div style="display:flex;align-items:center;margin:4px"><div class="stf-section" style="margin:0">'
                    f'{timelines}</div><div style="margin:0 4px">{_status_html(state, embed)}</div></div>'

@@ -10,7 +10,7 @@ from lab.core.missions import list_missions
 from lab.ui.timeline.canvas import legend_html
 from lab.ui.data.canvas_data import ROLE_LAYERS, timeline_data
 from lab.ui.words.control_words import CHOICE_LABELS
-from lab.ui.views.controls import REQUIRES_WORDS
+from lab.ui.views.control_html import REQUIRES_WORDS
 from lab.ui.views.metrics_view import metrics_html
 from lab.ui.data.queues import kv_usage
 

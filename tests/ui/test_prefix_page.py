@@ -13,7 +13,7 @@ import lab.core as core  # noqa: E402
 from lab.core.prefix_cache import kv_taken_tokens  # noqa: E402
 from lab.ui.catalog import sandbox_mission  # noqa: E402
 from lab.ui.words.control_words import control_words  # noqa: E402
-from lab.ui.views.controls import idle_reason  # noqa: E402
+from lab.ui.views.control_html import idle_reason  # noqa: E402
 from lab.ui.views.metrics_view import metrics_html  # noqa: E402
 from lab.ui.views.story import story_html  # noqa: E402
 

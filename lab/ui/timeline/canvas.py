@@ -47,8 +47,6 @@ tooltip derives the GPU, start and duration from other columns (every column is 
 websocket frame per update); layers that stay empty are not resent.
 """
 
-import html
-
 import numpy as np
 import panel as pn
 import param
@@ -78,7 +76,8 @@ from ..browser.panel_shims import Html
 from ..browser.timers import every
 from ..state import WINDOW_S
 from ..views.story import STEP_TOLERANCE_S, step_at
-from ..words.targets import OVER_WORDS, over_target_label, over_target_meaning, target_phrase
+from ..words.targets import OVER_WORDS, target_phrase
+from .legend import keys_html, legend_html
 from ..words.theme import CSS, FONT_STACK, INERT_STYLE, LIVE_STYLE, PALETTE
 
 __all__ = ["Canvas", "timeline_data", "run_layers", "step_layers", "step_range", "overview_data", "max_rows", "frame_px",
@@ -90,48 +89,6 @@ BUFFER_S = 1.5  # the browser holds the window plus this much on each side (see 
 SPEEDS = {"¼×": 0.25, "1×": 1.0, "4×": 4.0, "10×": 10.0}
 TICK_MS = 100  # playback frame period
 KEPT_DATA = 6  # runs whose canvas data is kept (LabState keeps as many runs: MAX_KEPT_RUNS)
-
-def legend_html(slo, embed=False, rejection=False, preemptions=False, roles=False):
-    """The canvas's legend: every mark's swatch and name, and a line saying what a red,
-    hatched step is against this SLO and what it means for it (the embed says less).
-    `rejection`: the mission can turn early rejection on, so its cross is listed too;
-    `preemptions`: the fleet may preempt (KV on demand), so the legend names its mark;
-    `roles`: GPUs may change roles (fleet.planner): name the role bands too."""
-    sw = lambda cls, colour=None: (f'<span class="{" ".join(("sw", cls)).strip()}"'  # noqa: E731
-                                   + (f' style="background:{colour}"' if colour else "") + "></span>")
-    entries = (
-        (sw("", PALETTE["decode"]), "decode", "decode step"),
-        (sw("", PALETTE["prefill"]), "prefill", "prefill work (amber)"),
-        (sw("mixed"), "step that also prefills", "step that also prefills (strip = its share)"),
-        (sw("", PALETTE["link"]), "KV on the link", "KV on the link"),
-        (sw("wait"), "KV waiting", "KV waiting"),
-        (sw("queue"), "queued", "queue rows: how many wait (full height = the peak)"),
-        (sw("kv"), "KV memory", "KV band: memory reserved (full = no room)"),
-    ) + (((_PREEMPT_SWATCH, "preempted", "preempted: lost its KV, back to the queue"),) if preemptions else ()) + ((
-        (sw("roles"), "role over time", "row tint: the GPU's role over time (amber prefill, blue decode, hatched grey reloading)"),
-    ) if roles else ())
-    if rejection:
-        cross = (f'<span class="sw" style="background:none;color:{PALETTE["bad"]};font-weight:700;'
-                 'text-align:center;line-height:11px">×</span>')
-        entries += ((cross, "rejected", "rejected at arrival (early rejection)"),)
-    items = "".join(f"<span>{swatch}{html.escape(short if embed else full)}</span>" for swatch, short, full in entries)
-    label = over_target_label(slo, short=embed)
-    meaning = None if embed else over_target_meaning(slo)
-    over = (f'<span class="stf-legend-over">{sw("slow")}{html.escape(label)}'
-            + (f": {html.escape(meaning)}" if meaning else "") + "</span>")
-    if embed:
-        over = f'<span>{sw("slow")}{html.escape(OVER_WORDS)}: {html.escape(label)}</span>'
-    return f'<div class="stf-legend" aria-label="legend">{items}{over}</div>'
-
-
-_PREEMPT_SWATCH = f'<span class="sw-mark" style="color:{PALETTE["ink"]}" aria-hidden="true">▼</span>'
-
-
-def _keys_html(note):
-    """The shortcut line under the overview, with what the last "next slow step" found."""
-    shown = f' <span class="stf-jump-note" role="status">· {html.escape(note)}</span>' if note else ""
-    return ('<div class="stf-kbd">Keys: <kbd>K</kbd> play/pause · <kbd>J</kbd>/<kbd>L</kbd> back/forward 1 s · '
-            f'<kbd>N</kbd> next slow step · click the overview to jump{shown}</div>')
 
 
 class Canvas(param.Parameterized):
@@ -477,7 +434,7 @@ class Canvas(param.Parameterized):
                                         stylesheets=[CSS], css_classes=["stf-row-labels"])
         timeline = pn.Row(self.labels_pane, self.pane, sizing_mode="stretch_width", margin=0)
         overview = pn.pane.Bokeh(self.overview, sizing_mode="stretch_width", margin=0, css_classes=["stf-overview"])
-        keys = self.keys_pane = Html(_keys_html(""), stylesheets=[CSS], margin=(2, 10, 6, 10),
+        keys = self.keys_pane = Html(keys_html(""), stylesheets=[CSS], margin=(2, 10, 6, 10),
                                              sizing_mode="stretch_width", css_classes=["stf-keys"])
         return pn.Column(timeline, controls, overview, keys, sizing_mode="stretch_width", margin=0)
 
@@ -702,7 +659,7 @@ class Canvas(param.Parameterized):
         self.state.window_start = round(t0, 3)
         if user and self._jump_note:  # the note was about the window it leaves
             self._jump_note = ""
-            self.keys_pane.object = _keys_html("")
+            self.keys_pane.object = keys_html("")
         if user and self.on_user_window is not None:
             self.on_user_window()
 
@@ -737,7 +694,7 @@ class Canvas(param.Parameterized):
                 "none": "no more slow steps beyond this window" if len(self.slow_starts()) else "no slow steps in this run"}[how]
         if note != self._jump_note:
             self._jump_note = note
-            self.keys_pane.object = _keys_html(note)
+            self.keys_pane.object = keys_html(note)
         return how
 
     # ------------------------------------------------------------ playback
