@@ -85,7 +85,7 @@ def query_note(search):
     return None
 
 
-def _parse_one(control, raw):
+def parse_value(control, raw):
     """(value, None) or (None, why) for one raw query string value."""
     if control.kind == "choice":
         for choice in control.choices:
@@ -131,7 +131,7 @@ def parse_settings(mission, params):
         if control is None:
             notes.append(f"Ignored <code>{shown_value(key)}={shown_value(raw)}</code>: this mission keeps {key} locked.")
             continue
-        value, why = _parse_one(control, raw)
+        value, why = parse_value(control, raw)
         if why:
             notes.append(
                 f"Ignored <code>{shown_value(key)}={shown_value(raw)}</code>: {html.escape(why)}; "
@@ -212,7 +212,7 @@ def parse_pin(mission, raw, start):
             return refuse(f"this mission keeps {name} locked")
         if name not in base:
             return refuse(f"{name} belongs to the workload, which a pinned fleet shares with the current one")
-        parsed, why = _parse_one(control, value)
+        parsed, why = parse_value(control, value)
         if why:
             return refuse(f"{name}: {why}")
         pin[name] = parsed

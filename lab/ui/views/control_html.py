@@ -3,12 +3,13 @@ would matter, and the list of the settings a mission keeps locked. The live side
 (controls.py) and the pre-rendered first view (prerender.py) show the same lines."""
 
 import html
+import math
 
-from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, control_applies
+from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, control_applies, instance_size
 
 from ..words.control_words import control_words
 
-__all__ = ["EMBED_CONTROL_FLEX", "LOCK_SVG", "idle_reason", "idle_hint_html", "locked_html"]
+__all__ = ["EMBED_CONTROL_FLEX", "LOCK_SVG", "idle_reason", "idle_hint_html", "locked_html", "slider_notches"]
 
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
@@ -109,3 +110,23 @@ def locked_html(state, compact=False):
     return ('<div class="stf-section">Locked in this mission</div>'
             f'<ul class="stf-lock stf-locked-list" data-locked="{len(now)}" style="list-style:none;padding:0;margin:2px 0">'
             f'{"".join(items)}</ul>')
+
+
+def slider_notches(mission, scenario, settings, name):
+    """(start, end, step) of a numeric control's slider. A GPU-count slider moves in whole
+    instances of its pool's tp: its notches are the control's values that are multiples of tp
+    (through the current value). If the current value is not one (a link set it; the spec
+    refuses it) or it is the only one, the control's own range stays and the spec's message
+    says why a value is refused. A float control without a step moves in hundredths of its range."""
+    control = mission.controls[name]
+    if control.kind != "int":
+        return float(control.min), float(control.max), control.step or (control.max - control.min) / 100.0
+    own = (int(control.min), int(control.max), int(control.step or 1))
+    size = instance_size(name, scenario)
+    value = settings.get(name)
+    if size > 1 and isinstance(value, int) and value % size == 0:
+        step = own[2] * size // math.gcd(own[2], size)
+        lo, hi = value - (value - own[0]) // step * step, value + (own[1] - value) // step * step
+        if hi > lo:
+            return lo, hi, step
+    return own

@@ -15,9 +15,7 @@ import html
 
 import panel as pn
 
-import math
-
-from lab.core.missions import CONTROL_SPECS, instance_size
+from lab.core.missions import CONTROL_SPECS
 
 from ..browser.a11y import choice_spec, slider_spec
 from ..browser.panel_shims import FloatSlider, Html, IntSlider
@@ -26,7 +24,7 @@ from ..catalog import SANDBOX_ID, TRACE_SOURCES
 from ..words.control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, format_value
 from ..words.refusal import refusal_html
 from ..words.theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
-from .control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html, slider_notches
 
 __all__ = ["Controls", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
            "sources_html"]
@@ -184,20 +182,8 @@ class Controls:
         return widget
 
     def _whole_instances(self, name, widget):
-        """A GPU-count slider moves in whole instances of its pool's tp: its notches are the
-        control's values that are multiples of tp (through the current value). If the current
-        value is not one (a link set it; the spec refuses it) or it is the only one, the
-        control's own range stays and the spec's message says why a value is refused."""
-        control = self.state.mission.controls[name]
-        own = (int(control.min), int(control.max), int(control.step or 1))
-        size = instance_size(name, self.state.scenario)
-        value = self.state.settings.get(name)
-        notches = own
-        if size > 1 and isinstance(value, int) and value % size == 0:
-            step = own[2] * size // math.gcd(own[2], size)
-            lo, hi = value - (value - own[0]) // step * step, value + (own[1] - value) // step * step
-            if hi > lo:
-                notches = (lo, hi, step)
+        """A GPU-count slider moves in whole instances of its pool's tp (control_html.slider_notches)."""
+        notches = slider_notches(self.state.mission, self.state.scenario, self.state.settings, name)
         if (widget.start, widget.end, widget.step) != notches:
             widget.param.update(start=notches[0], end=notches[1], step=notches[2])
 
