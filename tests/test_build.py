@@ -454,6 +454,8 @@ def literal(name):  # a JS template literal of lab.js, as Python source (Panel e
     return m.group(1).replace("\\`", "`").encode("utf-8").decode("unicode_escape")
 
 code, setup = literal("PANEL_APP_CODE"), literal("SETUP")
+early, env = literal("EARLY_START"), literal("PANEL_ENV")  # the first view's start, then Panel's settings
+slices = json.loads(re.search(r"^const PANEL_SLICES = (\[.*?\]);", lab_js, re.M).group(1))
 assert code.rstrip().endswith("await write_doc()")
 code = code.rstrip()[: -len("await write_doc()")] + "_stf_result = await write_doc()\n"
 # Stand-ins for Pyodide's `js` and `pyodide` modules: no DOM, as in the web worker.
@@ -467,6 +469,13 @@ search = sys.argv[3]
 g = {"__name__": "__main__", "_stf_panel_cdn_root": "http://site.test/sub/path/panel/",
      "_stf_page_location": json.dumps({"href": "http://site.test/sub/path/lab.html" + search, "pathname": "/sub/path/lab.html",
                                         "search": search, "hash": "", "ancestorOrigins": {}})}
+g["_stf_early_query"] = search.lstrip("?")
+exec(early, g)  # (what the worker runs before Panel: the first view's controls answered)
+answer = json.loads(g["_stf_early_answer"]("layout", "colocated"))
+assert answer["html"].startswith('<div class="stf-first') and answer["query"].startswith(search.lstrip("?").split("&")[0])
+exec(env, g)
+for name in slices:
+    exec(f"import {name}", g)
 exec(setup, g)
 
 async def main():
@@ -510,6 +519,27 @@ def test_the_workers_python_builds_the_mission_in_the_address(source_dist, info,
     assert css and all(u.startswith("http://site.test/sub/path/panel/") for u in css), sorted(css)[:5]
     for url in css:
         assert (dist / url[len("http://site.test/sub/path/"):]).is_file(), url
+
+
+def test_the_packages_loaded_first_are_what_the_first_views_controls_import():
+    """lab.js loads EARLY_PACKAGES and EARLY_WHEELS first, then answers the first view's controls
+    (lab/ui/early_page.py) while the rest load: they must be exactly what that module imports
+    beyond the standard library (one missing: the controls never work; one too many: they work later)."""
+    worker = (REPO / "static" / "site" / "lab-worker.js").read_text(encoding="utf-8")
+    listed = set()
+    for name in ("EARLY_PACKAGES", "EARLY_WHEELS"):
+        listed |= set(json.loads(re.search(rf"^const {name} = (\[.*?\]);", worker, re.M).group(1)))
+    code = ("import importlib.metadata as md, json, sys\n"
+            "before = {m.split('.')[0] for m in sys.modules}\n"
+            "from lab.ui import early_page\n"
+            "owners = md.packages_distributions()\n"
+            "tops = {m.split('.')[0] for m in sys.modules} - before - set(sys.stdlib_module_names)\n"
+            "print(json.dumps(sorted({d for t in tops for d in owners.get(t, [t])})))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = set(json.loads(proc.stdout))
+    canon = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+    assert {canon(n) for n in imported} == {canon(n) for n in listed}
 
 
 def test_build_is_reproducible(site, tmp_path_factory):

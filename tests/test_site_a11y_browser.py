@@ -96,6 +96,21 @@ def test_the_static_lab_in_pyodide_announces_runs_and_downloads_the_table(page, 
     assert found == [], describe(found)
 
 
+def test_the_first_views_working_controls_have_nothing_serious_for_axe(page, site):
+    """The pre-rendered view once its controls work (Panel's wheel held: the page stays so)."""
+    held = []
+    page.context.route(re.compile(r".*/panel-[0-9.]+-py3-none-any\.whl.*"), lambda route: held.append(route))
+    try:
+        page.goto(site.url("lab.html?mission=decode-drowns"))
+        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
+        assert page.locator("#stf-prerender [data-control] input:not([disabled])").count() == 2  # its two sliders
+        found = axe_violations(page)
+        assert found == [], describe(found)
+    finally:
+        for route in held:
+            route.continue_()
+
+
 def test_the_prerendered_lab_page_has_nothing_serious_for_axe(page, site):
     """While Pyodide boots, the page shows the pre-rendered first view (inert) and the bar."""
     page.goto(site.url("lab.html?mission=decode-drowns"))

@@ -66,6 +66,20 @@ def test_the_first_view_is_the_first_run_at_the_live_pages_window():
     assert alt and f"GPU 0 · colocated: {expected.get(1, 0)}," in alt.group(1)
 
 
+@pytest.mark.parametrize("query", ["mission=sandbox&gpus=7&t=0", "mission=mixing-hurts&layout=disaggregated&t=30.3",
+                                   "mission=sandbox&layout=disaggregated&prefill_gpus=3&decode_gpus=5&t=55.5"])
+def test_the_views_steps_are_the_whole_runs_in_its_window(monkeypatch, query):
+    """The view builds only its window's steps (as the live canvas does): the same SVG as from
+    the whole run's."""
+    from lab.ui import prerender
+    from lab.ui.data.canvas_data import step_layers
+
+    state, _catalog = prerender.view_state(query)
+    windowed = prerender.canvas_html(state, embed=False)
+    monkeypatch.setattr(prerender, "step_layers", lambda result, target, meta, span: step_layers(result, target, meta))
+    assert prerender.canvas_html(state, embed=False) == windowed and windowed.count("<rect") > 100
+
+
 def test_the_embed_is_its_own_layout_and_the_controls_show_their_start():
     from lab.ui.prerender import first_view_html
 
@@ -74,10 +88,14 @@ def test_the_embed_is_its_own_layout_and_the_controls_show_their_start():
     assert 'class="stf-first stf-fv-embed"' in embed and "stf-fv-embed" not in full.split(">")[0]
     assert "Mission 1 of" in full and "2.5 s window" in full and "2.5 s window" not in embed
     # The layout choice shows its start (colocated), the split one as a button not chosen; the pool
-    # sizes of a split fleet greyed, with the line saying when they matter.
-    assert '<span class="stf-fv-btn on">Colocated</span>' in full
-    assert '<span class="stf-fv-btn">Split (prefill | decode)</span>' in full
+    # sizes of a split fleet greyed, with the line saying when they matter. Real controls, disabled
+    # until the worker can answer them (loader.js enables them).
+    assert ('<button type="button" class="stf-fv-btn on" data-value="colocated" aria-pressed="true" disabled>'
+            'Colocated</button>') in full
+    assert ('<button type="button" class="stf-fv-btn" data-value="disaggregated" aria-pressed="false" disabled>'
+            'Split (prefill | decode)</button>') in full
     assert 'class="stf-fv-control idle" data-control="prefill_gpus"' in full and "Greyed out:" in full
+    assert '<input type="range" id="stf-fv-gpus" min="2" max="8" step="1" value="4" aria-valuetext="4" disabled>' in full
 
 
 def test_a_first_view_is_the_same_bytes_on_every_run():
@@ -105,6 +123,7 @@ def test_a_first_view_is_drawn_without_panel_or_bokeh():
 
 def test_every_mission_has_a_stamped_first_view_for_both_layouts(site):
     from lab.core.missions import list_missions
+    from lab.ui.prerender import PRERENDER_FORMAT
 
     dist = Path(site.root)
     info = json.loads((dist / "build-info.json").read_text(encoding="utf-8"))
@@ -114,10 +133,10 @@ def test_every_mission_has_a_stamped_first_view_for_both_layouts(site):
     assert all(name in info["files"] for name in expected)  # hashed like every other file
     config = json.loads(re.search(r'id="stf-config">(.*?)</script>', (dist / "lab.html").read_text(encoding="utf-8"),
                                   re.S).group(1))
-    assert config["prerender"] == {"stamp": info["prerender"]["stamp"], "format": 2}
+    assert config["prerender"] == {"stamp": info["prerender"]["stamp"], "format": PRERENDER_FORMAT}
     for name, query in ((f"{MISSION}.html", f"mission={MISSION}"), (f"{MISSION}.embed.html", f"mission={MISSION}&embed=1")):
         head = (dist / "prerender" / name).read_text(encoding="utf-8")[:300]
-        assert (f'data-stamp="{config["prerender"]["stamp"]}" data-format="2" '
+        assert (f'data-stamp="{config["prerender"]["stamp"]}" data-format="{PRERENDER_FORMAT}" '
                 f'data-query="{query.replace("&", "&amp;")}"') in head
         # What loader.js fetches: the .gz beside each file (test_build checks it unpacks to it).
         assert (dist / "prerender" / (name + ".gz")).is_file()
@@ -157,6 +176,13 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # The lab's wheel is held until after the click below: the worker cannot answer the view before it has it.
+    held, released = [], []
+
+    def hold(route):
+        return route.continue_() if released else held.append(route)
+
+    context.route(re.compile(r".*/wheels/split_the_fleet-.*"), hold)
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -176,10 +202,15 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
             out[r.dataset.row] = (out[r.dataset.row] || 0) + 1;
           return out; }""")
         assert drawn
-        # A click on a control of the first view: refused, and the bar says so.
+        # A click on a control of the first view before the worker can answer it: refused, and
+        # the bar says so.
         box = page.locator("#stf-prerender").get_by_text("Split (prefill | decode)").first.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         expect(page.locator("#stf-loader-detail")).to_contain_text("Nothing was changed", timeout=5_000)
+        assert page.locator('#stf-prerender [data-value="disaggregated"]').get_attribute("aria-pressed") == "false"
+        released.append(True)
+        for route in held:
+            route.continue_()
 
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
@@ -204,6 +235,70 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         page.locator("#stf-live").get_by_role("button", name="Split (prefill | decode)").first.click()
         expect(page.locator(f"#stf-live {RAN}").first).not_to_have_attribute("data-run", "1", timeout=120_000)
         assert _text(page, "#stf-live", SHOWN["metrics"]) != before["metrics"]
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_the_first_views_controls_work_before_the_live_page(browser, site):
+    """Once the worker can answer them, the first view's controls run: the view of the new
+    settings, the address with them; by keys too, the focus kept; a click elsewhere on the view
+    is refused, visibly. The live page then opens at those settings with the same run, and
+    counts them as the student's (stars)."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    held, released = [], []  # Panel's wheel, held while the view's controls are tried: the view stays
+
+    def hold(route):
+        return route.continue_() if released else held.append(route)
+
+    context.route(re.compile(r".*/panel-[0-9.]+-py3-none-any\.whl.*"), hold)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    view = page.locator("#stf-prerender")
+    views = "() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view').length"
+    try:
+        page.goto(site.url(f"lab.html?mission={MISSION}"))
+        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
+        expect(page.locator("#stf-loader-title")).to_contain_text("The controls work")
+        before = _text(page, "#stf-prerender", SHOWN["metrics"])
+        split = view.get_by_role("button", name="Split (prefill | decode)")
+        expect(split).to_be_enabled()
+        expect(view.locator('[data-control="prefill_gpus"] input')).to_be_disabled()  # greyed out: colocated
+        split.click()
+        page.wait_for_function(f"() => ({views})() === 1", timeout=60_000)
+        assert page.url.endswith(f"lab.html?mission={MISSION}&layout=disaggregated")
+        expect(split).to_have_attribute("aria-pressed", "true")
+        expect(view.locator(".stf-status")).to_contain_text("simulated while the lab loads")
+        assert _text(page, "#stf-prerender", SHOWN["metrics"]) != before
+        # The decode pool's slider by keys: one notch up, the focus still on it after the new view.
+        decode = view.locator("#stf-fv-decode_gpus")
+        decode.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => ({views})() === 2", timeout=60_000)
+        assert page.url.endswith("&layout=disaggregated&decode_gpus=2")
+        expect(decode).to_have_attribute("value", "2")
+        focused = page.evaluate("() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view').map((e) => e.detail)")
+        assert focused == ["layout", "decode_gpus"]  # the focus stayed on the control that changed
+        expect(decode).to_be_focused()
+        shown = {k: _text(page, "#stf-prerender", css) for k, css in SHOWN.items() if k == "metrics"}
+        # Anything else on the view (the play button's place) is refused, and the bar says so.
+        view.get_by_text("▶ Play").click()
+        expect(page.locator("#stf-loader-detail")).to_contain_text("Only the fleet's controls work yet")
+        assert page.evaluate(views) == 2 and page.url.endswith("&decode_gpus=2")
+        released.append(True)
+        for route in held:
+            route.continue_()
+
+        page.wait_for_selector(LOADED, state="attached", timeout=600_000)
+        assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
+        live = page.locator("#stf-live")
+        expect(live.get_by_role("button", name="Split (prefill | decode)").first).to_have_class(re.compile("bk-active"))
+        assert {k: _text(page, "#stf-live", SHOWN[k]) for k in shown} == shown  # the same run, the same numbers
+        assert page.url.endswith("&layout=disaggregated&decode_gpus=2")
+        assert "Stars count once you change a control" not in _text(page, "#stf-live", SHOWN["stars"])
         assert errors == []
     finally:
         context.close()

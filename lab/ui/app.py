@@ -70,6 +70,7 @@ from .browser.a11y import A11yBridge, choice_spec, figure_spec, landmark_spec, r
 from .browser.page_bridge import PageBridge, guard_location
 from .browser.panel_shims import Html
 from .browser.timers import later
+from . import early_page
 from .catalog import SANDBOX_ID
 from .pages import author_href, brand_html, get_catalog, hub_href, lab_href, page_extension, search, star_text
 from .runs import offload
@@ -129,6 +130,7 @@ class LabApp:
         self.catalog = catalog
         self.embed = params.get("embed", "").lower() in ("1", "true", "yes")
         self.state = LabState.from_query(catalog, search)
+        early_page.claim(self.state)  # (the static site: settings the student chose before this page was built)
         self.state.busy = True  # the first run is on its way
         self._auto_window = "t" not in params
         self._pending = None

@@ -8,7 +8,7 @@ its first run is in.
 
 It is the live page's first view, not a picture of it: the same deterministic run (same
 scenario and seed: identical results in CPython and Pyodide), through the same functions
-the live views use: the canvas's `timeline_data` (the steps, their colours, the rows'
+the live views use: the canvas's layers (`run_layers`, `step_layers`, `overview_data`: the steps, their colours, the rows'
 geometry and labels), `legend_html`, `metrics_html` and `stars_html`; the window the live
 page opens at (`first_window`). The controls are shown at their starting values, not live.
 None of it imports Panel or Bokeh (numpy, param and the lab's state only; a test holds it), so
@@ -32,21 +32,21 @@ from lab.core.missions import CONTROL_SPECS
 
 from .catalog import get_catalog
 from .data.canvas_data import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_LEFT_PX, FRAME_TOP_PX, LABEL_PX_PER_CHAR,
-                               STRIP, WAIT, box_geometry, frame_px, max_rows, row_geometry, rows_html, split_label,
-                               timeline_data)
+                               STRIP, WAIT, box_geometry, frame_px, max_rows, overview_data, row_geometry, rows_html,
+                               run_layers, split_label, step_layers)
 from .state import WINDOW_S
 from .timeline.legend import keys_html, legend_html
 from .url_state import parse_search
-from .views.control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html
+from .views.control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html, slider_notches
 from .views.metrics_html import STARS_CSS, metrics_html, stars_html
 from .words.control_words import CHOICE_LABELS, format_value
 from .words.figures import model_words
 from .words.theme import HUB_CSS, PALETTE
 
-__all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "prerender_name", "view_state"]
+__all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "is_embed", "prerender_name", "view_html", "view_state"]
 
 # Bumped when the file's shape changes; loader.js ignores a file with another format.
-PRERENDER_FORMAT = 2
+PRERENDER_FORMAT = 3
 FIRST_WINDOW_MAX_S = 10.0  # the live page opens its window here, or a quarter into the arrivals (app.LabApp._simulate)
 
 
@@ -187,13 +187,18 @@ def canvas_html(state, embed):
     result = state.result
     if result is None:
         return ""
-    data = timeline_data(result, state.scenario.slo.per_token_target_ms, frame)
+    lo = state.window_start
+    hi = lo + WINDOW_S
+    # The live canvas's layers (timeline_data's parts): the steps of the window only, as the
+    # live page builds them too (step_range: the same boxes there as the whole run's).
+    target = state.scenario.slo.per_token_target_ms
+    data = dict(run_layers(result, frame))
+    data.update(step_layers(result, target, data["meta"], (lo, hi)))
+    data["overview"] = overview_data(result, target)[0]
     meta = data["meta"]
     n = meta["rows"]
     half, font = row_geometry(n, frame)
     geo = box_geometry(half)
-    lo = state.window_start
-    hi = lo + WINDOW_S
     f = _Frame(lo, n, frame)
     step_top = lambda y: y + geo["step_offset"] - geo["step_height"] / 2  # noqa: E731
     strip_h = geo["step_height"] * STRIP
@@ -268,10 +273,12 @@ def _control_value(name, value):
 
 
 def controls_html(state, embed=False):
-    """The mission's controls at their starting values, as the sidebar shows them: a choice as its
+    """The mission's controls at their values, as the sidebar shows them: a choice as its
     buttons (the chosen one filled), a slider as its value and bar, a control that does nothing
     in this layout greyed with the line saying when it matters, the reset button, the locked
-    settings. Shown, not live."""
+    settings. Real buttons and range inputs (`data-control`, each button's `data-value` and
+    the input's value as the address writes them), all disabled: loader.js enables the live
+    ones once the worker can answer them (early_page.py); a greyed one stays disabled."""
     items = []
     idle = []
     for name, control in state.mission.controls.items():
@@ -283,34 +290,41 @@ def controls_html(state, embed=False):
         if control.kind == "choice":
             caption = "" if name == "layout" else f'<div class="stf-fv-label">{html.escape(label)}:</div>'
             buttons = "".join(
-                f'<span class="stf-fv-btn{" on" if c == value else ""}">{html.escape(_control_value(name, c))}</span>'
+                f'<button type="button" class="stf-fv-btn{" on" if c == value else ""}" '
+                f'data-value="{html.escape(format_value(c))}" aria-pressed="{"true" if c == value else "false"}" '
+                f'disabled>{html.escape(_control_value(name, c))}</button>'
                 for c in control.choices)
             items.append(f'<div class="stf-fv-control{grey}" data-control="{name}">{caption}'
-                         f'<div class="stf-fv-group">{buttons}</div></div>')
+                         f'<div class="stf-fv-group" role="group" aria-label="{html.escape(label)}">{buttons}</div></div>')
         else:
-            lo, hi = float(control.min), float(control.max)
+            lo, hi, step = slider_notches(state.mission, state.scenario, state.settings, name)
             share = 0.0 if hi <= lo or value is None else (float(value) - lo) / (hi - lo)
-            items.append(f'<div class="stf-fv-control{grey}" data-control="{name}"><div class="stf-fv-label">'
-                         f'{html.escape(label)}: <b>{html.escape(_control_value(name, value))}</b></div>'
+            shown = html.escape(_control_value(name, value))
+            items.append(f'<div class="stf-fv-control{grey}" data-control="{name}"><label class="stf-fv-label" '
+                         f'for="stf-fv-{name}">{html.escape(label)}: <b>{shown}</b></label>'
                          f'<div class="stf-fv-slider"><span style="width:{max(0.0, min(1.0, share)) * 100:.1f}%">'
-                         f'</span></div></div>')
+                         f'</span><input type="range" id="stf-fv-{name}" min="{format_value(lo)}" max="{format_value(hi)}" '
+                         f'step="{format_value(step)}" value="{html.escape(format_value(value))}" '
+                         f'aria-valuetext="{shown}" disabled></div></div>')
     hint = idle_hint_html(state.scenario, idle)
     hint = f'<div style="margin:0 10px 2px 10px">{hint}</div>' if hint else ""
-    reset = '<span class="stf-fv-btn stf-fv-reset">↺ Back to the start</span>'
+    # (greyed, as the live page shows it at the start; disabled: it works on the live page only)
+    reset = '<button type="button" class="stf-fv-btn stf-fv-reset" disabled>↺ Back to the start</button>'
     locked = locked_html(state, compact=embed)
     locked = f'<div style="margin:6px 10px 0 10px">{locked}</div>' if locked else ""
     wrap = ' style="display:flex;flex-wrap:wrap"' if embed else ""
     return f'<div class="stf-fv-controls"{wrap}>{"".join(items)}</div>{hint}{reset}{locked}'
 
 
-def _status_html(state, embed=False):
-    """The canvas card's status line, without the run's wall-clock time (the live page shows its own)."""
+def _status_html(state, embed=False, early=False):
+    """The canvas card's status line, without the run's wall-clock time (the live page shows its own);
+    `early`: the run was made in the browser just now (early_page.py), not at build time."""
     m = state.metrics or {}
     if state.result is None or not m:
         return '<span class="stf-status" data-busy="false"></span>'
     return (f'<span class="stf-status" data-busy="false" data-run="{state.run_id}" data-model="{state.scenario.model.cost}">'
             f'{m.get("requests", 0):,} requests over {state.result.end_time:,.0f} s'
-            f'{"" if embed else ", simulated in advance"}'
+            f'{"" if embed else ", simulated while the lab loads" if early else ", simulated in advance"}'
             f' · {model_words(state.scenario.model, short=True)}</span>')
 
 
@@ -350,8 +364,17 @@ PAGE_CSS = """
               margin-right: -1px; font-size: 13px; }
 .stf-fv-btn:first-child { border-radius: 4px 0 0 4px; } .stf-fv-btn:last-child { border-radius: 0 4px 4px 0; }
 .stf-fv-btn.on { background: #0072B2; color: #fff; }
-.stf-fv-slider { height: 6px; background: #e6e9ef; border-radius: 3px; margin: 8px 0 12px; }
+.stf-fv-slider { position: relative; height: 6px; background: #e6e9ef; border-radius: 3px; margin: 8px 0 12px; }
 .stf-fv-slider span { display: block; height: 100%%; background: %(decode)s; border-radius: 3px; }
+/* the range input lies over the bar, unseen: the bar is what shows, the input what takes the mouse and keys */
+.stf-fv-slider input { position: absolute; left: 0; top: -8px; width: 100%%; height: 22px; margin: 0; opacity: 0;
+                       cursor: pointer; }
+.stf-fv-slider input:disabled { cursor: default; }
+.stf-fv-slider:focus-within { outline: 2px solid #0072B2; outline-offset: 5px; }
+button.stf-fv-btn { font: inherit; font-size: 13px; background: #fff; cursor: pointer; }
+button.stf-fv-btn.on { background: #0072B2; }
+button.stf-fv-btn:disabled { cursor: default; }  /* not greyed: it shows what runs, and goes live in a moment */
+button.stf-fv-btn:focus-visible { outline: 2px solid #0072B2; outline-offset: 2px; z-index: 1; }
 .stf-fv-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin: 4px 12px; min-height: 40px;
               font-size: 13px; }
 .stf-fv-bar .stf-fv-btn { flex: none; border-radius: 4px; }
@@ -372,10 +395,19 @@ def _scoped(css):
 def first_view_html(query, missions_dir=None, stamp=""):
     """lab.html?QUERY's first view: one HTML fragment (with its own styles) that loader.js puts
     in a shadow root. The root carries the stamp and format loader.js checks, and the query."""
+    state, catalog = view_state(query, missions_dir)
+    return view_html(state, catalog, query, is_embed(query), stamp)
+
+
+def is_embed(query):
+    """Whether lab.html?QUERY is the blog iframe's layout (`embed=1`)."""
+    return parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
+
+
+def view_html(state, catalog, query, embed, stamp="", early=False):
+    """The view of a state after its run (first_view_html's, and early_page's after a change: `early`)."""
     from .words.mission_text import brief_html, plain
 
-    embed = parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
-    state, catalog = view_state(query, missions_dir)
     m = state.mission
     s = state.scenario
     kicker = catalog.kicker(m)
@@ -394,7 +426,7 @@ def first_view_html(query, missions_dir=None, stamp=""):
     keys = f'<div class="{"stf-keys-compact" if embed else ""}" style="margin:2px 10px 6px 10px">{keys_html("")}</div>'
     canvas_card = (f'<div class="stf-fv-card stf-canvas-card" style="margin:0 0 10px 0">'
                    f'<div style="display:flex;align-items:center;margin:4px"><div class="stf-section" style="margin:0">'
-                   f'{timelines}</div><div style="margin:0 4px">{_status_html(state, embed)}</div></div>'
+                   f'{timelines}</div><div style="margin:0 4px">{_status_html(state, embed, early)}</div></div>'
                    f'<div style="margin:0 4px">{legend}</div>{canvas_html(state, embed)}{play_bar}{keys}</div>')
     metrics = (f'<div class="stf-metrics-pane{" stf-metrics-compact" if embed else ""}">'
                f'{metrics_html(state.metrics, s) if state.metrics else ""}</div>')
@@ -426,7 +458,8 @@ def first_view_html(query, missions_dir=None, stamp=""):
         side = (f'<div class="stf-fv-side stf-fv-card">{section("Brief")}{brief}{section("Controls")}'
                 f'{controls_html(state)}{section("Stars")}<div style="margin:4px 10px">{stars}</div></div>')
         story = ('<div class="stf-fv-card stf-fv-bar" style="margin:0 0 10px 0">'
-                 '<span class="stf-fv-btn" style="opacity:.5;width:250px">Show the next missed request »</span>'
+                 '<button type="button" class="stf-fv-btn" style="opacity:.5;width:250px" disabled>'
+                 'Show the next missed request »</button>'
                  '<span class="stf-lock" style="flex:1 1 240px;margin:8px 6px">Click a request in the worst-gap plot, '
                  'or a step on the timelines, to see where its time went.</span></div>')
         body = f'<div class="stf-fv-body">{side}<div class="stf-fv-main">{canvas_card}{story}{metrics}</div></div>'

@@ -17,6 +17,8 @@
 //   - the page's address reaches Python before the app is built, so
 //     pn.state.location.query_params has ?mission=... when lab_page() runs;
 //   - the page's patches are applied each with its own name (applyPatch), not Panel's way.
+//   - the pre-rendered first view's controls are answered before Panel is up (below,
+//     "the first view's controls"; lab/ui/early_page.py).
 "use strict";
 
 const STF = {{STF_CONFIG}};
@@ -30,6 +32,8 @@ let filesDone = 0;
 let pageLocation = null;
 let locationArrived = null;
 const locationReady = new Promise((resolve) => { locationArrived = resolve; });
+// The page sends its address right after starting the worker; never wait forever for it.
+const locationSettled = () => Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, 10000))]);
 
 function post(type, fields) {
   self.postMessage(Object.assign({ type }, fields || {}));
@@ -117,27 +121,31 @@ async function loadRuntime() {
   return pyodide;
 }
 
-async function loadPackages(pyodide) {
+// In two parts: first what the first view's controls need (EARLY_PACKAGES, EARLY_WHEELS: what
+// lab/ui/early_page.py imports; test_build holds the list to it), then the rest (`early` false).
+async function loadPackages(pyodide, early) {
   stage = "packages";
   const total = STF.pyodideFiles + STF.wheels.length;
-  progress(0, total, "");
+  const names = STF.pyodidePackages.filter((name) => EARLY_PACKAGES.includes(name) === early);
+  const wheels = STF.wheels.filter((wheel) => EARLY_WHEELS.includes(wheel.name) === early);
+  if (early) progress(0, total, "");
   const errors = [];
-  await pyodide.loadPackage(STF.pyodidePackages, {
+  await pyodide.loadPackage(names, {
     messageCallback: () => {},
     errorCallback: (msg) => errors.push(msg),
   });
   // loadedPackages is keyed by each package's own spelling ("Jinja2", "MarkupSafe").
   const canon = (name) => String(name).toLowerCase().replace(/[-_.]+/g, "-");
   const loaded = new Set(Object.keys(pyodide.loadedPackages || {}).map(canon));
-  const missing = STF.pyodidePackages.filter((name) => !loaded.has(canon(name)));
+  const missing = names.filter((name) => !loaded.has(canon(name)));
   if (missing.length) {
-    const names = missing.length > 4 ? `${missing.slice(0, 3).join(", ")} and ${missing.length - 3} more` : missing.join(", ");
-    throw new StageError(`Could not download Python packages from ${new URL(PYODIDE_BASE).host}: ${names}.`,
+    const listed = missing.length > 4 ? `${missing.slice(0, 3).join(", ")} and ${missing.length - 3} more` : missing.join(", ");
+    throw new StageError(`Could not download Python packages from ${new URL(PYODIDE_BASE).host}: ${listed}.`,
       `${PYODIDE_BASE}\n${errors.join("\n")}`);
   }
-  filesDone = Math.max(filesDone, STF.pyodideFiles);
+  if (!early) filesDone = Math.max(filesDone, STF.pyodideFiles);
   const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]");
-  for (const wheel of STF.wheels) {
+  for (const wheel of wheels) {
     const url = here(wheel.url);
     let response;
     try {
@@ -155,7 +163,7 @@ async function loadPackages(pyodide) {
       throw new StageError(`Could not install ${wheel.name} from ${url}`, String(e && e.message || e));
     }
   }
-  progress(total, total, "installed");
+  if (!early) progress(total, total, "installed");
 }
 
 // ---- Panel's generated code (verbatim) --------------------------------------------
@@ -169,10 +177,13 @@ const PANEL_APP_CODE = `{{PANEL_CODE}}`;
 // Before Panel's program: its CDN root (this site's copy of Panel's assets, as an
 // absolute URL so component stylesheets resolve), and the page's address for
 // pn.state.location as soon as init_doc() has made the document.
-const SETUP = `
-import json, os
+const PANEL_ENV = `
+import os
 os.environ["PANEL_CDN_ROOT"] = _stf_panel_cdn_root
 os.environ["BOKEH_RESOURCES"] = "cdn"
+`;
+const SETUP = `
+import json
 import panel.io.pyodide as _stf_pyodide
 
 def _stf_sync_location(_init_doc=_stf_pyodide.init_doc):
@@ -190,6 +201,74 @@ def _stf_sync_location(_init_doc=_stf_pyodide.init_doc):
 _stf_pyodide.init_doc = _stf_sync_location
 `;
 
+// ---- the first view's controls ----------------------------------------------------------
+// The page shows a pre-rendered first view while this worker loads. Once the packages that
+// draw it are in (EARLY_PACKAGES, EARLY_WHEELS: numpy, param, markdown-it and the lab, which
+// the live page imports anyway), and if the page asked (stf-early-wanted: it shows one), the
+// worker imports them and says stf-early-ready; the other packages follow (Panel, Bokeh); the
+// page then enables the view's controls and sends each change (stf-early-change), answered
+// with the new view (stf-early-view) by lab/ui/early_page.py. Panel is imported a slice at a
+// time (PANEL_SLICES), the changes answered between slices (a click waits at most for the
+// longest: Panel's own modules, about 0.4 s). Before the live page is built the view closes
+// (stf-early-closed): the live page opens at the address of the last answer.
+const PANEL_SLICES = ["bokeh.core.properties", "bokeh.models", "bokeh.plotting", "panel"];
+const EARLY_PACKAGES = ["numpy"];
+const EARLY_WHEELS = ["split-the-fleet", "param", "markdown-it-py", "mdurl", "linkify-it-py"];
+const EARLY_START = `
+import json
+from lab.ui import early_page as _stf_early
+_stf_early.start(_stf_early_query)
+_stf_early_answer = lambda name, value: json.dumps(_stf_early.answer(name, value))
+`;
+let earlyWanted = false;
+let early = "off";  // "open" while the view's changes are answered here; "closed" once the live page is built
+let earlyAnswer = null;
+
+function locationWith(search) {
+  const loc = JSON.parse(pageLocation || "{}");
+  if (typeof search === "string") {
+    loc.search = search;
+    if (typeof loc.href === "string") loc.href = loc.href.split(/[?#]/)[0] + search + (loc.hash || "");
+  }
+  return loc;
+}
+
+function startEarly(pyodide) {
+  if (!earlyWanted) return;
+  try {
+    pyodide.globals.set("_stf_early_query", String(locationWith().search || "").replace(/^\?/, ""));
+    pyodide.runPython(EARLY_START);
+    earlyAnswer = pyodide.globals.get("_stf_early_answer");
+  } catch (e) {
+    console.error(e);  // the view stays as it is until the live page: nothing is lost
+    return;
+  }
+  early = "open";
+  post("stf-early-ready");
+}
+
+function answerEarly(msg) {
+  if (early !== "open") return post("stf-early-closed", { seq: msg.seq });
+  let out;
+  try {
+    out = JSON.parse(earlyAnswer(String(msg.name), String(msg.value)));
+  } catch (e) {
+    const text = String(e && e.message || e);
+    return post("stf-early-view", { seq: msg.seq, refusal: `Not changed: ${lastLine(text)}` });
+  }
+  if (!out.refusal) pageLocation = JSON.stringify(locationWith("?" + out.query));
+  post("stf-early-view", Object.assign({ seq: msg.seq }, out));
+}
+
+function closeEarly(pyodide) {
+  if (early !== "open") return;
+  early = "closed";
+  post("stf-early-closed");
+  pyodide.globals.set("_stf_page_location", pageLocation || "{}");
+}
+
+const nextTurn = () => new Promise((resolve) => setTimeout(resolve, 0));
+
 function lastLine(text) {
   const lines = text.trim().split("\n");
   return lines[lines.length - 1].slice(0, 300);
@@ -198,18 +277,23 @@ function lastLine(text) {
 async function startApp(pyodide) {
   stage = "app";
   progress(0, 2, "Starting Python");
-  // The page sends its address right after starting the worker; never wait forever for it.
-  await Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, 10000))]);
+  await locationSettled();
   self.pyodide = pyodide;
   pyodide.globals.set("sendPatch", sendPatch);
   pyodide.globals.set("_stf_panel_cdn_root", PANEL_CDN_ROOT);
   pyodide.globals.set("_stf_page_location", pageLocation || "{}");
   try {
+    pyodide.runPython(PANEL_ENV);
+    for (const name of PANEL_SLICES) {
+      pyodide.runPython(`import ${name}`);
+      await nextTurn();  // the first view's changes that came meanwhile are answered here
+    }
     await pyodide.runPythonAsync(SETUP);
   } catch (e) {
     const text = String(e && e.message || e);
     throw new StageError(`Panel did not start: ${lastLine(text)}`, text);
   }
+  closeEarly(pyodide);
   progress(1, 2, "Building the lab");
   let result;
   try {
@@ -248,6 +332,8 @@ self.onmessage = async (event) => {
     locationArrived();
     return;
   }
+  if (msg && msg.type === "stf-early-wanted") { earlyWanted = true; return; }
+  if (msg && msg.type === "stf-early-change") return answerEarly(msg);
   if (msg && msg.type === "patch" && self.pyodide) return applyPatch(msg.patch);
   return panelOnMessage(event);
 };
@@ -255,7 +341,10 @@ self.onmessage = async (event) => {
 async function startApplication() {
   try {
     const pyodide = await loadRuntime();
-    await loadPackages(pyodide);
+    await loadPackages(pyodide, true);
+    await locationSettled();
+    startEarly(pyodide);
+    await loadPackages(pyodide, false);  // (the first view's changes answered between downloads)
     await startApp(pyodide);
   } catch (e) {
     const known = e instanceof StageError;

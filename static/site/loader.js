@@ -39,10 +39,14 @@
   // mission's first run at its starting controls, built at build time from the same
   // deterministic run the worker makes later. Fetched at once and shown as soon as the page
   // is parsed: no BokehJS, so the main thread stays free for the live page. Inert (nothing
-  // a student does on it is taken, and the bar says so) until the live document replaces
-  // it. Only for the address it was built for (?mission=ID, optionally &embed=1); anything
-  // missing, from another build or unreadable: the normal loading screen, no error.
+  // a student does on it is taken, and the bar says so) until the worker can answer its
+  // controls ("the first view's controls" below), then again while the worker builds the
+  // live page, which replaces it. Only for the address it was built for (?mission=ID,
+  // optionally &embed=1); anything missing, from another build or unreadable: the normal
+  // loading screen, no error.
   var prerender = { file: prerenderFile(), container: null, live: null, shown: false };
+  // Its controls, once the worker answers them ("the first view's controls" below).
+  var early = { state: "off", seq: 0, busy: false, waiting: null, asked: false, html: null };
   var prerenderReady = prerender.file ? fetchPrerender(prerender.file) : Promise.resolve(null);
 
   function scriptSource(url) {
@@ -182,8 +186,9 @@
 
   function setPrerenderTitle() {
     var title = $("stf-loader-title");
-    if (title) title.textContent = "Starting the simulator… step " + (STAGES.indexOf(state.stage) + 1) + " of " + STAGES.length +
-      " (" + STEP_NAMES[state.stage] + ")";
+    var step = "step " + (STAGES.indexOf(state.stage) + 1) + " of " + STAGES.length + " (" + STEP_NAMES[state.stage] + ")";
+    if (title) title.textContent = early.state === "open" ? "The controls work · the rest of the lab is loading, " + step
+      : "Starting the simulator… " + step;
   }
 
   function nextFrame() {
@@ -289,19 +294,162 @@
     });
   }
 
-  // A click on the pre-rendered page is refused, visibly: the bar says what is going on.
+  // A click on the pre-rendered page is refused, visibly: the bar says what is going on. Once
+  // its controls work, a click on one of them is taken (a greyed-out one does nothing, as on
+  // the live page); on anything else (play, the plots' places) it is refused the same way.
   function nudge(e) {
     if (!prerender.shown || state.done || state.failed || !prerender.container) return;
     var box = prerender.container.getBoundingClientRect();
     if (e.clientX < box.left || e.clientX > box.right || e.clientY < box.top || e.clientY > box.bottom) return;
     var loader = $("stf-loader");
     if (!loader) return;
-    setDetail("Not yet: the controls work once step " + STAGES.length + " is done. Nothing was changed.");
+    if (early.state === "open") {
+      var path = e.composedPath ? e.composedPath() : [];
+      if (path.some(function (el) { return el.hasAttribute && el.hasAttribute("data-control"); })) return;
+    }
+    setDetail(early.state === "open"
+      ? "Only the fleet's controls work yet: the rest comes with the lab (step " + STAGES.length + "). Nothing was changed."
+      : "Not yet: the controls work in a moment. Nothing was changed.");
     loader.classList.remove("stf-nudge");
     void loader.offsetWidth;  // restart the flash
     loader.classList.add("stf-nudge");
   }
   document.addEventListener("pointerdown", nudge, true);
+
+  // ---- the first view's controls (lab-worker.js, lab/ui/early_page.py) ----------------------
+  // Once the worker can answer them (stf-early-ready), the first view's controls work: a change
+  // goes to the worker, which runs it and sends the view of the new settings, and the address
+  // follows. One change at a time: one made meanwhile waits for the answer (only the latest
+  // is sent). When the worker starts building the live page (stf-early-closed) the view is
+  // inert again until the live page, built at its last address, replaces it.
+  function askEarly() {
+    if (early.asked || !prerender.shown || !prerender.worker) return;
+    early.asked = true;
+    prerender.worker.postMessage({ type: "stf-early-wanted" });
+  }
+
+  function viewRoot() { return prerender.container && prerender.container.shadowRoot; }
+
+  function setControls(enabled) {
+    var root = viewRoot();
+    var els = root ? root.querySelectorAll("[data-control] button, [data-control] input") : [];
+    for (var i = 0; i < els.length; i++) els[i].disabled = !enabled || !!els[i].closest(".idle");
+  }
+
+  function openEarly() {
+    var root = viewRoot();
+    if (!root || !prerender.shown || prerender.closed || early.state !== "off") return;
+    early.state = "open";
+    early.html = root.firstElementChild ? root.firstElementChild.outerHTML : null;
+    prerender.container.inert = false;
+    prerender.container.setAttribute("data-early", "open");
+    root.addEventListener("click", onViewClick);
+    root.addEventListener("input", onViewInput);
+    root.addEventListener("change", onViewChange);
+    setControls(true);
+    mark("early-ready");
+    setPrerenderTitle();
+  }
+
+  function onViewClick(e) {
+    var button = e.target.closest && e.target.closest("[data-control] button[data-value]");
+    if (!button || button.disabled || early.state !== "open" || button.classList.contains("on")) return;
+    var siblings = button.parentNode.querySelectorAll("button");
+    for (var i = 0; i < siblings.length; i++) {
+      siblings[i].classList.toggle("on", siblings[i] === button);
+      siblings[i].setAttribute("aria-pressed", String(siblings[i] === button));
+    }
+    sendChange(button.closest("[data-control]").getAttribute("data-control"), button.getAttribute("data-value"));
+  }
+
+  // A slider's bar and value follow it as it moves; the change is sent when it is let go
+  // (or per key press).
+  function onViewInput(e) {
+    var input = e.target;
+    if (!input || input.type !== "range" || early.state !== "open") return;
+    var lo = Number(input.min), hi = Number(input.max), v = Number(input.value);
+    var bar = input.parentNode.querySelector("span");
+    if (bar) bar.style.width = (hi > lo ? Math.max(0, Math.min(1, (v - lo) / (hi - lo))) * 100 : 0) + "%";
+    var shown = input.closest("[data-control]").querySelector("label b");
+    if (shown) shown.textContent = input.value;
+  }
+
+  function onViewChange(e) {
+    var input = e.target;
+    if (!input || input.type !== "range" || input.disabled || early.state !== "open") return;
+    sendChange(input.closest("[data-control]").getAttribute("data-control"), input.value);
+  }
+
+  function sendChange(name, value) {
+    if (early.busy) { early.waiting = { name: name, value: value }; return; }
+    early.busy = true;
+    early.seq += 1;
+    var root = viewRoot();
+    var status = root && root.querySelector(".stf-status");
+    if (status) { status.setAttribute("data-busy", "true"); status.textContent = "Simulating…"; }
+    mark("early-change");
+    prerender.worker.postMessage({ type: "stf-early-change", name: name, value: String(value), seq: early.seq });
+  }
+
+  // The view of the settings that ran (or, refused, of those before: a slider moved back).
+  function showEarlyView(msg) {
+    if (msg.seq !== early.seq) return;
+    early.busy = false;
+    var focused = early.state === "open" && msg.html ? replaceView(msg.html) : null;
+    if (focused !== null) {
+      early.html = msg.html;
+      if (!msg.refusal && typeof msg.query === "string") {
+        try { history.replaceState(history.state, "", "?" + msg.query + window.location.hash); } catch (e) { /* sandboxed */ }
+      }
+      // (for the benchmark and the tests: when, which control has the focus after it, and
+      // when it is on screen: two frames later)
+      state.timeline.push({ stage: "early-view", done: 1, total: 1, detail: focused, ms: Math.round(performance.now()) });
+      nextFrame().then(function () { mark("early-painted"); });
+    }
+    if (msg.refusal) setDetail(msg.refusal);
+    var next = early.waiting;
+    early.waiting = null;
+    if (next && early.state === "open") sendChange(next.name, next.value);
+  }
+
+  // The view replaced, the focus on the same control as before: returns that control's name
+  // ("" if none had it), or null when the text is not a view.
+  function replaceView(text) {
+    var root = viewRoot();
+    var t = document.createElement("template");
+    t.innerHTML = text;
+    var view = t.content.firstElementChild;
+    if (!root || !view || !view.classList.contains("stf-first")) return null;
+    var active = root.activeElement && root.activeElement.closest("[data-control]");
+    var focusKey = active && [active.getAttribute("data-control"), root.activeElement.getAttribute("data-value")];
+    root.replaceChildren(view);
+    setControls(early.state === "open");
+    var again = null;
+    if (focusKey) {
+      again = root.querySelector('[data-control="' + focusKey[0] + '"] ' + (focusKey[1] === null ? "input"
+        : 'button[data-value="' + CSS.escape(focusKey[1]) + '"]'));
+      if (again) again.focus();
+    }
+    return again && root.activeElement === again ? focusKey[0] : "";
+  }
+
+  // The worker builds the live page now: the view is looked at, not used, again. A change it
+  // did not take (sent just before) is undone on screen, and the bar says so.
+  function closeEarlyView() {
+    if (early.state !== "open") return;
+    early.state = "closed";
+    var lost = early.busy || early.waiting;
+    early.busy = false;
+    early.waiting = null;
+    if (lost && early.html) replaceView(early.html);
+    setControls(false);
+    if (prerender.container) {
+      prerender.container.inert = true;
+      prerender.container.setAttribute("data-early", "closed");
+    }
+    if (lost) setDetail("Not taken: the lab is starting. Nothing was changed.");
+    setPrerenderTitle();
+  }
 
   var HINTS = {
     file:
@@ -432,6 +580,9 @@
     if (msg.type === "stf-progress") onProgress(msg);
     else if (msg.type === "stf-error") fail(msg.stage, msg.message, msg.detail, msg.stage === "app" ? "app" : selfHosted() ? "selfhosted" : "network");
     else if (msg.type === "stf-fetched") { state.fetched = msg.urls || []; keepFetched(state.fetched); }
+    else if (msg.type === "stf-early-ready") openEarly();
+    else if (msg.type === "stf-early-view") showEarlyView(msg);
+    else if (msg.type === "stf-early-closed") closeEarlyView();
     else if (msg.type === "render") { onProgress({ stage: "app", done: 2, total: 2, detail: "Drawing" }); waitForDraw(); }
   }
 
@@ -483,6 +634,8 @@
       fail(state.stage, "The lab's worker (" + url + ") stopped: " + (e.message || "it could not be loaded"), (e.filename || "") + (e.lineno ? ":" + e.lineno : ""), "page");
     });
     worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location) });
+    prerender.worker = worker;
+    askEarly();
     slowTimer = setInterval(function () {
       if (state.done || state.failed) return clearInterval(slowTimer);
       if (Date.now() - state.lastMessage > 45000) {
@@ -528,6 +681,7 @@
       .then(showPrerender)
       .catch(function () { dropPrerender(); });
     prerender.drawing.then(firstViewDone);
+    prerender.drawing.then(askEarly);
   } else {
     firstViewDone();
   }
@@ -541,5 +695,6 @@
     });
   }
 
-  window.STFLoader = { createWorker: createWorker, fail: fail, state: state, scriptsReady: scriptsReady, prerender: prerender };
+  window.STFLoader = { createWorker: createWorker, fail: fail, state: state, scriptsReady: scriptsReady, prerender: prerender,
+    early: early };
 })();

@@ -14,9 +14,9 @@ LAYERS = {
     "stars": 4,
     "views": 5,
     "timeline": 6,
-    "app": 7, "hub": 7, "pages": 7, "prerender": 7, "serve": 7, "__init__": 7, "author": 7, "site_entry": 7,
+    "app": 7, "hub": 7, "pages": 7, "prerender": 7, "early_page": 7, "serve": 7, "__init__": 7, "author": 7, "site_entry": 7,
 }
-PAGES = {"app", "hub", "pages", "prerender", "serve", "__init__", "author", "site_entry"}  # the top: they may use each other
+PAGES = {"app", "hub", "pages", "prerender", "early_page", "serve", "__init__", "author", "site_entry"}  # the top: they may use each other
 
 
 def _room(path):
