@@ -2,7 +2,7 @@
 
     python benchmarks/bench_browser.py [--changes 20] [--mission ID] [--url http://...]
                                        [--fresh] [--think-ms MS] [--screenshots DIR] [--json OUT.json]
-                                       [--site DIST [--loads N] [--trace] [--record-imports FILE]]
+                                       [--site DIST [--loads N] [--first-change] [--trace] [--record-imports FILE]]
 
 Starts `python -m lab.ui.serve` on a free port (unless --url points at a running one),
 opens the mission's lab at 1366x800 and moves its GPU-count slider from the keyboard,
@@ -16,10 +16,12 @@ metrics), and the split at the moment the data reached the page.
 
 With --site DIST it measures the static site in Pyodide instead: --loads N pairs of a cold
 and a warm load, each pair in a fresh browser: the time to the first simulated canvas (the
-pre-rendered view, when the site has one for the mission), to interactive (the live page
+pre-rendered view, when the site has one for the mission), to its controls working (the
+worker answers them before the live page: "early-ready"), to interactive (the live page
 drawn with its first run), when each loading step began, the bytes sent and the largest
 files (--trace: and the page's main-thread work by each of those moments, from a Chrome
-trace); then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+trace; --first-change: and when a slider moved on the pre-rendered view the moment its
+controls work had its answer on screen); then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
 patches. --record-imports FILE writes the modules the lab imported by then
 (site_build/start_imports.txt, which build.py pre-compiles).
 
@@ -255,16 +257,37 @@ def screenshots(browser, base, mission_id, out):
     return [str(out / n) for n in ("hub.png", "mission-playing.png", "mission-split.png", "embed-700.png")]
 
 
-def _load_lab(ctx, url):
+# In the page, from its start (an init script): the moment the first view's controls work
+# (loader.js sets data-early="open"), its first enabled slider moves one notch, as a key
+# would move it (the input and change events its handlers take), with no round trip from the
+# benchmark in between.
+FIRST_CHANGE_JS = """
+new MutationObserver((records, observer) => {
+  const box = document.getElementById("stf-prerender");
+  if (!box || box.getAttribute("data-early") !== "open") return;
+  observer.disconnect();
+  const input = box.shadowRoot.querySelector('[data-control] input[type="range"]:not([disabled])');
+  input.stepUp();
+  input.dispatchEvent(new Event("input", { bubbles: true }));
+  input.dispatchEvent(new Event("change", { bubbles: true }));
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-early"] });
+"""
+
+def _load_lab(ctx, url, first_change=False):
     """Open the static lab in `ctx`: (page, seconds to the first simulated canvas, seconds to
     interactive, the loader's timeline in ms since navigation).
 
     The first simulated canvas is the pre-rendered view when the page has one (loader.js marks
     "prerendered"), else the live page's; interactive is the live page drawn with its first
-    run ("drawn": the pre-rendered view has gone). Both on the page's own clock."""
+    run ("drawn": the pre-rendered view has gone). Both on the page's own clock.
+    `first_change`: as soon as the pre-rendered view's controls work ("early-ready"), its first
+    slider moves one notch (FIRST_CHANGE_JS); loader.js's timeline then has "early-painted":
+    that change's view on screen (the live page then opens at the new setting)."""
     from site_run import CANVAS, RAN
 
     page = ctx.new_page()
+    if first_change:
+        page.add_init_script(FIRST_CHANGE_JS)
     page.goto(url)
     page.locator(RAN).first.wait_for(timeout=300_000)
     page.locator(CANVAS).first.wait_for(timeout=60_000)
@@ -272,6 +295,8 @@ def _load_lab(ctx, url):
     page.wait_for_selector('#stf-loader[data-state="done"]', state="attached", timeout=300_000)
     timeline = page.evaluate("(window.STFLoader && STFLoader.state.timeline) || []")
     steps = _steps(timeline)
+    if first_change and "early-painted" not in steps:
+        raise SystemExit("--first-change: the first view's controls never worked (no pre-rendered view? an old build?)")
     first_ms = steps.get("prerendered", first_ms)
     live_ms = steps.get("drawn", page.evaluate("performance.now()"))
     return page, first_ms / 1000, live_ms / 1000, timeline
@@ -535,12 +560,14 @@ def _sent_by_file(log, top=8):
     return sorted(((b, p) for p, b in by.items()), reverse=True)[:top]
 
 
-def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=False, fresh=False):
+def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=False, fresh=False, first_change=False):
     """Cold load, warm load (service worker), bytes, and control -> canvas, in Pyodide.
 
     `loads` pairs of cold + warm loads, each pair in a fresh browser (the figures are noisy on
     a shared machine); the control changes are measured on the last warm page. `trace`: each
-    load also records a Chrome trace and reports the page's main-thread work (_main_thread_ms)."""
+    load also records a Chrome trace and reports the page's main-thread work (_main_thread_ms).
+    `first_change`: each load changes a control on the pre-rendered view as soon as it works
+    (_load_lab)."""
     sys.path.insert(0, str(REPO / "tests"))
     from site_run import serve
 
@@ -560,7 +587,7 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                 def load(which):
                     if trace:
                         browser.start_tracing(categories=TRACE_CATEGORIES)
-                    got = _load_lab(ctx, url)
+                    got = _load_lab(ctx, url, first_change)
                     if trace:
                         work[which] = _main_thread_ms(browser.stop_tracing(), got[3])
                     return got
@@ -573,6 +600,10 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                 warm_bytes = _settled_bytes(log) - cold_bytes
                 pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
                               "cold_interactive_s": round(cold_live_s, 2), "warm_interactive_s": round(warm_live_s, 2),
+                              **{f"{w}_{k}_s": round(_steps(tl)[step] / 1000, 2) for w, tl in (("cold", cold_tl), ("warm", warm_tl))
+                                 for k, step in (("controls", "early-ready"), ("answered", "early-painted")) if step in _steps(tl)},
+                              **{f"{w}_answer_wait_s": round((_steps(tl)["early-painted"] - _steps(tl)["early-change"]) / 1000, 2)
+                                 for w, tl in (("cold", cold_tl), ("warm", warm_tl)) if "early-painted" in _steps(tl)},
                               "prerendered": "prerendered" in _steps(cold_tl), "cold_bytes": cold_bytes,
                               "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
                               "warm_steps_ms": _steps(warm_tl), "cold_largest": largest, "main_thread_ms": work})
@@ -632,6 +663,9 @@ def main(argv=None):
                              "pause; 0: back to back, each change behind the last one's plots)")
     parser.add_argument("--trace", action="store_true",
                         help="with --site: also count the page's main-thread work (a Chrome trace of each load)")
+    parser.add_argument("--first-change", action="store_true",
+                        help="--site: each load moves a slider of the pre-rendered view as soon as its controls work, "
+                             "and reports when the answer showed (the live page then opens at that setting)")
     parser.add_argument("--loads", type=int, default=1,
                         help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
     parser.add_argument("--record-imports", metavar="FILE", default=None,
@@ -653,7 +687,8 @@ def main(argv=None):
     load, shots = None, []
     if args.site:
         load, (name, times, sims, arrivals, keys) = bench_site(args.site, mission_id, args.changes, args.port, args.loads,
-                                                         args.record_imports, trace=args.trace, fresh=args.fresh)
+                                                         args.record_imports, trace=args.trace, fresh=args.fresh,
+                                                         first_change=args.first_change)
     else:
         (name, times, sims, arrivals, keys), shots = bench_serve(args, mission_id)
     times_sorted = sorted(times)
@@ -692,7 +727,12 @@ def main(argv=None):
                     print(f"  {which}, main-thread work (Chrome trace): " + ", ".join(
                         f"{v / 1000:.2f} s by the {k} {'simulated canvas' if k == 'first' else 'page'}" for k, v in work.items()))
         if len(load["pairs"]) > 1:
-            for key, what in (("_s", "first simulated canvas"), ("_interactive_s", "interactive")):
+            figures = (("_s", "first simulated canvas"), ("_controls_s", "the first view's controls work"),
+                    ("_answered_s", "a change answered on the first view (--first-change)"),
+                    ("_answer_wait_s", "that change's wait, key to its view painted"), ("_interactive_s", "interactive"))
+            for key, what in figures:
+                if any("cold" + key not in q or "warm" + key not in q for q in load["pairs"]):
+                    continue
                 colds = [q["cold" + key] for q in load["pairs"]]
                 warms = [q["warm" + key] for q in load["pairs"]]
                 print(f"  over {len(colds)} loads, {what}: cold median {statistics.median(colds):.2f} s "
