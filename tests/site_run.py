@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import re
 import time
 
 from static_server import Server
@@ -152,6 +153,27 @@ def main(argv=None):
             browser.close()
     print(json.dumps(run.summary(), indent=1))
     return 0 if run.state == "canvas" and not run.console_errors and not run.page_errors else 1
+
+
+# Panel's wheel on the static site (the last big download before the lab starts building the page).
+PANEL_WHEEL = r".*/panel-[0-9.]+-py3-none-any\.whl.*"
+
+
+class Held:
+    """The requests of `context` to URLs matching `pattern`, held until `release()` (so the worker
+    waiting for them stays where it is; one asked for after the release goes through)."""
+
+    def __init__(self, context, pattern):
+        self.routes, self.released = [], False
+        context.route(re.compile(pattern), self._hold)
+
+    def _hold(self, route):
+        return route.continue_() if self.released else self.routes.append(route)
+
+    def release(self):
+        self.released = True
+        for route in self.routes:
+            route.continue_()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 
 from axe_check import axe_missing, axe_violations, describe
 from test_site_browser import KEY, _missing
+from site_run import PANEL_WHEEL, Held
 from test_site_browser import browser, dist, page, server  # noqa: F401 (the static site's fixtures)
 
 pytestmark = pytest.mark.browser
@@ -98,8 +99,7 @@ def test_the_static_lab_in_pyodide_announces_runs_and_downloads_the_table(page, 
 
 def test_the_first_views_working_controls_have_nothing_serious_for_axe(page, site):
     """The pre-rendered view once its controls work (Panel's wheel held: the page stays so)."""
-    held = []
-    page.context.route(re.compile(r".*/panel-[0-9.]+-py3-none-any\.whl.*"), lambda route: held.append(route))
+    panel_wheel = Held(page.context, PANEL_WHEEL)
     try:
         page.goto(site.url("lab.html?mission=decode-drowns"))
         page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
@@ -107,8 +107,7 @@ def test_the_first_views_working_controls_have_nothing_serious_for_axe(page, sit
         found = axe_violations(page)
         assert found == [], describe(found)
     finally:
-        for route in held:
-            route.continue_()
+        panel_wheel.release()
 
 
 def test_the_prerendered_lab_page_has_nothing_serious_for_axe(page, site):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from site_run import PLOTS_IN
+from site_run import PANEL_WHEEL, PLOTS_IN, Held
 from test_site_offline import LOADED, browser, mirror, site  # noqa: F401  (fixtures: the offline site)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,12 +177,7 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     # The lab's wheel is held until after the click below: the worker cannot answer the view before it has it.
-    held, released = [], []
-
-    def hold(route):
-        return route.continue_() if released else held.append(route)
-
-    context.route(re.compile(r".*/wheels/split_the_fleet-.*"), hold)
+    lab_wheel = Held(context, r".*/wheels/split_the_fleet-.*")
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -208,9 +203,7 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         expect(page.locator("#stf-loader-detail")).to_contain_text("Nothing was changed", timeout=5_000)
         assert page.locator('#stf-prerender [data-value="disaggregated"]').get_attribute("aria-pressed") == "false"
-        released.append(True)
-        for route in held:
-            route.continue_()
+        lab_wheel.release()
 
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
@@ -248,12 +241,7 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    held, released = [], []  # Panel's wheel, held while the view's controls are tried: the view stays
-
-    def hold(route):
-        return route.continue_() if released else held.append(route)
-
-    context.route(re.compile(r".*/panel-[0-9.]+-py3-none-any\.whl.*"), hold)
+    panel_wheel = Held(context, PANEL_WHEEL)  # held while the view's controls are tried: the view stays
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -288,9 +276,7 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         view.get_by_text("▶ Play").click()
         expect(page.locator("#stf-loader-detail")).to_contain_text("Only the fleet's controls work yet")
         assert page.evaluate(views) == 2 and page.url.endswith("&decode_gpus=2")
-        released.append(True)
-        for route in held:
-            route.continue_()
+        panel_wheel.release()
 
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")

@@ -21,7 +21,7 @@ from .catalog import get_catalog
 from .prerender import first_window, is_embed, view_html
 from .state import LabState
 from .url_state import parse_value
-from .words.refusal import short_label
+from .words.refusal import refusal_html, short_label
 
 __all__ = ["EarlyPage", "start", "answer", "claim"]
 
@@ -49,8 +49,8 @@ class EarlyPage:
         value, why = parse_value(state.mission.controls[name], str(raw))
         if why:
             return self._refused(f"Not changed: {short_label(state.mission, name)}: {why}.")
-        if not state.change(name, value):
-            return self._refused(state.refusal or state.error)
+        if not state.change(name, value):  # (the spec refused it: its words and detail, as the live page shows them)
+            return self._refused(state.refusal or state.error, refusal_html(state.refusal, state.error))
         if not self._run():
             return self._refused(state.run_error)
         self.query = state.search(self.embed)[1:]
@@ -65,11 +65,14 @@ class EarlyPage:
         state.finish()
         return True
 
-    def _refused(self, why):
+    def _refused(self, why, note=None):
+        """The answer to a change not made: `why` for the bar, and the view as it was with the
+        note under its controls (`note`, or `why` as one)."""
         if self.state.result is None:
             self._run()  # (the start's run, not made yet: the view is drawn from it)
+        note = refusal_html(why, "") if note is None else note
         return {"refusal": why, "query": self.query,
-                "html": view_html(self.state, self.catalog, self.query, self.embed, early=self.state.touched)}
+                "html": view_html(self.state, self.catalog, self.query, self.embed, early=self.state.touched, note=note)}
 
 
 def start(query, missions_dir=None):

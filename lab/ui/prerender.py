@@ -37,7 +37,7 @@ from .data.canvas_data import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_
 from .state import WINDOW_S
 from .timeline.legend import keys_html, legend_html
 from .url_state import parse_search
-from .views.control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html, slider_notches
+from .views.control_html import EMBED_CONTROL_FLEX, carried_html, idle_hint_html, locked_html, slider_notches
 from .views.metrics_html import STARS_CSS, metrics_html, stars_html
 from .words.control_words import CHOICE_LABELS, format_value
 from .words.figures import model_words
@@ -272,13 +272,15 @@ def _control_value(name, value):
     return format_value(value)
 
 
-def controls_html(state, embed=False):
+def controls_html(state, embed=False, note=""):
     """The mission's controls at their values, as the sidebar shows them: a choice as its
     buttons (the chosen one filled), a slider as its value and bar, a control that does nothing
     in this layout greyed with the line saying when it matters, the reset button, the locked
     settings. Real buttons and range inputs (`data-control`, each button's `data-value` and
     the input's value as the address writes them), all disabled: loader.js enables the live
-    ones once the worker can answer them (early_page.py); a greyed one stays disabled."""
+    ones once the worker can answer them (early_page.py); a greyed one stays disabled. Under
+    them, as on the live page, `note` (a refused change's, refusal_html) and the tp controls a
+    layout switch set too."""
     items = []
     idle = []
     for name, control in state.mission.controls.items():
@@ -308,6 +310,7 @@ def controls_html(state, embed=False):
                          f'aria-valuetext="{shown}" disabled></div></div>')
     hint = idle_hint_html(state.scenario, idle)
     hint = f'<div style="margin:0 10px 2px 10px">{hint}</div>' if hint else ""
+    hint += "".join(f'<div style="margin:4px 10px">{part}</div>' for part in (note, carried_html(state)) if part)
     # (greyed, as the live page shows it at the start; disabled: it works on the live page only)
     reset = '<button type="button" class="stf-fv-btn stf-fv-reset" disabled>↺ Back to the start</button>'
     locked = locked_html(state, compact=embed)
@@ -404,8 +407,9 @@ def is_embed(query):
     return parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
 
 
-def view_html(state, catalog, query, embed, stamp="", early=False):
-    """The view of a state after its run (first_view_html's, and early_page's after a change: `early`)."""
+def view_html(state, catalog, query, embed, stamp="", early=False, note=""):
+    """The view of a state after its run (first_view_html's, and early_page's after a change:
+    `early`; `note`: a refused change's, under the controls)."""
     from .words.mission_text import brief_html, plain
 
     m = state.mission
@@ -441,7 +445,7 @@ def view_html(state, catalog, query, embed, stamp="", early=False):
                 f'{title}</h1></div><span class="stf-spacer"></span>{_head_stars(state)}</div>')
         side = (f'<div class="stf-fv-side"><div class="stf-fv-card" style="margin:0 0 4px 0;padding:6px 10px">'
                 f'<h2 class="stf-card-title" style="margin:0;font-size:14px">Brief</h2></div>'
-                f'{controls_html(state, embed)}{section("Stars")}<div style="margin:2px 6px">{stars}</div></div>')
+                f'{controls_html(state, embed, note)}{section("Stars")}<div style="margin:2px 6px">{stars}</div></div>')
         body = f'<div class="stf-fv-body"><div class="stf-fv-side-wrap" style="display:contents">{side}</div>' \
                f'<div class="stf-fv-main">{canvas_card}{metrics}</div></div>'
         inner = f'<div style="margin:0 6px">{head}{body}</div>'
@@ -456,7 +460,7 @@ def view_html(state, catalog, query, embed, stamp="", early=False):
                      f'<div class="stf-kicker">{html.escape(kicker)}</div><h1 class="stf-title">{title}</h1></div>'
                      f'<div style="margin:14px 16px 0 10px">{_head_stars(state)}</div></div>')
         side = (f'<div class="stf-fv-side stf-fv-card">{section("Brief")}{brief}{section("Controls")}'
-                f'{controls_html(state)}{section("Stars")}<div style="margin:4px 10px">{stars}</div></div>')
+                f'{controls_html(state, note=note)}{section("Stars")}<div style="margin:4px 10px">{stars}</div></div>')
         story = ('<div class="stf-fv-card stf-fv-bar" style="margin:0 0 10px 0">'
                  '<button type="button" class="stf-fv-btn" style="opacity:.5;width:250px" disabled>'
                  'Show the next missed request »</button>'

@@ -16,6 +16,7 @@ from lab.ui import early_page  # noqa: E402
 from lab.ui.catalog import get_catalog  # noqa: E402
 from lab.ui.state import LabState  # noqa: E402
 from lab.ui.views.metrics_html import metrics_html  # noqa: E402
+from lab.ui.words.refusal import refusal_html  # noqa: E402
 
 MISSION = "mixing-hurts"
 
@@ -67,7 +68,21 @@ def test_a_change_that_cannot_be_made_says_why_and_keeps_the_view(name, raw, wor
     before = page.answer("layout", "disaggregated")
     out = page.answer(name, raw)
     assert out["refusal"].startswith("Not changed: ") and words in out["refusal"] and len(out["refusal"]) < 120
-    assert out["query"] == before["query"] and out["html"] == before["html"]  # a moved slider goes back
+    # The view as it was (a moved slider goes back), with the refusal under the controls, as on the live page.
+    note = f'<div style="margin:4px 10px">{refusal_html(out["refusal"], "")}</div>'
+    assert out["query"] == before["query"] and out["html"].replace(note, "", 1) == before["html"]
+
+
+def test_a_change_the_spec_refuses_says_so_in_the_live_pages_words():
+    page = early_page.start("mission=tp-per-phase")
+    out = page.answer("decode_tp", "8")
+    assert out["refusal"].startswith("Decode tensor parallel 8 was not applied: 4 Decode GPUs do not split")
+    assert out["query"] == "mission=tp-per-phase"
+    assert refusal_html(page.state.refusal, page.state.error) in out["html"]  # the sentence, the spec's detail folded
+    assert 'class="stf-refusal-detail"' in out["html"]
+    again = page.answer("decode_gpus", "8")  # the fix it names: then 8 works
+    assert "refusal" not in again and 'data-refused' not in again["html"]
+    assert "refusal" not in page.answer("decode_tp", "8")
 
 
 def test_the_live_page_at_the_last_address_counts_the_students_change_once():
@@ -132,4 +147,6 @@ def test_a_refusal_before_any_change_shows_the_first_view():
     assert page.state.result is None
     out = page.answer("prefill_gpus", "2")  # greyed out while the fleet is colocated
     assert out["refusal"] == "Not changed: prefill_gpus is not a control this view can change."
-    assert out["query"] == f"mission={MISSION}" and out["html"] == first_view_html(f"mission={MISSION}")
+    note = f'<div style="margin:4px 10px">{refusal_html(out["refusal"], "")}</div>'
+    assert out["query"] == f"mission={MISSION}"
+    assert out["html"].replace(note, "", 1) == first_view_html(f"mission={MISSION}")

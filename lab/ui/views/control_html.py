@@ -9,7 +9,8 @@ from lab.core.missions import CONTROL_PATHS, CONTROL_REQUIRES, CONTROL_SPECS, co
 
 from ..words.control_words import control_words
 
-__all__ = ["EMBED_CONTROL_FLEX", "LOCK_SVG", "idle_reason", "idle_hint_html", "locked_html", "slider_notches"]
+__all__ = ["EMBED_CONTROL_FLEX", "LOCK_SVG", "carried_html", "idle_reason", "idle_hint_html", "locked_html",
+           "slider_notches"]
 
 # What a greyed-out control waits for, beyond the layout (CONTROL_REQUIRES' field and value).
 REQUIRES_WORDS = {("fleet.dispatch", "length_split"): ("routing by length", "length split"),
@@ -130,3 +131,10 @@ def slider_notches(mission, scenario, settings, name):
         if hi > lo:
             return lo, hi, step
     return own
+
+
+def carried_html(state):
+    """The line saying which greyed-out tp controls a layout switch set too (LabState.carried), or ''."""
+    if not state.carried or state.error:
+        return ""
+    return f'<p class="stf-notes stf-carried" role="status">{html.escape(state.carried)}</p>'

@@ -24,7 +24,7 @@ from ..catalog import SANDBOX_ID, TRACE_SOURCES
 from ..words.control_words import CHOICE_LABELS, UNITS, ZERO_WORDS, format_value
 from ..words.refusal import refusal_html
 from ..words.theme import CSS, INERT_STYLE, LIVE_STYLE, PALETTE, SLIDER_CSS
-from .control_html import EMBED_CONTROL_FLEX, idle_hint_html, locked_html, slider_notches
+from .control_html import EMBED_CONTROL_FLEX, carried_html, idle_hint_html, locked_html, slider_notches
 
 __all__ = ["Controls", "EMBED_CONTROL_FLEX", "idle_hint_html", "locked_html", "replay_html",
            "sources_html"]
@@ -226,8 +226,7 @@ class Controls:
         self.locked.visible = bool(self.locked.object)
         self.error.object = refusal_html(state.refusal, state.error)
         self.error.visible = bool(state.error)
-        self.carried.object = (f'<p class="stf-notes stf-carried" role="status">{html.escape(state.carried)}</p>'
-                               if state.carried and not state.error else "")
+        self.carried.object = carried_html(state)
         self.carried.visible = bool(self.carried.object)
         # Looks and acts disabled at the start, by style only: toggling `disabled` makes Bokeh
         # re-render the button and re-lay out the whole page on every first step off the start.
