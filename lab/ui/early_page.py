@@ -13,7 +13,8 @@ One early page per worker (this module's `_page`); under `lab serve` there is no
 `claim` does nothing.
 
     start(query, missions_dir=None)   the view of lab.html?QUERY, ready for changes
-    answer(name, raw) -> dict         {"query", "html"} after the change, or {"refusal", "query", "html"}
+    answer(name, raw) -> dict         {"query", "html"} after the change ("error" too if its run
+                                      failed), or {"refusal", "query", "html"} when it was not made
     claim(state)                      the live page's state takes the student's touch
 """
 
@@ -29,12 +30,12 @@ _page = None
 
 
 class EarlyPage:
-    """lab.html?QUERY's state after its first run, changed control by control."""
+    """lab.html?QUERY's state, changed control by control (its first run made by the first change)."""
 
     def __init__(self, query, missions_dir=None):
         self.catalog = get_catalog(missions_dir)
         # Not run yet: the page shows this run already (pre-rendered), and the first change
-        # needs its own; so the controls work a run sooner (about 0.15 s in the browser).
+        # needs its own; so the controls work a run sooner.
         self.state = LabState.from_query(self.catalog, "?" + query)
         self.embed = is_embed(query)
         self.query = query
@@ -51,10 +52,10 @@ class EarlyPage:
             return self._refused(f"Not changed: {short_label(state.mission, name)}: {why}.")
         if not state.change(name, value):  # (the spec refused it: its words and detail, as the live page shows them)
             return self._refused(state.refusal or state.error, refusal_html(state.refusal, state.error))
-        if not self._run():
-            return self._refused(state.run_error)
+        self._run()  # (a run that fails says why where its metrics would be, as on the live page)
         self.query = state.search(self.embed)[1:]
-        return {"query": self.query, "html": view_html(state, self.catalog, self.query, self.embed, early=True)}
+        out = {"query": self.query, "html": view_html(state, self.catalog, self.query, self.embed, early=True)}
+        return dict(out, error=state.run_error) if state.run_error else out
 
     def _run(self):
         """Simulate and judge the current settings, the window where the live page opens it."""
@@ -68,7 +69,7 @@ class EarlyPage:
     def _refused(self, why, note=None):
         """The answer to a change not made: `why` for the bar, and the view as it was with the
         note under its controls (`note`, or `why` as one)."""
-        if self.state.result is None:
+        if self.state.result is None and not self.state.run_error:
             self._run()  # (the start's run, not made yet: the view is drawn from it)
         note = refusal_html(why, "") if note is None else note
         return {"refusal": why, "query": self.query,

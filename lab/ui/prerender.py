@@ -38,7 +38,7 @@ from .state import WINDOW_S
 from .timeline.legend import keys_html, legend_html
 from .url_state import parse_search
 from .views.control_html import EMBED_CONTROL_FLEX, carried_html, idle_hint_html, locked_html, slider_notches
-from .views.metrics_html import STARS_CSS, metrics_html, stars_html
+from .views.metrics_html import STARS_CSS, metrics_html, run_error_html, stars_html
 from .words.control_words import CHOICE_LABELS, format_value
 from .words.figures import model_words
 from .words.theme import HUB_CSS, PALETTE
@@ -433,7 +433,8 @@ def view_html(state, catalog, query, embed, stamp="", early=False, note=""):
                    f'{timelines}</div><div style="margin:0 4px">{_status_html(state, embed, early)}</div></div>'
                    f'<div style="margin:0 4px">{legend}</div>{canvas_html(state, embed)}{play_bar}{keys}</div>')
     metrics = (f'<div class="stf-metrics-pane{" stf-metrics-compact" if embed else ""}">'
-               f'{metrics_html(state.metrics, s) if state.metrics else ""}</div>')
+               f'{metrics_html(state.metrics, s) if state.metrics else run_error_html(state.run_error) if state.run_error else ""}'
+               '</div>')
     star_rows = stars_html(m, state.metrics, state.stars_now, state.saved_stars, counting=state.touched,
                            from_link=state.from_link)
     stars = (f'<div class="stf-stars-pane{" stf-stars-compact" if embed else ""}">{star_rows}</div>'

@@ -406,7 +406,7 @@
       state.timeline.push({ stage: "early-view", done: 1, total: 1, detail: focused, ms: Math.round(performance.now()) });
       nextFrame().then(function () { mark("early-painted"); });
     }
-    if (msg.refusal) setDetail(msg.refusal);
+    if (msg.refusal || msg.error) setDetail(msg.refusal || "The simulation could not run: " + msg.error);
     var next = early.waiting;
     early.waiting = null;
     if (next && early.state === "open") sendChange(next.name, next.value);

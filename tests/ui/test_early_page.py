@@ -150,3 +150,23 @@ def test_a_refusal_before_any_change_shows_the_first_view():
     note = f'<div style="margin:4px 10px">{refusal_html(out["refusal"], "")}</div>'
     assert out["query"] == f"mission={MISSION}"
     assert out["html"].replace(note, "", 1) == first_view_html(f"mission={MISSION}")
+
+
+def test_a_run_that_fails_says_why_where_its_metrics_would_be(monkeypatch):
+    """As on the live page: the controls at the new setting (and the address), the run's error
+    where the metrics would be; the next change runs again."""
+    import time
+
+    from lab.ui.views.metrics_html import run_error_html
+
+    page = early_page.start(f"mission={MISSION}")
+    real = LabState.simulate
+    monkeypatch.setattr(LabState, "simulate", lambda self, work=None: self._failed("the run broke", time.perf_counter()))
+    out = page.answer("gpus", "6")
+    assert out["error"] == "the run broke" and out["query"] == f"mission={MISSION}&gpus=6"
+    assert run_error_html("the run broke") in out["html"] and 'id="stf-fv-gpus" min="2" max="8" step="1" value="6"' in out["html"]
+    assert page.answer("prefill_gpus", "2")["refusal"]  # greyed out: refused, the view as it was, no run tried
+    monkeypatch.setattr(LabState, "simulate", real)
+    again = page.answer("gpus", "5")
+    assert "error" not in again and "data-run-error" not in again["html"] and metrics_html(
+        _live(again["query"]).metrics, page.state.scenario) in again["html"]
