@@ -307,9 +307,10 @@
       var path = e.composedPath ? e.composedPath() : [];
       if (path.some(function (el) { return el.hasAttribute && el.hasAttribute("data-control"); })) return;
     }
-    setDetail(early.state === "open"
-      ? "Only the fleet's controls work yet: the rest comes with the lab (step " + STAGES.length + "). Nothing was changed."
-      : "Not yet: the controls work in a moment. Nothing was changed.");
+    setDetail({
+      open: "Only the fleet's controls work yet: the rest comes with the lab (step " + STAGES.length + "). Nothing was changed.",
+      closed: "The lab is starting: everything works in a moment. Nothing was changed.",
+    }[early.state] || "Not yet: the controls work in a moment. Nothing was changed.");
     loader.classList.remove("stf-nudge");
     void loader.offsetWidth;  // restart the flash
     loader.classList.add("stf-nudge");
@@ -426,7 +427,7 @@
     setControls(early.state === "open");
     var again = null;
     if (focusKey) {
-      again = root.querySelector('[data-control="' + focusKey[0] + '"] ' + (focusKey[1] === null ? "input"
+      again = root.querySelector('[data-control="' + CSS.escape(focusKey[0]) + '"] ' + (focusKey[1] === null ? "input"
         : 'button[data-value="' + CSS.escape(focusKey[1]) + '"]'));
       if (again) again.focus();
     }
