@@ -219,11 +219,13 @@ class AuthorApp:
             where = sorted({s.title for s in SECTIONS if v.errors.get(s.key)} | ({"the mission"} if v.errors.get("") else set()))
             text = (f"{v.count} mistake{'' if v.count == 1 else 's'}, in {', '.join(where)}: each is shown under its field. "
                     "The start runs once there are none.")
-            self.summary.object = f'<p class="stf-author-summary bad" role="status">{html.escape(text)}</p>'
-            self.a11y.say(text)
+            # The panes that go with the verdict first, its summary last: the page gets them in
+            # this order, so a summary on screen never sits beside the last draft's play link.
             self.start_pane.object = ""
             self.blame_pane.object = ""
             self._set_links(None)
+            self.summary.object = f'<p class="stf-author-summary bad" role="status">{html.escape(text)}</p>'
+            self.a11y.say(text)
             return
         self._set_links(code)
         self.summary.object = '<p class="stf-author-summary" role="status">No mistakes. Running the start…</p>'
