@@ -8,17 +8,20 @@ its first run is in.
 
 It is the live page's first view, not a picture of it: the same deterministic run (same
 scenario and seed: identical results in CPython and Pyodide), through the same functions
-the live views use: the canvas's layers (`run_layers`, `step_layers`, `overview_data`: the steps, their colours, the rows'
-geometry and labels), `legend_html`, `metrics_html` and `stars_html`; the window the live
-page opens at (`first_window`). The controls are shown at their starting values, not live.
-None of it imports Panel or Bokeh (numpy, param and the lab's state only; a test holds it), so
-the view can also be drawn in the browser before Panel's import is over.
+the live views use: the canvas's layers (`run_layers`, `step_layers` for the window's steps,
+`overview_data`: the steps, their colours, the rows' geometry and labels), `legend_html`,
+`metrics_html` and `stars_html`; the window the live page opens at (`first_window`). The
+controls show their starting values, as real controls, disabled until the worker can answer
+them (early_page.py, which draws the view again after each change with `view_html`). None of
+it imports Panel or Bokeh (numpy, param and the lab's state only; a test holds it), so the
+view can also be drawn in the browser before Panel's import is over.
 
 Only a mission at its starting controls gets one (the address `?mission=ID`, optionally with
 `embed=1`: the blog iframe's 700 x 760 layout is its own file). Any other address loads the
 normal way; so does a file that is missing, from another build or unreadable (loader.js).
 
     first_view_html(query, missions_dir=None, stamp="") -> str   (one page's file)
+    view_html(state, catalog, query, embed, ...) -> str             (the same, of a state after its run)
     prerender_name(mission_id, embed=False) -> "prerender/ID[.embed].html"
 """
 
