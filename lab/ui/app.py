@@ -81,7 +81,7 @@ from .state import LabState
 from .timeline import collector
 from .timeline.canvas import Canvas, legend_html
 from .timeline.paint_speed import PaintSpeed
-from .url_state import parse_pin, parse_search, parse_settings
+from .url_state import is_embed, parse_pin, parse_search, parse_settings
 from .views.blame_view import BlameView
 from .views.controls import Controls
 from .views.metrics_view import MetricsView, StarsView
@@ -128,7 +128,7 @@ class LabApp:
     def __init__(self, catalog, search=""):
         params = parse_search(search)
         self.catalog = catalog
-        self.embed = params.get("embed", "").lower() in ("1", "true", "yes")
+        self.embed = is_embed(params)
         self.state = LabState.from_query(catalog, search)
         early_page.claim(self.state)  # (the static site: settings the student chose before this page was built)
         self.state.busy = True  # the first run is on its way

@@ -19,9 +19,9 @@ One early page per worker (this module's `_page`); under `lab serve` there is no
 """
 
 from .catalog import get_catalog
-from .prerender import first_window, is_embed, view_html
+from .prerender import first_window, view_html
 from .state import LabState
-from .url_state import parse_value
+from .url_state import is_embed, parse_search, parse_value
 from .words.refusal import refusal_html, short_label
 
 __all__ = ["EarlyPage", "start", "answer", "claim"]
@@ -37,7 +37,7 @@ class EarlyPage:
         # Not run yet: the page shows this run already (pre-rendered), and the first change
         # needs its own; so the controls work a run sooner.
         self.state = LabState.from_query(self.catalog, "?" + query)
-        self.embed = is_embed(query)
+        self.embed = is_embed(parse_search("?" + query))
         self.query = query
 
     def answer(self, name, raw):

@@ -39,14 +39,14 @@ from .data.canvas_data import (AXIS_PX, EMBED_FRAME_MAX_PX, EMBED_ROW_PX, FRAME_
                                run_layers, split_label, step_layers)
 from .state import WINDOW_S
 from .timeline.legend import keys_html, legend_html
-from .url_state import parse_search
+from .url_state import is_embed, parse_search
 from .views.control_html import EMBED_CONTROL_FLEX, carried_html, idle_hint_html, locked_html, slider_notches
 from .views.metrics_html import STARS_CSS, metrics_html, run_error_html, stars_html
 from .words.control_words import CHOICE_LABELS, format_value
 from .words.figures import model_words
 from .words.theme import HUB_CSS, PALETTE
 
-__all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "is_embed", "prerender_name", "view_html", "view_state"]
+__all__ = ["PRERENDER_FORMAT", "first_view_html", "first_window", "prerender_name", "view_html", "view_state"]
 
 # Bumped when the file's shape changes; loader.js ignores a file with another format.
 PRERENDER_FORMAT = 3
@@ -402,12 +402,7 @@ def first_view_html(query, missions_dir=None, stamp=""):
     """lab.html?QUERY's first view: one HTML fragment (with its own styles) that loader.js puts
     in a shadow root. The root carries the stamp and format loader.js checks, and the query."""
     state, catalog = view_state(query, missions_dir)
-    return view_html(state, catalog, query, is_embed(query), stamp)
-
-
-def is_embed(query):
-    """Whether lab.html?QUERY is the blog iframe's layout (`embed=1`)."""
-    return parse_search("?" + query).get("embed", "").lower() in ("1", "true", "yes")
+    return view_html(state, catalog, query, is_embed(parse_search("?" + query)), stamp)
 
 
 def view_html(state, catalog, query, embed, stamp="", early=False, note=""):

@@ -68,6 +68,11 @@ def parse_search(search):
     return out
 
 
+def is_embed(params):
+    """Whether an address's params (parse_search's) ask for the blog iframe's layout (`embed=1`)."""
+    return params.get("embed", "").lower() in ("1", "true", "yes")
+
+
 def query_note(search):
     """The note for an address longer than parse_search reads, or None."""
     if not isinstance(search, str):
