@@ -273,6 +273,17 @@ new MutationObserver((records, observer) => {
 }).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-early"] });
 """
 
+
+def _early_figures(which, steps):
+    """A load's seconds to the first view's controls working and, with --first-change, to that
+    change on screen, and its wait (`steps`: _steps of its timeline; {} without them)."""
+    out = {f"{which}_controls_s": round(steps["early-ready"] / 1000, 2)} if "early-ready" in steps else {}
+    if "early-painted" in steps:
+        out[f"{which}_answered_s"] = round(steps["early-painted"] / 1000, 2)
+        out[f"{which}_answer_wait_s"] = round((steps["early-painted"] - steps["early-change"]) / 1000, 2)
+    return out
+
+
 def _load_lab(ctx, url, first_change=False):
     """Open the static lab in `ctx`: (page, seconds to the first simulated canvas, seconds to
     interactive, the loader's timeline in ms since navigation).
@@ -600,10 +611,7 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                 warm_bytes = _settled_bytes(log) - cold_bytes
                 pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
                               "cold_interactive_s": round(cold_live_s, 2), "warm_interactive_s": round(warm_live_s, 2),
-                              **{f"{w}_{k}_s": round(_steps(tl)[step] / 1000, 2) for w, tl in (("cold", cold_tl), ("warm", warm_tl))
-                                 for k, step in (("controls", "early-ready"), ("answered", "early-painted")) if step in _steps(tl)},
-                              **{f"{w}_answer_wait_s": round((_steps(tl)["early-painted"] - _steps(tl)["early-change"]) / 1000, 2)
-                                 for w, tl in (("cold", cold_tl), ("warm", warm_tl)) if "early-painted" in _steps(tl)},
+                              **_early_figures("cold", _steps(cold_tl)), **_early_figures("warm", _steps(warm_tl)),
                               "prerendered": "prerendered" in _steps(cold_tl), "cold_bytes": cold_bytes,
                               "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
                               "warm_steps_ms": _steps(warm_tl), "cold_largest": largest, "main_thread_ms": work})
@@ -729,7 +737,7 @@ def main(argv=None):
         if len(load["pairs"]) > 1:
             figures = (("_s", "first simulated canvas"), ("_controls_s", "the first view's controls work"),
                     ("_answered_s", "a change answered on the first view (--first-change)"),
-                    ("_answer_wait_s", "that change's wait, key to its view painted"), ("_interactive_s", "interactive"))
+                    ("_answer_wait_s", "that change's wait, change to its view painted"), ("_interactive_s", "interactive"))
             for key, what in figures:
                 if any("cold" + key not in q or "warm" + key not in q for q in load["pairs"]):
                     continue

@@ -1,6 +1,7 @@
 """The controls' words as HTML, no Panel: why a greyed-out control does nothing and when it
-would matter, and the list of the settings a mission keeps locked. The live sidebar
-(controls.py) and the pre-rendered first view (prerender.py) show the same lines."""
+would matter, the list of the settings a mission keeps locked, the tp controls a layout switch
+set too, and a slider's notches. The live sidebar (controls.py) and the pre-rendered first
+view (prerender.py) show the same lines and notches."""
 
 import html
 import math
