@@ -19,9 +19,10 @@ from lab.core.metrics import (RangeMax, percentile, pooled_gaps, prefix_metrics,
 from lab.core.result import GpuLog
 from lab.core.spec import MAX_DURATION_S, MAX_GPUS, MAX_REQUESTS
 
-# The engine's collector handling (moving a run's lists to the oldest generation, nothing
-# collected while the page holds the collector) is for CPython's generational collector, as
-# Pyodide runs it; PyPy's collector is another design, with neither generations nor callbacks.
+# The engine's collector handling (held off through a run and its metrics, a run's lists moved
+# to the oldest generation, nothing collected while the page holds the collector) is for
+# CPython's generational collector, as Pyodide runs it; PyPy's collector is another design,
+# with neither generations nor callbacks, and is left alone (lab/core/collector.py).
 CPYTHON_COLLECTOR = pytest.mark.skipif(platform.python_implementation() != "CPython",
                                        reason="CPython's generational collector (PyPy's has no generations)")
 
@@ -399,6 +400,58 @@ def test_a_runs_step_lists_start_in_the_collectors_oldest_generation():
     assert all(id(log.end_t) in oldest and id(log.decode_seqs) in oldest for log in result.gpus)
     assert all(id(rec) in oldest for rec in result.requests[:10])
     del junk
+
+
+def _collections_during(work):
+    """The generations of the collections `work()` set off, and what it returned."""
+    collections = []
+    callback = lambda phase, info: phase == "start" and collections.append(info["generation"])  # noqa: E731
+    gc.callbacks.append(callback)
+    try:
+        out = work()
+    finally:
+        gc.callbacks.remove(callback)
+    return collections, out
+
+
+@CPYTHON_COLLECTOR
+def test_a_run_and_its_metrics_hold_the_collector_off_and_switch_it_back_on():
+    # lab/core/collector.py: the one young collection that moves the run's lists, then none
+    # until summarize has returned; the collector is on again after each.
+    assert gc.isenabled()
+    scenario = load_scenario(SCENARIOS["disaggregated"])
+    threshold = gc.get_threshold()
+    gc.set_threshold(10)  # (every ten new tracked objects would set a collection off)
+    try:
+        during_run, result = _collections_during(lambda: simulate(scenario))
+        assert gc.isenabled()
+        during_metrics, metrics = _collections_during(lambda: summarize(result, numpy=False))
+        assert gc.isenabled()
+    finally:
+        gc.set_threshold(*threshold)
+    # the move, then at most the one young collection put off, as the collector comes back on
+    assert during_run in ([1], [1, 0])
+    assert during_metrics in ([], [0]) and metrics["requests"] == len(result.requests) > 100
+
+
+@CPYTHON_COLLECTOR
+def test_the_collector_is_on_again_after_a_run_that_failed(monkeypatch):
+    def fail(simulated_s, arrivals_end_s):
+        raise KeyboardInterrupt  # (as a student's Ctrl-C in `lab run`)
+
+    monkeypatch.setattr(engine, "PROGRESS_ARRIVALS", 10)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(load_scenario(SCENARIOS["disaggregated"]), progress=fail)
+    assert gc.isenabled()
+
+
+def test_only_cpythons_collector_is_held_off_during_a_run(monkeypatch):
+    # Under PyPy the collector frees everything (no reference counting): left on.
+    seen = []
+    monkeypatch.setattr(engine, "PROGRESS_ARRIVALS", 10)
+    simulate(load_scenario(SCENARIOS["disaggregated"]), progress=lambda *_: seen.append(gc.isenabled()))
+    assert seen and set(seen) == {percentiles.PYPY}
+    assert gc.isenabled()
 
 
 @CPYTHON_COLLECTOR

@@ -39,6 +39,7 @@ from heapq import heappop, heappush
 from . import kv_policy
 from .arrivals import Arrivals
 from .batching import Batching
+from .collector import held_off
 from .cost import pool_costs
 from .events import ARRIVAL, BOUNDARY, INF, LANDED, LINK, PLAN
 from .link import FifoWire, stream_alone
@@ -122,16 +123,16 @@ def simulate(scenario, requests=None, progress=None):
     """Run `scenario`; `requests` ([(arrival, prompt, output)] or [(arrival, prompt, output,
     hash_ids)]) overrides its workload. `progress(simulated_s, arrivals_end_s)`, if given, is
     called every PROGRESS_ARRIVALS arrivals (a long run's CLI shows it; it changes nothing)."""
-    if requests is None:
-        requests = generate_requests(scenario.workload, scenario.seed)
-    simulation = _Simulation(scenario, requests, progress)
-    # Its records and step lists live to the end of the run. One young collection now moves
-    # them, empty, to the collector's oldest generation; otherwise they stay young as they
-    # grow and every collection the run sets off walks them (docs/architecture.md "Scale"). With the
-    # collector off (the lab page holds it during a run's first half) the run sets off none.
-    if gc.isenabled():
-        gc.collect(1)
-    return simulation.run()
+    with held_off() as holding:  # (no collections during the run: lab/core/collector.py)
+        if requests is None:
+            requests = generate_requests(scenario.workload, scenario.seed)
+        simulation = _Simulation(scenario, requests, progress)
+        if holding:
+            # Its records and step lists live to the end of the run: moved now, the lists
+            # still empty, to the oldest generation, the collections after the run do not walk
+            # them (docs/architecture.md "Scale").
+            gc.collect(1)
+        return simulation.run()
 
 
 class _Simulation(Arrivals, Batching, RoleChanges):
@@ -578,8 +579,8 @@ class _Simulation(Arrivals, Batching, RoleChanges):
                     if due <= last:
                         stop = due - 1
             context += decoding
-            done = finish_at.pop(step, None)
-            if done:
+            if step in finish_at:
+                done = finish_at.pop(step)
                 records = self.records
                 held = gpu.held
                 block = self.block

@@ -39,6 +39,7 @@ from array import array
 from operator import sub
 
 from . import fast_metrics, kv
+from .collector import held_off
 from .cost import energy_by_role, pool_costs, role_time
 from .planner import busy_in_window
 from .percentiles import percentile, time_weighted_percentiles, weighted_percentile
@@ -601,6 +602,7 @@ def _first_gaps_of(result, records):
     return values, firsts
 
 
+@held_off()  # (no collections while it reads the run: lab/core/collector.py)
 def summarize(result, rows=None, numpy=None):
     """The fleet metrics, keyed by METRIC_NAMES then RUN_NAMES (None where undefined).
     `rows`: the run's `request_metrics`, when the caller has them (their values are used).
