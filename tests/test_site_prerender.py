@@ -233,6 +233,19 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         context.close()
 
 
+# The lab's control (its stf-control-* class) that holds the keyboard's focus, through Bokeh's
+# shadow roots, or null.
+FOCUSED_CONTROL = """() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  for (; el; el = el.parentElement || (el.getRootNode() && el.getRootNode().host)) {
+    const name = [...(el.classList || [])].find((c) => c.startsWith("stf-control-"));
+    if (name) return name;
+  }
+  return null;
+}"""
+
+
 def test_the_first_views_controls_work_before_the_live_page(browser, site):
     """Once the worker can answer them, the first view's controls run: the view of the new
     settings, the address with them; by keys too, the focus kept; a click elsewhere on the view
@@ -276,6 +289,7 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         view.get_by_text("▶ Play").click()
         expect(page.locator("#stf-loader-detail")).to_contain_text("Only the fleet's controls work yet")
         assert page.evaluate(views) == 2 and page.url.endswith("&decode_gpus=2")
+        decode.focus()  # (the click took the focus off it) the student goes back to the slider
         panel_wheel.release()
 
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
@@ -285,6 +299,13 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         assert {k: _text(page, "#stf-live", SHOWN[k]) for k in shown} == shown  # the same run, the same numbers
         assert page.url.endswith("&layout=disaggregated&decode_gpus=2")
         assert "Stars count once you change a control" not in _text(page, "#stf-live", SHOWN["stars"])
+        # The keyboard's focus, on the decode slider when the view closed, is on the live page's
+        # decode slider: the next key press moves it.
+        assert page.evaluate("() => STFLoader.state.timeline.filter((e) => e.stage === 'focus').map((e) => e.detail)") == [
+            "decode_gpus"]
+        assert page.evaluate(FOCUSED_CONTROL) == "stf-control-decode_gpus"
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => window.location.search.endsWith('&decode_gpus=3')", timeout=120_000)
         assert errors == []
     finally:
         context.close()

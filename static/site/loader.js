@@ -46,7 +46,7 @@
   // loading screen, no error.
   var prerender = { file: prerenderFile(), container: null, live: null, shown: false };
   // Its controls, once the worker answers them ("the first view's controls" below).
-  var early = { state: "off", seq: 0, busy: false, waiting: null, asked: false, html: null };
+  var early = { state: "off", seq: 0, busy: false, waiting: null, asked: false, html: null, focus: null };
   var prerenderReady = prerender.file ? fetchPrerender(prerender.file) : Promise.resolve(null);
 
   function scriptSource(url) {
@@ -290,6 +290,7 @@
     nextFrame().then(function () {
       if (prerender.live) prerender.live.style.top = "";
       dropPrerender();
+      handFocus();
       if (prerender.swap) prerender.swap();
     });
   }
@@ -443,6 +444,7 @@
     early.busy = false;
     early.waiting = null;
     if (lost && early.html) replaceView(early.html);
+    early.focus = focusedControl();
     setControls(false);
     if (prerender.container) {
       prerender.container.inert = true;
@@ -450,6 +452,57 @@
     }
     if (lost) setDetail("Not taken: the lab is starting. Nothing was changed.");
     setPrerenderTitle();
+  }
+
+  // The first view's control that has the keyboard's focus as the view closes: {name, label}
+  // (label: a button's words; null for a slider), or null.
+  function focusedControl() {
+    var root = viewRoot();
+    var active = root && root.activeElement;
+    var control = active && active.closest("[data-control]");
+    if (!control) return null;
+    return { name: control.getAttribute("data-control"), label: active.tagName === "BUTTON" ? active.textContent.trim() : null };
+  }
+
+  // The view goes inert as it closes and takes the focus with it: once the live page has taken
+  // its place, the focus goes to the same control there (the button with the same words, or the
+  // slider's handle), unless the student has put it somewhere since. A keyboard user goes on
+  // where they were. The timeline's "focus" moment says on which control, for the tests.
+  function handFocus() {
+    var want = early.focus;
+    early.focus = null;
+    var active = document.activeElement;
+    if (!want || (active && active !== document.body && active !== document.documentElement)) return;
+    var host = deepQuery(prerender.live || document, ".stf-control-" + CSS.escape(want.name));
+    var root = host && host.shadowRoot;
+    if (!root) return;
+    var target = null;
+    if (want.label === null) {
+      target = root.querySelector(".noUi-handle");
+    } else {
+      var buttons = root.querySelectorAll("button");
+      for (var i = 0; i < buttons.length && !target; i++) {
+        if (buttons[i].textContent.trim() === want.label) target = buttons[i];
+      }
+    }
+    if (!target) return;
+    target.focus();
+    state.timeline.push({ stage: "focus", done: 1, total: 1, detail: want.name, ms: Math.round(performance.now()) });
+  }
+
+  // The first element matching `selector` under `root`, looking into shadow roots too (Bokeh
+  // draws each view in its own).
+  function deepQuery(root, selector) {
+    var found = root.querySelector(selector);
+    if (found) return found;
+    var all = root.querySelectorAll("*");
+    for (var i = 0; i < all.length; i++) {
+      if (all[i].shadowRoot) {
+        found = deepQuery(all[i].shadowRoot, selector);
+        if (found) return found;
+      }
+    }
+    return null;
   }
 
   var HINTS = {
