@@ -233,13 +233,13 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         context.close()
 
 
-# The lab's control (its stf-control-* class) that holds the keyboard's focus, through Bokeh's
-# shadow roots, or null.
+# The lab's control (its stf-control-* class, or stf-reset) that holds the keyboard's focus,
+# through Bokeh's shadow roots, or null.
 FOCUSED_CONTROL = """() => {
   let el = document.activeElement;
   while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
   for (; el; el = el.parentElement || (el.getRootNode() && el.getRootNode().host)) {
-    const name = [...(el.classList || [])].find((c) => c.startsWith("stf-control-"));
+    const name = [...(el.classList || [])].find((c) => c.startsWith("stf-control-") || c === "stf-reset");
     if (name) return name;
   }
   return null;
@@ -306,6 +306,54 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         assert page.evaluate(FOCUSED_CONTROL) == "stf-control-decode_gpus"
         page.keyboard.press("ArrowRight")
         page.wait_for_function("() => window.location.search.endsWith('&decode_gpus=3')", timeout=120_000)
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_the_first_views_back_to_the_start_works_before_the_live_page(browser, site):
+    """"↺ Back to the start" on the first view, once its controls work: greyed at the start, it
+    takes a change back (the view and the address of the mission's start), by a click or a key,
+    and keeps the focus; the live page opens at the start with the focus on its own reset button."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    panel_wheel = Held(context, PANEL_WHEEL)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    view = page.locator("#stf-prerender")
+    views = "() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view')"
+    try:
+        page.goto(site.url(f"lab.html?mission={MISSION}"))
+        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
+        start = _text(page, "#stf-prerender", SHOWN["metrics"])
+        reset = view.locator("button[data-reset]")
+        expect(reset).to_have_attribute("aria-disabled", "true")  # nothing to undo yet
+        reset.click(force=True)  # (greyed: nothing happens, and it is a control: no nudge)
+        view.get_by_role("button", name="Split (prefill | decode)").click()
+        page.wait_for_function(f"() => ({views})().length === 1", timeout=60_000)
+        assert page.url.endswith("&layout=disaggregated")
+        expect(view.locator("button[data-reset]")).not_to_have_attribute("aria-disabled", "true")
+        view.locator("button[data-reset]").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"() => ({views})().length === 2", timeout=60_000)
+        assert page.url.endswith(f"lab.html?mission={MISSION}")
+        assert page.evaluate(f"() => ({views})().map((e) => e.detail)") == ["layout", "reset"]  # the focus kept on each
+        expect(view.locator("button[data-reset]")).to_have_attribute("aria-disabled", "true")
+        expect(view.locator("button[data-reset]")).to_be_focused()
+        expect(view.locator('[data-value="colocated"]')).to_have_attribute("aria-pressed", "true")
+        assert _text(page, "#stf-prerender", SHOWN["metrics"]) == start  # the start's own run again
+        assert "Only the fleet's controls" not in page.inner_text("#stf-loader-detail")
+        panel_wheel.release()
+
+        page.wait_for_selector(LOADED, state="attached", timeout=600_000)
+        assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
+        assert page.url.endswith(f"lab.html?mission={MISSION}")
+        assert _text(page, "#stf-live", SHOWN["metrics"]) == start
+        assert page.evaluate(FOCUSED_CONTROL) == "stf-reset"
+        # The student's way back counted as their change, as on the live page: stars count.
+        assert "Stars count once you change a control" not in _text(page, "#stf-live", SHOWN["stars"])
         assert errors == []
     finally:
         context.close()

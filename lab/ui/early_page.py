@@ -14,7 +14,8 @@ One early page per worker (this module's `_page`); under `lab serve` there is no
 
     start(query, missions_dir=None)   the view of lab.html?QUERY, ready for changes
     answer(name, raw) -> dict         {"query", "html"} after the change ("error" too if its run
-                                      failed), or {"refusal", "query", "html"} when it was not made
+                                      failed), or {"refusal", "query", "html"} when it was not made;
+                                      name RESET: "↺ Back to the start"
     claim(state)                      the live page's state takes the student's touch
 """
 
@@ -24,8 +25,9 @@ from .state import LabState
 from .url_state import is_embed, parse_search, parse_value
 from .words.refusal import refusal_html, short_label
 
-__all__ = ["EarlyPage", "start", "answer", "claim"]
+__all__ = ["EarlyPage", "start", "answer", "claim", "RESET"]
 
+RESET = "reset"  # the name loader.js sends for "↺ Back to the start" (no control has it: a test checks)
 _page = None
 
 
@@ -45,12 +47,18 @@ class EarlyPage:
         address's query and view, or, when the change is refused, why (plain text) with the
         view as it was (so a moved slider goes back)."""
         state = self.state
-        if name not in state.mission.controls or not state.applies(name):
-            return self._refused(f"Not changed: {str(name)[:40]} is not a control this view can change.")
-        value, why = parse_value(state.mission.controls[name], str(raw))
-        if why:
-            return self._refused(f"Not changed: {short_label(state.mission, name)}: {why}.")
-        if not state.change(name, value):  # (the spec refused it: its words and detail, as the live page shows them)
+        if name == RESET:
+            if state.is_start:  # nothing to undo (the button is greyed then, as on the live page)
+                return self._refused("Nothing to undo: the controls are at the mission's start.")
+            changed = state.reset()
+        else:
+            if name not in state.mission.controls or not state.applies(name):
+                return self._refused(f"Not changed: {str(name)[:40]} is not a control this view can change.")
+            value, why = parse_value(state.mission.controls[name], str(raw))
+            if why:
+                return self._refused(f"Not changed: {short_label(state.mission, name)}: {why}.")
+            changed = state.change(name, value)
+        if not changed:  # (the spec refused it: its words and detail, as the live page shows them)
             return self._refused(state.refusal or state.error, refusal_html(state.refusal, state.error))
         self._run()  # (a run that fails says why where its metrics would be, as on the live page)
         self.query = state.search(self.embed)[1:]

@@ -280,10 +280,10 @@ def controls_html(state, embed=False, note=""):
     buttons (the chosen one filled), a slider as its value and bar, a control that does nothing
     in this layout greyed with the line saying when it matters, the reset button, the locked
     settings. Real buttons and range inputs (`data-control`, each button's `data-value` and
-    the input's value as the address writes them), all disabled: loader.js enables the live
-    ones once the worker can answer them (early_page.py); a greyed one stays disabled. Under
-    them, as on the live page, `note` (a refused change's, refusal_html) and the tp controls a
-    layout switch set too."""
+    the input's value as the address writes them; the reset button's `data-reset`), all
+    disabled: loader.js enables the live ones once the worker can answer them (early_page.py);
+    a greyed one stays disabled. Under them, as on the live page, `note` (a refused change's,
+    refusal_html) and the tp controls a layout switch set too."""
     items = []
     idle = []
     for name, control in state.mission.controls.items():
@@ -314,8 +314,10 @@ def controls_html(state, embed=False, note=""):
     hint = idle_hint_html(state.scenario, idle)
     hint = f'<div style="margin:0 10px 2px 10px">{hint}</div>' if hint else ""
     hint += "".join(f'<div style="margin:4px 10px">{part}</div>' for part in (note, carried_html(state)) if part)
-    # (greyed, as the live page shows it at the start; disabled: it works on the live page only)
-    reset = '<button type="button" class="stf-fv-btn stf-fv-reset" disabled>↺ Back to the start</button>'
+    # (greyed at the mission's start, where it has nothing to undo, as on the live page; disabled
+    # until loader.js enables it with the controls: early_page.RESET)
+    at_start = ' aria-disabled="true"' if state.is_start else ""
+    reset = f'<button type="button" class="stf-fv-btn stf-fv-reset" data-reset{at_start} disabled>↺ Back to the start</button>'
     locked = locked_html(state, compact=embed)
     locked = f'<div style="margin:6px 10px 0 10px">{locked}</div>' if locked else ""
     wrap = ' style="display:flex;flex-wrap:wrap"' if embed else ""
@@ -362,8 +364,9 @@ PAGE_CSS = """
 .stf-fv-control { margin: 4px 10px 0 10px; font-size: 12px; }
 .stf-fv-control.idle { opacity: .5; }
 .stf-fv-embed .stf-fv-control { flex: %(flex)s; }
-.stf-fv-reset { display: inline-block; opacity: .5; margin: 8px 10px 4px 10px; width: 150px; border-color: #ccc;
+.stf-fv-reset { display: inline-block; margin: 8px 10px 4px 10px; width: 150px; border-color: #ccc;
                 color: %(ink)s; border-radius: 4px; }
+.stf-fv-reset:disabled, .stf-fv-reset[aria-disabled="true"] { opacity: .5; }
 .stf-fv-label { margin: 4px 0; overflow-wrap: anywhere; }  /* a control's label, as .bk-slider-title */
 .stf-fv-group { display: flex; flex-wrap: wrap; }
 .stf-fv-btn { flex: 1 1 auto; text-align: center; padding: 8px 8px;  /* 31 px tall, as Bokeh's buttons */ border: 1px solid #0072B2; color: #0072B2;

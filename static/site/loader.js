@@ -306,7 +306,7 @@
     if (!loader) return;
     if (early.state === "open") {
       var path = e.composedPath ? e.composedPath() : [];
-      if (path.some(function (el) { return el.hasAttribute && el.hasAttribute("data-control"); })) return;
+      if (path.some(function (el) { return el.hasAttribute && (el.hasAttribute("data-control") || el.hasAttribute("data-reset")); })) return;
     }
     setDetail({
       open: "Only the fleet's controls work yet: the rest comes with the lab (step " + STAGES.length + "). Nothing was changed.",
@@ -334,7 +334,7 @@
 
   function setControls(enabled) {
     var root = viewRoot();
-    var els = root ? root.querySelectorAll("[data-control] button, [data-control] input") : [];
+    var els = root ? root.querySelectorAll("[data-control] button, [data-control] input, button[data-reset]") : [];
     for (var i = 0; i < els.length; i++) els[i].disabled = !enabled || !!els[i].closest(".idle");
   }
 
@@ -353,7 +353,16 @@
     setPrerenderTitle();
   }
 
+  // "↺ Back to the start" sends this name (early_page.RESET); greyed at the start (aria-disabled),
+  // it does nothing there, as on the live page.
+  var RESET = "reset";
+
   function onViewClick(e) {
+    var reset = e.target.closest && e.target.closest("button[data-reset]");
+    if (reset) {
+      if (!reset.disabled && early.state === "open" && reset.getAttribute("aria-disabled") !== "true") sendChange(RESET, "");
+      return;
+    }
     var button = e.target.closest && e.target.closest("[data-control] button[data-value]");
     if (!button || button.disabled || early.state !== "open" || button.classList.contains("on")) return;
     var siblings = button.parentNode.querySelectorAll("button");
@@ -422,17 +431,17 @@
     t.innerHTML = text;
     var view = t.content.firstElementChild;
     if (!root || !view || !view.classList.contains("stf-first")) return null;
-    var active = root.activeElement && root.activeElement.closest("[data-control]");
-    var focusKey = active && [active.getAttribute("data-control"), root.activeElement.getAttribute("data-value")];
+    var focusKey = focusedControl();
     root.replaceChildren(view);
     setControls(early.state === "open");
     var again = null;
     if (focusKey) {
-      again = root.querySelector('[data-control="' + CSS.escape(focusKey[0]) + '"] ' + (focusKey[1] === null ? "input"
-        : 'button[data-value="' + CSS.escape(focusKey[1]) + '"]'));
+      again = focusKey.name === RESET ? root.querySelector("button[data-reset]")
+        : root.querySelector('[data-control="' + CSS.escape(focusKey.name) + '"] ' + (focusKey.value === null ? "input"
+          : 'button[data-value="' + CSS.escape(focusKey.value) + '"]'));
       if (again) again.focus();
     }
-    return again && root.activeElement === again ? focusKey[0] : "";
+    return again && root.activeElement === again ? focusKey.name : "";
   }
 
   // The worker builds the live page now: the view is looked at, not used, again. A change it
@@ -454,14 +463,18 @@
     setPrerenderTitle();
   }
 
-  // The first view's control that has the keyboard's focus as the view closes: {name, label}
-  // (label: a button's words; null for a slider), or null.
+  // The first view's control that has the keyboard's focus: {name, value, label} (a button's
+  // value as the address writes it and its words; both null for a slider; name RESET for the
+  // reset button), or null.
   function focusedControl() {
     var root = viewRoot();
     var active = root && root.activeElement;
-    var control = active && active.closest("[data-control]");
+    if (!active) return null;
+    var label = active.tagName === "BUTTON" ? active.textContent.trim() : null;
+    if (active.hasAttribute("data-reset")) return { name: RESET, value: null, label: label };
+    var control = active.closest("[data-control]");
     if (!control) return null;
-    return { name: control.getAttribute("data-control"), label: active.tagName === "BUTTON" ? active.textContent.trim() : null };
+    return { name: control.getAttribute("data-control"), value: active.getAttribute("data-value"), label: label };
   }
 
   // The view goes inert as it closes and takes the focus with it: once the live page has taken
@@ -473,7 +486,7 @@
     early.focus = null;
     var active = document.activeElement;
     if (!want || (active && active !== document.body && active !== document.documentElement)) return;
-    var host = deepQuery(prerender.live || document, ".stf-control-" + CSS.escape(want.name));
+    var host = deepQuery(prerender.live || document, want.name === RESET ? ".stf-reset" : ".stf-control-" + CSS.escape(want.name));
     var root = host && host.shadowRoot;
     if (!root) return;
     var target = null;

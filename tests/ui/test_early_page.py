@@ -111,6 +111,33 @@ def test_no_change_or_other_settings_claim_nothing():
     early_page.claim(LabState.from_query(get_catalog(), "?mission=sandbox"))  # no early page: nothing happens
 
 
+def test_back_to_the_start_shows_the_missions_start_as_the_live_page_does():
+    page = early_page.start(f"mission={MISSION}")
+    page.answer("layout", "disaggregated")
+    changed = page.answer("decode_gpus", "2")
+    assert "data-reset disabled" in changed["html"]  # not greyed away from the start (disabled until loader.js enables it)
+    out = page.answer(early_page.RESET, "")
+    assert "refusal" not in out and out["query"] == f"mission={MISSION}"
+    assert 'data-reset aria-disabled="true" disabled' in out["html"]  # greyed: nothing left to undo
+    live = _live(f"mission={MISSION}")
+    assert metrics_html(live.metrics, live.scenario) in out["html"]  # the start's own run
+    assert 'data-value="colocated" aria-pressed="true"' in out["html"]
+    # At the start there is nothing to undo: the view stays, and says so.
+    again = page.answer(early_page.RESET, "")
+    assert again["refusal"] == "Nothing to undo: the controls are at the mission's start."
+    assert again["query"] == f"mission={MISSION}"
+    # The student's way back counts as their change, as on the live page: stars count.
+    state = LabState.from_query(get_catalog(), f"?mission={MISSION}")
+    early_page.claim(state)
+    assert state.touched
+
+
+def test_no_control_has_the_reset_buttons_name():
+    from lab.core.missions import CONTROL_SPECS
+
+    assert early_page.RESET not in CONTROL_SPECS
+
+
 def test_the_views_sliders_are_the_live_pages():
     """Every numeric control of every mission: the first view's range input has the live
     slider's start, end, step and value (a GPU-count slider moves in whole instances)."""
