@@ -43,9 +43,10 @@ class EarlyPage:
         self.query = query
 
     def answer(self, name, raw):
-        """Move control `name` to `raw` (its value as the address writes it) and run: the new
-        address's query and view, or, when the change is refused, why (plain text) with the
-        view as it was (so a moved slider goes back)."""
+        """Move control `name` to `raw` (its value as the address writes it), or every control
+        back to the mission's start (`name` RESET, as "↺ Back to the start" does on the live
+        page), and run: the new address's query and view, or, when the change is refused, why
+        (plain text) with the view as it was (so a moved slider goes back)."""
         state = self.state
         if name == RESET:
             if state.is_start:  # nothing to undo (the button is greyed then, as on the live page)
