@@ -6,7 +6,7 @@ garbage in cycles: what it drops, reference counting frees at once. Left on, the
 walks the young objects every 700 new ones and the older ones now and then, finding
 nothing. So `engine.simulate` and `metrics.summarize` run with it off (`held_off`); it is
 on again when they return, and what they put off happens then, once (benchmarks/README.md,
-"The conversation trace": the figures).
+"Metrics on numpy", "The collector held off": the figures).
 
 `simulate` first moves the run's records and still empty step lists to the oldest
 generation (one young collection), so the collections after the run do not walk them as
