@@ -246,6 +246,27 @@ FOCUSED_CONTROL = """() => {
 }"""
 
 
+# The loader's answers to the first view's changes (their timeline moments).
+EARLY_VIEWS = "() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view')"
+
+
+def _early_view(browser, site):
+    """The mission opened in a new context with Panel's wheel held (so the first view stays),
+    once the view's controls work: (context, the held wheel, page, its errors, the view)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        panel_wheel = Held(context, PANEL_WHEEL)
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(site.url(f"lab.html?mission={MISSION}"))
+        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
+    except Exception:
+        context.close()
+        raise
+    return context, panel_wheel, page, errors, page.locator("#stf-prerender")
+
+
 def test_the_first_views_controls_work_before_the_live_page(browser, site):
     """Once the worker can answer them, the first view's controls run: the view of the new
     settings, the address with them; by keys too, the focus kept; a click elsewhere on the view
@@ -253,16 +274,9 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
     counts them as the student's (stars)."""
     from playwright.sync_api import expect
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    panel_wheel = Held(context, PANEL_WHEEL)  # held while the view's controls are tried: the view stays
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    view = page.locator("#stf-prerender")
-    views = "() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view').length"
+    context, panel_wheel, page, errors, view = _early_view(browser, site)
+    views = f"() => ({EARLY_VIEWS})().length"
     try:
-        page.goto(site.url(f"lab.html?mission={MISSION}"))
-        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
         expect(page.locator("#stf-loader-title")).to_contain_text("The controls work")
         before = _text(page, "#stf-prerender", SHOWN["metrics"])
         split = view.get_by_role("button", name="Split (prefill | decode)")
@@ -317,16 +331,9 @@ def test_the_first_views_back_to_the_start_works_before_the_live_page(browser, s
     and keeps the focus; the live page opens at the start with the focus on its own reset button."""
     from playwright.sync_api import expect
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    panel_wheel = Held(context, PANEL_WHEEL)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    view = page.locator("#stf-prerender")
-    views = "() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view')"
+    context, panel_wheel, page, errors, view = _early_view(browser, site)
+    views = EARLY_VIEWS
     try:
-        page.goto(site.url(f"lab.html?mission={MISSION}"))
-        page.wait_for_selector('#stf-prerender[data-early="open"]', state="attached", timeout=300_000)
         start = _text(page, "#stf-prerender", SHOWN["metrics"])
         reset = view.locator("button[data-reset]")
         expect(reset).to_have_attribute("aria-disabled", "true")  # nothing to undo yet
