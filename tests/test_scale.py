@@ -458,13 +458,10 @@ def test_only_cpythons_collector_is_held_off_during_a_run(monkeypatch):
 def test_a_run_with_the_collector_off_collects_nothing():
     # The lab page switches the collector off for a run's first half (lab/ui/timeline/collector.py):
     # the run must not collect behind its back.
-    collections = []
-    callback = lambda phase, info: phase == "start" and collections.append(info["generation"])  # noqa: E731
-    gc.callbacks.append(callback)
+    scenario = load_scenario(SCENARIOS["disaggregated"])
     gc.disable()
     try:
-        simulate(load_scenario(SCENARIOS["disaggregated"]))
+        collections, _ = _collections_during(lambda: simulate(scenario))
     finally:
         gc.enable()
-        gc.callbacks.remove(callback)
     assert collections == []

@@ -295,7 +295,7 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         page.wait_for_function(f"() => ({views})() === 2", timeout=60_000)
         assert page.url.endswith("&layout=disaggregated&decode_gpus=2")
         expect(decode).to_have_attribute("value", "2")
-        focused = page.evaluate("() => STFLoader.state.timeline.filter((e) => e.stage === 'early-view').map((e) => e.detail)")
+        focused = page.evaluate(f"() => ({EARLY_VIEWS})().map((e) => e.detail)")
         assert focused == ["layout", "decode_gpus"]  # the focus stayed on the control that changed
         expect(decode).to_be_focused()
         shown = {k: _text(page, "#stf-prerender", css) for k, css in SHOWN.items() if k == "metrics"}
@@ -332,21 +332,20 @@ def test_the_first_views_back_to_the_start_works_before_the_live_page(browser, s
     from playwright.sync_api import expect
 
     context, panel_wheel, page, errors, view = _early_view(browser, site)
-    views = EARLY_VIEWS
     try:
         start = _text(page, "#stf-prerender", SHOWN["metrics"])
         reset = view.locator("button[data-reset]")
         expect(reset).to_have_attribute("aria-disabled", "true")  # nothing to undo yet
         reset.click(force=True)  # (greyed: nothing happens, and it is a control: no nudge)
         view.get_by_role("button", name="Split (prefill | decode)").click()
-        page.wait_for_function(f"() => ({views})().length === 1", timeout=60_000)
+        page.wait_for_function(f"() => ({EARLY_VIEWS})().length === 1", timeout=60_000)
         assert page.url.endswith("&layout=disaggregated")
         expect(view.locator("button[data-reset]")).not_to_have_attribute("aria-disabled", "true")
         view.locator("button[data-reset]").focus()
         page.keyboard.press("Enter")
-        page.wait_for_function(f"() => ({views})().length === 2", timeout=60_000)
+        page.wait_for_function(f"() => ({EARLY_VIEWS})().length === 2", timeout=60_000)
         assert page.url.endswith(f"lab.html?mission={MISSION}")
-        assert page.evaluate(f"() => ({views})().map((e) => e.detail)") == ["layout", "reset"]  # the focus kept on each
+        assert page.evaluate(f"() => ({EARLY_VIEWS})().map((e) => e.detail)") == ["layout", "reset"]  # the focus kept on each
         expect(view.locator("button[data-reset]")).to_have_attribute("aria-disabled", "true")
         expect(view.locator("button[data-reset]")).to_be_focused()
         expect(view.locator('[data-value="colocated"]')).to_have_attribute("aria-pressed", "true")
