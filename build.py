@@ -154,7 +154,7 @@ def _build_site(site, work, args, missions_dir, missions, panel_cdn_root, self_h
     write_worker(site, parts, pyodide_base=args.pyodide_base, pyodide_version=pyodide_version, load=load,
                  closure=closure, wheel_urls=wheel_urls, panel_cdn_root=panel_cdn_root, gzipped=gzipped)
     write_hub_and_assets(site, missions, pyodide_version)
-    build_id = write_service_worker(site, args.pyodide_base)
+    build_id = write_service_worker(site, args.pyodide_base, pyodide_version, gzipped)
     return write_build_info(
         site, build_id=build_id, pyodide_version=pyodide_version, pyodide_base=args.pyodide_base,
         pyodide_files=pyodide_files, pyodide_self_hosted=bool(args.pyodide_dir), load=load, facts=facts, parts=parts,

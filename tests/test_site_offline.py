@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 from mission_text_payloads import DANGEROUS, EASY_ID, PAYLOADS, poke, pwned, settle, write_hostile_missions
 from site_run import CANVAS, PLOTS_IN, RAN, run_lab
 from test_build import build_site
+from static_server import responses
 from test_site_browser import ARGS, CHROMIUM, KEY, Server, _cards
 
 REPO = Path(__file__).resolve().parent.parent
@@ -380,5 +381,77 @@ def test_saved_stars_and_a_control_change_reach_python_when_page_messages_are_lo
         expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=60_000)  # the split's rows
         assert page.locator('.stf-head-stars[data-earned="2"]').count() == 1
         assert errors == []
+    finally:
+        context.close()
+
+
+# Each .wasm the site's caches hold: [cache name, url, content type, bytes], read in the page.
+KEPT_WASM = """async () => {
+  const out = [];
+  for (const name of await caches.keys()) {
+    const cache = await caches.open(name);
+    for (const request of await cache.keys()) {
+      if (!request.url.endsWith(".wasm")) continue;
+      const kept = await cache.match(request);
+      out.push([name, request.url, kept.headers.get("content-type"), (await kept.arrayBuffer()).byteLength]);
+    }
+  }
+  return out;
+}"""
+
+
+def _trace_events(trace):
+    events = json.loads(trace)
+    return events.get("traceEvents", []) if isinstance(events, dict) else events
+
+
+# A stale runtime (an empty module) where a site built with another Pyodide, or before the
+# caches were named by version, kept its own: the service worker must never serve it.
+PLANT_STALE_RUNTIME = """async (runtime) => {
+  const scope = (await navigator.serviceWorker.ready).scope;
+  const base = runtime.slice(0, runtime.lastIndexOf("/") + 1);
+  for (const name of ["pyodide:", "pyodide:0.0.1:"]) {
+    const cache = await caches.open("split-the-fleet:" + scope + ":" + name + base);
+    await cache.put(runtime, new Response(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]),
+                                         { headers: { "Content-Type": "application/wasm" } }));
+  }
+}"""
+
+
+def test_a_later_visit_starts_from_the_runtimes_compiled_code(browser, site):
+    """The runtime's WebAssembly (8.6 MB; a 2.8 MB .gz on the first visit, unpacked in the worker)
+    is unpacked from that .gz and kept by the service worker on the next visit, which it serves;
+    Chromium keeps the machine code it compiles from that copy beside it, and the visit after
+    starts from that code (sw.js `unpackedRuntime`; docs/architecture.md, "The runtime's compiled
+    code"). The copy is kept under this site's Pyodide version: one kept for another version is
+    never served. The server never sends the plain file; the lab works on every visit."""
+    runtime = site.url("pyodide/pyodide.asm.wasm")
+    size = (site.root / "pyodide" / "pyodide.asm.wasm").stat().st_size
+    version = json.loads((site.root / "build-info.json").read_text(encoding="utf-8"))["pyodide"]["version"]
+    url = site.url("lab.html?mission=mixing-hurts")
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        _open_lab(page, url)  # the first visit: the service worker arrives during it, controls nothing yet
+        assert page.evaluate(KEPT_WASM) == []
+        page.evaluate(PLANT_STALE_RUNTIME, runtime)
+        page.close()
+        page = context.new_page()
+        _open_lab(page, url)
+        kept = [k for k in page.evaluate(KEPT_WASM) if f":pyodide:{version}:" in k[0]]
+        assert [k[1:] for k in kept] == [[runtime, "application/wasm", size]], kept
+        page.close()
+        browser.start_tracing(categories=["disabled-by-default-devtools.timeline"])
+        try:
+            page = context.new_page()
+            _open_lab(page, url)
+        finally:
+            events = _trace_events(browser.stop_tracing())
+        hits = [e["args"] for e in events if e.get("name") == "v8.wasm.moduleCacheHit"]
+        assert any(h.get("url") == runtime and h.get("consumedCacheSize", 0) > 100_000 for h in hits), hits
+        page.get_by_role("button", name="Split (prefill | decode)").first.click()  # and the lab runs on it
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=120_000)
+        sent = [path for _, _, path in responses(site.log)]
+        assert "/pyodide/pyodide.asm.wasm.gz" in sent and "/pyodide/pyodide.asm.wasm" not in sent, sent
     finally:
         context.close()

@@ -11,7 +11,8 @@
 //     from wheels on this site: no package index is contacted, so a self-hosted
 //     site works without internet;
 //   - Pyodide's runtime is fetched gzip-compressed where the site has .gz copies
-//     (site_build/transfer.py) and unpacked here;
+//     (site_build/transfer.py) and unpacked here, but for its WebAssembly on a visit the
+//     service worker serves (it unpacks and keeps that, so its compiled code is kept too);
 //   - progress and errors are reported to the page's loading screen
 //     ({type: "stf-progress" | "stf-error" | "stf-fetched"});
 //   - the page's address reaches Python before the app is built, so
@@ -30,6 +31,7 @@ const fetched = new Set();  // what downloaded fine: the page asks the service w
 let stage = "runtime";
 let filesDone = 0;
 let pageLocation = null;
+let pageControlled = false;  // is the page (and so this worker) served by the site's service worker? (stf-init)
 let locationArrived = null;
 const locationReady = new Promise((resolve) => { locationArrived = resolve; });
 // The page sends its address right after starting the worker; never wait forever for it.
@@ -57,8 +59,21 @@ const GZIPPED = new Set((STF.gzipped || []).map((name) => PYODIDE_BASE + name)
   .concat(STF.wheels.filter((wheel) => wheel.gz).map((wheel) => here(wheel.url))));
 const CONTENT_TYPES = { wasm: "application/wasm", js: "text/javascript", zip: "application/zip" };
 
+// The runtime's WebAssembly on a visit the site's service worker serves: the plain file,
+// which sw.js unpacks from its .gz once and keeps, so Chromium keeps the code it compiles
+// from it and the next visit starts without compiling (sw.js, `unpackedRuntime`). Unpacked
+// here instead, the response is the page's own and its compiled code is thrown away.
+const RUNTIME_WASM = PYODIDE_BASE + "pyodide.asm.wasm";
+const INIT_WAIT_MS = 1000;  // the page's stf-init is the first message; never wait long for it
+
+async function servedKept(url) {
+  if (url !== RUNTIME_WASM) return false;
+  await Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, INIT_WAIT_MS))]);
+  return pageControlled;
+}
+
 async function fetchGzipped(url, init) {
-  if (!GZIPPED.has(url) || typeof DecompressionStream !== "function") return null;
+  if (!GZIPPED.has(url) || typeof DecompressionStream !== "function" || await servedKept(url)) return null;
   let response;
   try {
     // (a .gz cannot match the plain file's integrity hash; none of these is fetched with one today)
@@ -329,6 +344,7 @@ self.onmessage = async (event) => {
   const msg = event.data;
   if (msg && msg.type === "stf-init") {
     pageLocation = typeof msg.location === "string" ? msg.location : "{}";
+    pageControlled = msg.controlled === true;
     locationArrived();
     return;
   }

@@ -700,7 +700,9 @@
       e.preventDefault();
       fail(state.stage, "The lab's worker (" + url + ") stopped: " + (e.message || "it could not be loaded"), (e.filename || "") + (e.lineno ? ":" + e.lineno : ""), "page");
     });
-    worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location) });
+    var controlled = false;
+    try { controlled = !!(navigator.serviceWorker && navigator.serviceWorker.controller); } catch (e) { /* blocked */ }
+    worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location), controlled: controlled });
     prerender.worker = worker;
     askEarly();
     slowTimer = setInterval(function () {

@@ -5,10 +5,16 @@
 //   - install: the site's shell (pages, assets, missions) goes into a cache named
 //     after this build, so a second visit works offline; a new build replaces it;
 //   - fetch: pages network-first (fresh when online, cached when not); everything
-//     else of this site, and Pyodide's files from its base URL, cache-first;
+//     else of this site, and Pyodide's files from its base URL (kept by its version),
+//     cache-first;
 //   - message {type: "stf-cache", urls}: the lab page hands over what it and its worker
 //     downloaded on the first visit (before this worker controlled it); they are taken
-//     from the browser's HTTP cache, not downloaded again.
+//     from the browser's HTTP cache, not downloaded again;
+//   - the runtime's WebAssembly (pyodide.asm.wasm), where the site also has it gzipped: the
+//     lab's worker asks for the plain file once this worker controls the page, and gets a
+//     copy unpacked here from the .gz and kept in the cache (`unpackedRuntime`), so the
+//     browser keeps the machine code it compiles from it beside that copy and a later visit
+//     starts from it (docs/architecture.md, "The runtime's compiled code").
 "use strict";
 
 const BUILD_ID = {{BUILD_ID}};
@@ -17,7 +23,12 @@ const PYODIDE_BASE = new URL({{PYODIDE_BASE}}, self.location.href).href;
 const SCOPE = self.registration.scope;
 const PREFIX = "split-the-fleet:" + SCOPE + ":";
 const SITE_CACHE = PREFIX + "site:" + BUILD_ID;
-const PYODIDE_CACHE = PREFIX + "pyodide:" + PYODIDE_BASE;
+// Pyodide's files by its version too: a site rebuilt with another Pyodide at the same address
+// must not be served the old runtime (its cache goes at the new worker's activation).
+const PYODIDE_VERSION = {{PYODIDE_VERSION}};
+const PYODIDE_CACHE = PREFIX + "pyodide:" + PYODIDE_VERSION + ":" + PYODIDE_BASE;
+const RUNTIME_WASM = PYODIDE_BASE + "pyodide.asm.wasm";
+const RUNTIME_WASM_GZ = {{RUNTIME_WASM_GZ}};  // does the site have pyodide.asm.wasm.gz (site_build/transfer.py)?
 
 function cacheFor(url) {
   if (url.startsWith(PYODIDE_BASE)) return PYODIDE_CACHE;
@@ -60,6 +71,30 @@ async function cacheFirst(request, cacheName) {
   return response;
 }
 
+// The runtime's WebAssembly as the lab's worker asks for it on a visit this worker controls:
+// the kept copy, else one unpacked from the cached (or downloaded) .gz, kept, and served
+// from the cache. Compiled from a response of the cache, the browser stores the machine
+// code it made beside the copy (Chromium's code cache for WebAssembly: a response made in
+// the page has nowhere to keep it), and the next visit skips compiling 8.6 MB. Anything
+// amiss (no .gz, no DecompressionStream, a full cache): the plain file, cache-first.
+async function unpackedRuntime(request) {
+  const cache = await caches.open(PYODIDE_CACHE);
+  const kept = await cache.match(RUNTIME_WASM);
+  if (kept) return kept;
+  if (RUNTIME_WASM_GZ && typeof DecompressionStream === "function") {
+    try {
+      const gz = await cacheFirst(new Request(RUNTIME_WASM + ".gz"), PYODIDE_CACHE);
+      if (gz.ok && gz.body) {
+        await cache.put(RUNTIME_WASM, new Response(gz.body.pipeThrough(new DecompressionStream("gzip")),
+          { status: 200, headers: { "Content-Type": "application/wasm" } }));
+        const copy = await cache.match(RUNTIME_WASM);
+        if (copy) return copy;
+      }
+    } catch (e) { /* a broken .gz or a full cache: the plain file below */ }
+  }
+  return cacheFirst(request, PYODIDE_CACHE);
+}
+
 async function networkFirst(request) {
   const cache = await caches.open(SITE_CACHE);
   try {
@@ -90,6 +125,8 @@ self.addEventListener("fetch", (event) => {
   if (!name) return;
   if (name === SITE_CACHE && (request.mode === "navigate" || request.destination === "document")) {
     event.respondWith(networkFirst(request));
+  } else if (url === RUNTIME_WASM) {
+    event.respondWith(unpackedRuntime(request));
   } else {
     event.respondWith(cacheFirst(request, name));
   }
