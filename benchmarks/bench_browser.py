@@ -14,14 +14,17 @@ websocket transfer, applying the patch and the browser's paint. Prints the media
 spread, the simulation's own share (the server's wall-clock time for simulate +
 metrics), and the split at the moment the data reached the page.
 
-With --site DIST it measures the static site in Pyodide instead: --loads N pairs of a cold
-and a warm load, each pair in a fresh browser: the time to the first simulated canvas (the
+With --site DIST it measures the static site in Pyodide instead: --loads N rounds of a cold
+load, a warm one (the first return: the service worker serves the site) and a later one (a
+return after that: Chromium has kept the runtime's compiled code, sw.js `unpackedRuntime`),
+each round in a fresh browser: the time to the first simulated canvas (the
 pre-rendered view, when the site has one for the mission), to its controls working (the
 worker answers them before the live page: "early-ready"), to interactive (the live page
 drawn with its first run), when each loading step began, the bytes sent and the largest
 files (--trace: and the page's main-thread work by each of those moments, from a Chrome
 trace; --first-change: and when a slider moved on the pre-rendered view the moment its
-controls work had its answer on screen); then the changes on the last warm page, with the worker's Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
+controls work had its answer on screen); then the changes on the last page (a later visit), with the worker's
+Python split into LabState.run (simulate + metrics, then the views' updates) and serializing the
 patches. --record-imports FILE writes the modules the lab imported by then
 (site_build/start_imports.txt, which build.py pre-compiles).
 
@@ -609,12 +612,17 @@ def bench_site(dist, mission_id, changes, port, loads=1, imports_to=None, trace=
                 page.close()
                 page, warm_s, warm_live_s, warm_tl = load("warm")
                 warm_bytes = _settled_bytes(log) - cold_bytes
-                pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
+                page.close()
+                page, later_s, later_live_s, later_tl = load("later")
+                pairs.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2), "later_s": round(later_s, 2),
                               "cold_interactive_s": round(cold_live_s, 2), "warm_interactive_s": round(warm_live_s, 2),
+                              "later_interactive_s": round(later_live_s, 2),
                               **_early_figures("cold", _steps(cold_tl)), **_early_figures("warm", _steps(warm_tl)),
+                              **_early_figures("later", _steps(later_tl)),
                               "prerendered": "prerendered" in _steps(cold_tl), "cold_bytes": cold_bytes,
                               "warm_bytes": warm_bytes, "cold_steps_ms": _steps(cold_tl),
-                              "warm_steps_ms": _steps(warm_tl), "cold_largest": largest, "main_thread_ms": work})
+                              "warm_steps_ms": _steps(warm_tl), "later_steps_ms": _steps(later_tl),
+                              "cold_largest": largest, "main_thread_ms": work})
                 if i == loads - 1:
                     _worker_phases(page, install=True)
                     measured = (measure_fresh if fresh else measure)(page, changes, mission_id)
@@ -675,7 +683,8 @@ def main(argv=None):
                         help="--site: each load moves a slider of the pre-rendered view as soon as its controls work, "
                              "and reports when the answer showed (the live page then opens at that setting)")
     parser.add_argument("--loads", type=int, default=1,
-                        help="--site: cold + warm load pairs, each in a fresh browser (the last one's page is measured)")
+                        help="--site: rounds of a cold, a warm and a later load, each round in a fresh browser "
+                             "(the last page is measured)")
     parser.add_argument("--record-imports", metavar="FILE", default=None,
                         help="--site: write the modules the lab imported (site_build/start_imports.txt's list)")
     parser.add_argument("--mission", default=None, help="mission id (default: the first mission)")
@@ -726,8 +735,8 @@ def main(argv=None):
             print(f"static site {args.site}: cold load {pair['cold_s']:.2f} s to the first simulated canvas ({shown}), "
                   f"{pair['cold_interactive_s']:.2f} s to interactive, {pair['cold_bytes'] / 1e6:.2f} MB sent; "
                   f"warm (service worker) {pair['warm_s']:.2f} s, {pair['warm_interactive_s']:.2f} s to interactive, "
-                  f"{pair['warm_bytes'] / 1e6:.2f} MB sent")
-            for which in ("cold", "warm"):
+                  f"{pair['warm_bytes'] / 1e6:.2f} MB sent; a later visit {pair['later_interactive_s']:.2f} s to interactive")
+            for which in ("cold", "warm", "later"):
                 steps = pair[f"{which}_steps_ms"]
                 print(f"  {which}: " + "  ".join(f"{k} {v / 1000:.2f}s" for k, v in steps.items()))
                 work = (pair.get("main_thread_ms") or {}).get(which)
@@ -743,8 +752,10 @@ def main(argv=None):
                     continue
                 colds = [q["cold" + key] for q in load["pairs"]]
                 warms = [q["warm" + key] for q in load["pairs"]]
+                laters = [q["later" + key] for q in load["pairs"] if "later" + key in q]
                 print(f"  over {len(colds)} loads, {what}: cold median {statistics.median(colds):.2f} s "
-                      f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})")
+                      f"(min {min(colds):.2f}), warm median {statistics.median(warms):.2f} s (min {min(warms):.2f})"
+                      + (f", later median {statistics.median(laters):.2f} s (min {min(laters):.2f})" if laters else ""))
         print("  largest files sent, cold: " + ", ".join(f"{p.rsplit('/', 1)[-1]} {b / 1e6:.2f} MB"
                                                         for b, p in load["cold_largest"]))
     print(f"control change -> redrawn canvas ({report['runtime']}), mission {mission_id}, {len(times)} changes "

@@ -9,7 +9,7 @@ size, console errors, page errors and failed requests. It asserts nothing itself
     .venv/bin/python tests/site_run.py DIST [--port 5190] [--mission mixing-hurts] [--screenshot FILE]
 
 serves DIST with tests/static_server.py and prints the run as JSON. tests/test_site_offline.py
-uses `run_lab`; benchmarks/bench_browser.py --site measures cold and warm loads with it.
+uses `run_lab`; benchmarks/bench_browser.py --site measures cold, warm and later loads with it.
 """
 
 import argparse
