@@ -8,7 +8,8 @@ these tests (it is never a reason to skip them): `bash scripts/setup.sh` assembl
 
 What runs here is the page a student opens: the lab simulates and redraws on a control
 change; a star the page shows (earned by a change, never by the first run) is in
-localStorage once the page settles; mission text full of XSS payloads never runs.
+localStorage once the page settles; mission text full of XSS payloads never runs; a visit
+after the first return starts from the runtime's compiled code, which Chromium kept.
 """
 
 import json
@@ -22,8 +23,8 @@ from playwright.sync_api import expect
 
 from mission_text_payloads import DANGEROUS, EASY_ID, PAYLOADS, poke, pwned, settle, write_hostile_missions
 from site_run import CANVAS, PLOTS_IN, RAN, run_lab
-from test_build import build_site
 from static_server import responses
+from test_build import build_site
 from test_site_browser import ARGS, CHROMIUM, KEY, Server, _cards
 
 REPO = Path(__file__).resolve().parent.parent
