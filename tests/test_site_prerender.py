@@ -149,6 +149,16 @@ def _text(page, root, css):
     return page.locator(f"{root} {css}").first.inner_text()
 
 
+def _live_metrics(page):
+    """The live page's metrics card, once it shows them: the loader says "done" when the page is
+    drawn, and on a busy machine the card's own patch can follow it (it was read empty once in CI)."""
+    from playwright.sync_api import expect
+
+    card = page.locator(f"#stf-live {SHOWN['metrics']}").first
+    expect(card).not_to_have_text(re.compile(r"^\s*$"), timeout=60_000)
+    return card.inner_text()
+
+
 # Inside shadow roots (a locator pierces them): the live panes', and the first view's own.
 SHOWN = {"metrics": ".stf-metrics", "stars": ".stf-stars", "header stars": ".stf-head-stars"}
 
@@ -310,7 +320,7 @@ def test_the_first_views_controls_work_before_the_live_page(browser, site):
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
         live = page.locator("#stf-live")
         expect(live.get_by_role("button", name="Split (prefill | decode)").first).to_have_class(re.compile("bk-active"))
-        assert {k: _text(page, "#stf-live", SHOWN[k]) for k in shown} == shown  # the same run, the same numbers
+        assert {"metrics": _live_metrics(page)} == shown  # the same run, the same numbers
         assert page.url.endswith("&layout=disaggregated&decode_gpus=2")
         assert "Stars count once you change a control" not in _text(page, "#stf-live", SHOWN["stars"])
         # The keyboard's focus, on the decode slider when the view closed, is on the live page's
@@ -356,7 +366,7 @@ def test_the_first_views_back_to_the_start_works_before_the_live_page(browser, s
         page.wait_for_selector(LOADED, state="attached", timeout=600_000)
         assert page.get_attribute("#stf-loader", "data-state") == "done", page.inner_text("#stf-error-message")
         assert page.url.endswith(f"lab.html?mission={MISSION}")
-        assert _text(page, "#stf-live", SHOWN["metrics"]) == start
+        assert _live_metrics(page) == start
         assert page.evaluate(FOCUSED_CONTROL) == "stf-reset"
         # The student's way back counted as their change, as on the live page: stars count.
         assert "Stars count once you change a control" not in _text(page, "#stf-live", SHOWN["stars"])
