@@ -9,11 +9,15 @@ these tests (it is never a reason to skip them): `bash scripts/setup.sh` assembl
 What runs here is the page a student opens: the lab simulates and redraws on a control
 change; a star the page shows (earned by a change, never by the first run) is in
 localStorage once the page settles; mission text full of XSS payloads never runs; a visit
-after the first return starts from the runtime's compiled code, which Chromium kept.
+after the first return starts from the runtime's compiled code, which Chromium kept; a kept
+runtime damaged in storage is dropped and the visit goes on; a runtime that will not start
+is reported, not waited on.
 """
 
+import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -456,3 +460,73 @@ def test_a_later_visit_starts_from_the_runtimes_compiled_code(browser, site):
         assert "/pyodide/pyodide.asm.wasm.gz" in sent and "/pyodide/pyodide.asm.wasm" not in sent, sent
     finally:
         context.close()
+
+
+# This Pyodide version's cache in the service worker (sw.js, PYODIDE_CACHE), opened in the page;
+# a kept runtime damaged in the browser's storage (`bytes` put there); that copy gone.
+PYODIDE_CACHE_OF = """(async (runtime, version) => caches.open("split-the-fleet:" + (await navigator.serviceWorker.ready).scope
+  + ":pyodide:" + version + ":" + runtime.slice(0, runtime.lastIndexOf("/") + 1)))"""
+PLANT_KEPT_RUNTIME = f"""async ([runtime, version, bytes]) => (await {PYODIDE_CACHE_OF}(runtime, version)).put(runtime,
+  new Response(new Uint8Array(bytes), {{ headers: {{ "Content-Type": "application/wasm" }} }}))"""
+KEPT_RUNTIME_GONE = f"""async ([runtime, version]) => !(await (await {PYODIDE_CACHE_OF}(runtime, version)).match(runtime))"""
+NOT_WASM = [1, 2, 3, 4]  # fails to compile
+EMPTY_MODULE = [0, 97, 115, 109, 1, 0, 0, 0]  # compiles, fails to link (Pyodide wants its dylink section)
+
+
+@pytest.mark.parametrize("damage", [NOT_WASM, EMPTY_MODULE], ids=["not-wasm", "empty-module"])
+def test_a_damaged_kept_runtime_is_dropped_and_the_visit_goes_on(browser, site, damage):
+    """The runtime the service worker kept, damaged (it will not compile, or will not link): the
+    visit does not hang (Pyodide would wait for ever) but starts from the .gz as a first visit
+    does, the damaged copy is dropped, and the next visit keeps a sound one again. The server
+    never sends the plain 8.6 MB file."""
+    runtime = site.url("pyodide/pyodide.asm.wasm")
+    size = (site.root / "pyodide" / "pyodide.asm.wasm").stat().st_size
+    version = json.loads((site.root / "build-info.json").read_text(encoding="utf-8"))["pyodide"]["version"]
+    url = site.url("lab.html?mission=mixing-hurts")
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        _open_lab(page, url)
+        page.evaluate(PLANT_KEPT_RUNTIME, [runtime, version, damage])
+        page.close()
+        page = context.new_page()
+        _open_lab(page, url)  # (fails the test if the loader shows an error)
+        failed = page.evaluate("() => window.STFLoader.state.keptRuntimeFailed")
+        assert failed and ("magic word" in failed if damage is NOT_WASM else "dylink" in failed), failed
+        page.get_by_role("button", name="Split (prefill | decode)").first.click()  # the lab runs on it
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=120_000)
+        page.wait_for_function(KEPT_RUNTIME_GONE, arg=[runtime, version], timeout=30_000)  # dropped
+        page.close()
+        page = context.new_page()
+        _open_lab(page, url)
+        assert page.evaluate("() => window.STFLoader.state.keptRuntimeFailed") is None
+        kept = [k for k in page.evaluate(KEPT_WASM) if f":pyodide:{version}:" in k[0]]
+        assert [k[1:] for k in kept] == [[runtime, "application/wasm", size]], kept
+        sent = [path for _, _, path in responses(site.log)]
+        assert "/pyodide/pyodide.asm.wasm" not in sent, sent
+    finally:
+        context.close()
+
+
+def test_a_runtime_that_will_not_start_is_reported_not_waited_on(browser, site, tmp_path):
+    """A site whose runtime WebAssembly is damaged (both the plain file and its .gz): the loader
+    says the runtime did not start and why, with the retry button, instead of waiting for ever."""
+    root = tmp_path / "site"
+    shutil.copytree(site.root, root)
+    junk = b"not a WebAssembly module"
+    (root / "pyodide" / "pyodide.asm.wasm").write_bytes(junk)
+    (root / "pyodide" / "pyodide.asm.wasm.gz").write_bytes(gzip.compress(junk))
+    server = Server(root)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(server.url("lab.html?mission=mixing-hurts"))
+        page.wait_for_selector(LOADED, state="attached", timeout=120_000)
+        assert page.get_attribute("#stf-loader", "data-state") == "error"
+        expect(page.locator("#stf-error-message")).to_contain_text("The Python runtime (Pyodide)")
+        expect(page.locator("#stf-error-message")).to_contain_text("did not start")
+        assert "magic word" in page.text_content("#stf-error-detail")
+        expect(page.locator("#stf-retry")).to_be_visible()
+    finally:
+        context.close()
+        server.stop()

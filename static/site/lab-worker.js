@@ -34,8 +34,9 @@ let pageLocation = null;
 let pageControlled = false;  // is the page (and so this worker) served by the site's service worker? (stf-init)
 let locationArrived = null;
 const locationReady = new Promise((resolve) => { locationArrived = resolve; });
-// The page sends its address right after starting the worker; never wait forever for it.
-const locationSettled = () => Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, 10000))]);
+// The page sends its address (stf-init) right after starting the worker; never wait for ever for it.
+const initOrAfter = (ms) => Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, ms))]);
+const locationSettled = () => initOrAfter(10000);
 
 function post(type, fields) {
   self.postMessage(Object.assign({ type }, fields || {}));
@@ -66,9 +67,12 @@ const CONTENT_TYPES = { wasm: "application/wasm", js: "text/javascript", zip: "a
 const RUNTIME_WASM = PYODIDE_BASE + "pyodide.asm.wasm";
 const INIT_WAIT_MS = 1000;  // the page's stf-init is the first message; never wait long for it
 
+let keptRuntime = "unused";  // "served" once the service worker's copy was asked for; "failed" if it did not start
+
 async function servedKept(url) {
-  if (url !== RUNTIME_WASM) return false;
-  await Promise.race([locationReady, new Promise((resolve) => setTimeout(resolve, INIT_WAIT_MS))]);
+  if (url !== RUNTIME_WASM || keptRuntime === "failed") return false;
+  await initOrAfter(INIT_WAIT_MS);
+  if (pageControlled) keptRuntime = "served";
   return pageControlled;
 }
 
@@ -121,9 +125,19 @@ async function loadRuntime() {
   fetched.add(script);
   let pyodide;
   try {
-    pyodide = await loadPyodide({ indexURL: PYODIDE_BASE });
+    pyodide = await startRuntime();
   } catch (e) {
-    throw new StageError(`The Python runtime (Pyodide) from ${new URL(PYODIDE_BASE).host} did not start.`, `${PYODIDE_BASE}: ${e && e.stack || e}`);
+    if (keptRuntime !== "served") throw runtimeError(e);
+    // The copy the service worker kept did not start (damaged in the browser's storage): it is
+    // dropped (the page asks the service worker), and this visit unpacks the .gz itself.
+    keptRuntime = "failed";
+    fetched.delete(RUNTIME_WASM);  // (handed over, the service worker would fetch the plain 8.6 MB)
+    post("stf-kept-runtime-failed", { detail: String(e && e.message || e) });
+    try {
+      pyodide = await startRuntime();
+    } catch (again) {
+      throw runtimeError(again);
+    }
   }
   for (const name of ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]) {
     if (!GZIPPED.has(PYODIDE_BASE + name)) fetched.add(PYODIDE_BASE + name);
@@ -134,6 +148,30 @@ async function loadRuntime() {
   }
   progress(1, 1, `Pyodide ${pyodide.version}`);
   return pyodide;
+}
+
+// Pyodide 0.29.3 never settles loadPyodide's promise when its WebAssembly fails to compile or
+// to link: it reports "wasm instantiation failed!" and then the error on console.warn
+// (getInstantiateWasmFunc in pyodide.js), and the page would wait for ever. That report ends
+// the wait here, as the error it names.
+const RUNTIME_FAILED = "wasm instantiation failed!";
+
+function startRuntime() {
+  const warn = console.warn;
+  let failed;
+  let reported = false;
+  const failure = new Promise((resolve, reject) => { failed = reject; });
+  console.warn = function (...args) {
+    if (reported) failed(args[0] instanceof Error ? args[0] : new Error(String(args[0])));
+    else if (args[0] === RUNTIME_FAILED) reported = true;
+    return warn.apply(console, args);
+  };
+  return Promise.race([loadPyodide({ indexURL: PYODIDE_BASE }), failure]).finally(() => { console.warn = warn; });
+}
+
+function runtimeError(e) {
+  return new StageError(`The Python runtime (Pyodide) from ${new URL(PYODIDE_BASE).host} did not start.`,
+    `${PYODIDE_BASE}: ${e && e.stack || e}`);
 }
 
 // In two parts: first what the first view's controls need (EARLY_PACKAGES, EARLY_WHEELS: what

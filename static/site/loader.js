@@ -625,6 +625,16 @@
     } catch (e) { /* no service worker: nothing to keep */ }
   }
 
+  // The runtime the service worker kept did not start (the worker goes on with its own copy):
+  // the service worker drops it, and unpacks a fresh one on the next visit.
+  function dropKeptRuntime(detail) {
+    state.keptRuntimeFailed = String(detail || "");  // for tests
+    try {
+      var controller = navigator.serviceWorker && navigator.serviceWorker.controller;
+      if (controller) controller.postMessage({ type: "stf-drop-runtime" });
+    } catch (e) { /* no service worker: nothing kept */ }
+  }
+
   // For tests: each patch's number, its event count and the run it reports (the status
   // line's data-run), so a test finds the patch that carried a run whatever timers sent around it.
   var RUN_MARK = /data-run=(?:"|&quot;)(\d+)/;
@@ -647,6 +657,7 @@
     if (msg.type === "stf-progress") onProgress(msg);
     else if (msg.type === "stf-error") fail(msg.stage, msg.message, msg.detail, msg.stage === "app" ? "app" : selfHosted() ? "selfhosted" : "network");
     else if (msg.type === "stf-fetched") { state.fetched = msg.urls || []; keepFetched(state.fetched); }
+    else if (msg.type === "stf-kept-runtime-failed") dropKeptRuntime(msg.detail);
     else if (msg.type === "stf-early-ready") openEarly();
     else if (msg.type === "stf-early-view") showEarlyView(msg);
     else if (msg.type === "stf-early-closed") closeEarlyView();

@@ -15,6 +15,8 @@
 //     copy unpacked here from the .gz and kept in the cache (`unpackedRuntime`), so the
 //     browser keeps the machine code it compiles from it beside that copy and a later visit
 //     starts from it (docs/architecture.md, "The runtime's compiled code").
+//   - message {type: "stf-drop-runtime"}: that kept copy did not start; it is deleted (the
+//     lab's worker went on with the .gz), and the next visit unpacks a fresh one.
 "use strict";
 
 const BUILD_ID = {{BUILD_ID}};
@@ -134,6 +136,10 @@ self.addEventListener("fetch", (event) => {
 
 self.addEventListener("message", (event) => {
   const msg = event.data || {};
+  if (msg.type === "stf-drop-runtime") {  // the kept runtime did not start: the next visit unpacks another
+    event.waitUntil(caches.open(PYODIDE_CACHE).then((cache) => cache.delete(RUNTIME_WASM)));
+    return;
+  }
   if (msg.type !== "stf-cache" || !Array.isArray(msg.urls)) return;
   event.waitUntil((async () => {
     for (const url of msg.urls.slice(0, 500)) {
