@@ -530,3 +530,49 @@ def test_a_runtime_that_will_not_start_is_reported_not_waited_on(browser, site, 
     finally:
         context.close()
         server.stop()
+
+
+# A download the service worker keeps, damaged in the browser's storage wherever it is kept
+# (valid gzip, junk inside). Returns how many caches held it.
+DAMAGE_KEPT = """async ([url, bytes]) => {
+  let n = 0;
+  for (const name of await caches.keys()) {
+    const cache = await caches.open(name);
+    if (await cache.match(url)) { await cache.put(url, new Response(new Uint8Array(bytes))); n += 1; }
+  }
+  return n;
+}"""
+IS_KEPT = """async (url) => { for (const name of await caches.keys()) if (await (await caches.open(name)).match(url)) return true; return false; }"""
+
+
+@pytest.mark.parametrize("path, stage", [("pyodide/python_stdlib.zip.gz", "runtime"),
+                                         ("wheels/split_the_fleet-0.1.0-py3-none-any.whl.gz", "packages")],
+                         ids=["standard-library", "lab-wheel"])
+def test_try_again_after_a_damaged_kept_download_fetches_it_afresh(browser, site, path, stage):
+    """A file the service worker keeps (cache-first: never fetched again), damaged in storage: the
+    visit says the lab could not start, and Retry has the service worker forget the
+    runtime's and the packages' downloads first, so the lab starts; the stars are not touched."""
+    url = site.url("lab.html?mission=mixing-hurts")
+    damaged = site.url(path)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        _open_lab(page, url)
+        page.evaluate("() => localStorage.setItem('stf-test-kept', 'yes')")
+        page.wait_for_function(IS_KEPT, arg=damaged, timeout=30_000)  # (handed over after the first visit)
+        assert page.evaluate(DAMAGE_KEPT, [damaged, list(gzip.compress(b"damaged " * 64))]) >= 1
+        page.close()
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_selector(LOADED, state="attached", timeout=120_000)
+        assert page.get_attribute("#stf-loader", "data-state") == "error"
+        assert page.evaluate("() => window.STFLoader.state.failedStage") == stage
+        sent_before = [p for _, _, p in responses(site.log)].count("/" + path)
+        page.click("#stf-retry")
+        page.wait_for_selector('#stf-loader[data-state="done"]', state="attached", timeout=300_000)
+        page.get_by_role("button", name="Split (prefill | decode)").first.click()  # the lab runs
+        expect(page.locator(".stf-rows").first).to_have_attribute("data-rows", "7", timeout=120_000)
+        assert [p for _, _, p in responses(site.log)].count("/" + path) == sent_before + 1  # fetched afresh
+        assert page.evaluate("() => localStorage.getItem('stf-test-kept')") == "yes"
+    finally:
+        context.close()

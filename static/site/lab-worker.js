@@ -127,8 +127,8 @@ async function loadRuntime() {
   try {
     pyodide = await startRuntime();
   } catch (e) {
-    if (keptRuntime !== "served") throw runtimeError(e);
-    // The copy the service worker kept did not start (damaged in the browser's storage): it is
+    if (keptRuntime !== "served" || !(e instanceof RuntimeRefused)) throw runtimeError(e);
+    // The copy the service worker kept did not compile or link (damaged in the browser's storage): it is
     // dropped (the page asks the service worker), and this visit unpacks the .gz itself.
     keptRuntime = "failed";
     fetched.delete(RUNTIME_WASM);  // (handed over, the service worker would fetch the plain 8.6 MB)
@@ -156,13 +156,15 @@ async function loadRuntime() {
 // the wait here, as the error it names.
 const RUNTIME_FAILED = "wasm instantiation failed!";
 
+class RuntimeRefused extends Error {}  // the runtime's WebAssembly did not compile or link
+
 function startRuntime() {
   const warn = console.warn;
   let failed;
   let reported = false;
   const failure = new Promise((resolve, reject) => { failed = reject; });
   console.warn = function (...args) {
-    if (reported) failed(args[0] instanceof Error ? args[0] : new Error(String(args[0])));
+    if (reported) failed(new RuntimeRefused(String(args[0] && args[0].message || args[0])));
     else if (args[0] === RUNTIME_FAILED) reported = true;
     return warn.apply(console, args);
   };
@@ -209,9 +211,8 @@ async function loadPackages(pyodide, early) {
     if (!response.ok) {
       throw new StageError(`Could not download ${wheel.name}: ${response.status} ${response.statusText} for ${url}`);
     }
-    const buffer = await response.arrayBuffer();
     try {
-      pyodide.unpackArchive(buffer, "wheel", { extractDir: sitePackages });
+      pyodide.unpackArchive(await response.arrayBuffer(), "wheel", { extractDir: sitePackages });
     } catch (e) {
       throw new StageError(`Could not install ${wheel.name} from ${url}`, String(e && e.message || e));
     }

@@ -541,6 +541,7 @@
   function fail(stage, message, detail, kind) {
     if (state.done && stage !== "app") return;
     state.failed = true;
+    state.failedStage = stage;
     if (slowTimer) clearInterval(slowTimer);
     whenReady(function () {
       var loader = $("stf-loader");
@@ -623,6 +624,23 @@
         if (reg.active) reg.active.postMessage({ type: "stf-cache", urls: urls });
       });
     } catch (e) { /* no service worker: nothing to keep */ }
+  }
+
+  // Retry. A start that failed reading the runtime or the packages may have read a copy
+  // the service worker keeps that is damaged (cache-first never fetches it again): the retry
+  // has it forget those downloads first, so they come afresh. Pages and assets stay (offline,
+  // the page still opens), and nothing of the student's is there (stars: localStorage).
+  function retry() {
+    var asked = false;
+    var reload = function () { if (!asked) { asked = true; window.location.reload(); } };
+    if (state.failedStage !== "runtime" && state.failedStage !== "packages") return reload();
+    var controller = null;
+    try { controller = navigator.serviceWorker && navigator.serviceWorker.controller; } catch (e) { /* blocked */ }
+    if (!controller) return reload();
+    var channel = new MessageChannel();
+    channel.port1.onmessage = reload;
+    setTimeout(reload, 3000);  // never wait long for it
+    controller.postMessage({ type: "stf-forget-downloads" }, [channel.port2]);
   }
 
   // The runtime the service worker kept did not start (the worker goes on with its own copy):
@@ -744,7 +762,7 @@
     var titles = config.missions || {};
     var el = $("stf-loader-mission");
     if (el) el.textContent = id ? (titles[id] ? (id === "sandbox" ? "Sandbox" : "Mission: " + titles[id]) : "Mission: " + id) : "";
-    $("stf-retry").addEventListener("click", function () { window.location.reload(); });
+    $("stf-retry").addEventListener("click", retry);
     if (embed) {
       // In someone else's page: "All missions" opens the hub in a new tab, not inside the iframe.
       var links = document.querySelectorAll(".stf-loader a[href]");

@@ -17,6 +17,9 @@
 //     starts from it (docs/architecture.md, "The runtime's compiled code").
 //   - message {type: "stf-drop-runtime"}: that kept copy did not start; it is deleted (the
 //     lab's worker went on with the .gz), and the next visit unpacks a fresh one.
+//   - message {type: "stf-forget-downloads"} (the loader's Retry after a start that failed
+//     reading the runtime or the packages): Pyodide's files and the site's wheels are deleted,
+//     in case a kept copy was damaged; the retry downloads them again. Answered on its port.
 "use strict";
 
 const BUILD_ID = {{BUILD_ID}};
@@ -97,6 +100,16 @@ async function unpackedRuntime(request) {
   return cacheFirst(request, PYODIDE_CACHE);
 }
 
+// What a lab that failed to start read from the caches, so that Retry fetches it afresh:
+// Pyodide's files and the site's wheels (pages, assets and missions stay, so it still opens offline).
+async function forgetDownloads() {
+  await caches.delete(PYODIDE_CACHE);
+  const site = await caches.open(SITE_CACHE);
+  for (const request of await site.keys()) {
+    if (/\.whl(\.gz)?$/.test(new URL(request.url).pathname)) await site.delete(request);
+  }
+}
+
 async function networkFirst(request) {
   const cache = await caches.open(SITE_CACHE);
   try {
@@ -138,6 +151,10 @@ self.addEventListener("message", (event) => {
   const msg = event.data || {};
   if (msg.type === "stf-drop-runtime") {  // the kept runtime did not start: the next visit unpacks another
     event.waitUntil(caches.open(PYODIDE_CACHE).then((cache) => cache.delete(RUNTIME_WASM)));
+    return;
+  }
+  if (msg.type === "stf-forget-downloads") {
+    event.waitUntil(forgetDownloads().finally(() => { if (event.ports[0]) event.ports[0].postMessage("forgotten"); }));
     return;
   }
   if (msg.type !== "stf-cache" || !Array.isArray(msg.urls)) return;
