@@ -228,6 +228,9 @@ def test_the_first_view_shows_the_live_numbers_and_steps_then_the_live_page_take
         timeline = page.evaluate("() => STFLoader.state.timeline")
         stages = [e["stage"] for e in timeline]
         assert stages.index("prerendered") < stages.index("live") < stages.index("swap") < stages.index("drawn"), stages
+        # BokehJS and Panel's JS ran only once the first view's controls worked (not meanwhile,
+        # taking the cores from the worker's start), and before the live page needed them.
+        assert stages.index("early-ready") < stages.index("scripts") < stages.index("live"), stages
         # The swap came with the first run's metrics and stars (the lab's judged mark), not after
         # a quiet wait; the plots follow.
         assert [e["detail"] for e in timeline if e["stage"] == "swap"] == ["judged"], timeline
