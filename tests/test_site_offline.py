@@ -423,6 +423,12 @@ PLANT_STALE_RUNTIME = """async (runtime) => {
 }"""
 
 
+def _runtime(site):
+    """The runtime's WebAssembly: its URL, its size on the site, and the site's Pyodide version."""
+    version = json.loads((site.root / "build-info.json").read_text(encoding="utf-8"))["pyodide"]["version"]
+    return site.url("pyodide/pyodide.asm.wasm"), (site.root / "pyodide" / "pyodide.asm.wasm").stat().st_size, version
+
+
 def test_a_later_visit_starts_from_the_runtimes_compiled_code(browser, site):
     """The runtime's WebAssembly (8.6 MB; a 2.8 MB .gz on the first visit, unpacked in the worker)
     is unpacked from that .gz and kept by the service worker on the next visit, which it serves;
@@ -430,9 +436,7 @@ def test_a_later_visit_starts_from_the_runtimes_compiled_code(browser, site):
     starts from that code (sw.js `unpackedRuntime`; docs/architecture.md, "The runtime's compiled
     code"). The copy is kept under this site's Pyodide version: one kept for another version is
     never served. The server never sends the plain file; the lab works on every visit."""
-    runtime = site.url("pyodide/pyodide.asm.wasm")
-    size = (site.root / "pyodide" / "pyodide.asm.wasm").stat().st_size
-    version = json.loads((site.root / "build-info.json").read_text(encoding="utf-8"))["pyodide"]["version"]
+    runtime, size, version = _runtime(site)
     url = site.url("lab.html?mission=mixing-hurts")
     context = browser.new_context()
     try:
@@ -479,9 +483,7 @@ def test_a_damaged_kept_runtime_is_dropped_and_the_visit_goes_on(browser, site, 
     visit does not hang (Pyodide would wait for ever) but starts from the .gz as a first visit
     does, the damaged copy is dropped, and the next visit keeps a sound one again. The server
     never sends the plain 8.6 MB file."""
-    runtime = site.url("pyodide/pyodide.asm.wasm")
-    size = (site.root / "pyodide" / "pyodide.asm.wasm").stat().st_size
-    version = json.loads((site.root / "build-info.json").read_text(encoding="utf-8"))["pyodide"]["version"]
+    runtime, size, version = _runtime(site)
     url = site.url("lab.html?mission=mixing-hurts")
     context = browser.new_context()
     try:
