@@ -636,6 +636,11 @@
     } catch (e) { /* no service worker: nothing to keep */ }
   }
 
+  // The site's service worker serving this page, or null (none yet, or storage blocked).
+  function serviceWorkerInControl() {
+    try { return (navigator.serviceWorker && navigator.serviceWorker.controller) || null; } catch (e) { return null; }
+  }
+
   // Retry. A start that failed reading the runtime or the packages may have read a copy
   // the service worker keeps that is damaged (cache-first never fetches it again): the retry
   // has it forget those downloads first, so they come afresh. Pages and assets stay (offline,
@@ -644,8 +649,7 @@
     var asked = false;
     var reload = function () { if (!asked) { asked = true; window.location.reload(); } };
     if (state.failedStage !== "runtime" && state.failedStage !== "packages") return reload();
-    var controller = null;
-    try { controller = navigator.serviceWorker && navigator.serviceWorker.controller; } catch (e) { /* blocked */ }
+    var controller = serviceWorkerInControl();
     if (!controller) return reload();
     var channel = new MessageChannel();
     channel.port1.onmessage = reload;
@@ -657,10 +661,8 @@
   // the service worker drops it, and unpacks a fresh one on the next visit.
   function dropKeptRuntime(detail) {
     state.keptRuntimeFailed = String(detail || "");  // for tests
-    try {
-      var controller = navigator.serviceWorker && navigator.serviceWorker.controller;
-      if (controller) controller.postMessage({ type: "stf-drop-runtime" });
-    } catch (e) { /* no service worker: nothing kept */ }
+    var controller = serviceWorkerInControl();
+    if (controller) controller.postMessage({ type: "stf-drop-runtime" });
   }
 
   // For tests: each patch's number, its event count and the run it reports (the status
@@ -739,9 +741,7 @@
       e.preventDefault();
       fail(state.stage, "The lab's worker (" + url + ") stopped: " + (e.message || "it could not be loaded"), (e.filename || "") + (e.lineno ? ":" + e.lineno : ""), "page");
     });
-    var controlled = false;
-    try { controlled = !!(navigator.serviceWorker && navigator.serviceWorker.controller); } catch (e) { /* blocked */ }
-    worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location), controlled: controlled });
+    worker.postMessage({ type: "stf-init", location: JSON.stringify(window.location), controlled: !!serviceWorkerInControl() });
     prerender.worker = worker;
     askEarly();
     slowTimer = setInterval(function () {
