@@ -13,8 +13,10 @@ the metric cards (through the page's own formatter, `metrics_html`), the canvas'
 and, while a fleet is pinned, the twin's pinned fleet (the address's `pin`).
 
 "Settled" is not a sleep: the page is idle (status `data-busy="false"`), has painted the run
-it shows, and the three views agree, read in one pass over the page and polled (SETTLE_S at
-most; LOAD_S after a page load). A page that never agrees fails with what each view said.
+it shows, the three views agree, and the twin's Unpin button shows exactly while the address
+pins a fleet (Back past a pin changes nothing else, so the rest agrees before the lab has
+answered), read in one pass over the page and polled (SETTLE_S at most; LOAD_S after a page
+load). A page that never agrees fails with what each view said.
 
 Every walk prints its seed. A failure is shrunk (`shrink`: drop chunks of the actions before
 it while it still fails, from a fresh page each try) and reported as the shortest action
@@ -97,6 +99,8 @@ _JS_VIEWS = """(spec) => {
         failed: status ? status.dataset.failed === "true" : false,
         painted: Number(root.dataset.canvasPainted || 0),
         rows: root.dataset.canvasRows || "",
+        // the twin card shows a fleet pinned while its Unpin button shows
+        unpinShown: all(".stf-unpin").flatMap((host) => all("button", host)).some((b) => b.checkVisibility()),
     };
 }"""
 
@@ -195,6 +199,9 @@ class Page:
             return f"not idle: {v}"
         if not v["failed"] and v["painted"] < v["run"]:
             return f"run {v['run']} not painted yet ({v['painted']})"
+        pinned = "pin" in parse_search(v["search"])
+        if v["unpinShown"] != pinned:  # Back past a pin changes only the pin: the run agrees at once
+            return f"the address {'pins' if pinned else 'pins nothing'} but Unpin is {'shown' if v['unpinShown'] else 'hidden'}"
         if not (shown == address == run):
             diff = {k: (shown.get(k), address.get(k), run.get(k)) for k in set(shown) | set(address) | set(run)
                     if not (shown.get(k) == address.get(k) == run.get(k))}

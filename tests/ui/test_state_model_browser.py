@@ -64,6 +64,19 @@ def test_a_second_pin_pins_the_fleet_now_shown(page, server):
     assert "pin=decode_gpus" in page.evaluate("location.search")
 
 
+def test_back_past_a_pin_then_unpin_waits_for_the_lab_to_drop_the_pin(page, server):
+    """Seed 621494's walk (mission 02): reload, pin, Back, unpin. Back changed only the address's
+    pin, so the page looked settled while Unpin still showed; the walk clicked it as the lab's
+    answer hid it (Playwright waited 30 s for a button gone)."""
+    lab = Page(page, url_of(server), BY_ID["decode-drowns"])
+    lab.open()
+    for action in [("reload",), ("pin",), ("back",)]:
+        lab.do(action)
+        lab.check_run()
+        assert lab.shown["unpinShown"] == ("pin=" in lab.shown["search"])
+    assert not lab.shown["unpinShown"] and "pin=" not in lab.shown["search"]
+
+
 def test_keys_pressed_faster_than_the_lab_answers_leave_the_slider_on_what_runs(page, server):
     """Seed 774428's walk (mission 03): the link dragged to 37.5, then keyed to 31.25, then
     twice more at once. The page sent 25.000000000000004; the lab's grid value 25, sent back,
