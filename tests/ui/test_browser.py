@@ -17,6 +17,7 @@ import lab.core as core  # noqa: E402
 from lab.core.missions import list_missions  # noqa: E402
 from lab.ui.words.control_words import CHOICE_LABELS  # noqa: E402
 from lab.ui.stars.stars_bridge import BACKUP_KEY, STORAGE_KEY  # noqa: E402
+from lab.ui.views.metrics_view import FRESH_STYLES, STALE_STYLES  # noqa: E402
 from site_run import PLOTS_IN  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.browser
@@ -46,23 +47,37 @@ def settle(page, after=0):
     return run
 
 
+FADES = """() => ["stf-metrics-pane", "stf-stars-pane", "stf-blame-pane"].map((cls) => {
+    // The style opacity of the pane with class `cls` (Panel's panes live in shadow roots).
+    const stack = [document.body];
+    while (stack.length) {
+        const node = stack.pop();
+        if (node.classList && node.classList.contains(cls)) return node.style.opacity;
+        if (node.shadowRoot) stack.push(node.shadowRoot);
+        for (const child of (node.children || [])) stack.push(child);
+    }
+    return null;
+})"""
+
 WATCH_BUSY = """() => {
     window.__stfSawBusy = false;
-    const find = (root) => {
-        const stack = [root];
+    const find = (cls) => {
+        const stack = [document.body];
         while (stack.length) {
             const node = stack.pop();
-            if (node.classList && node.classList.contains("stf-status-pane")) return node;
+            if (node.classList && node.classList.contains(cls)) return node;
             if (node.shadowRoot) stack.push(node.shadowRoot);
             for (const child of (node.children || [])) stack.push(child);
         }
         return null;
     };
-    const host = find(document.body);
+    const host = find("stf-status-pane");
     const root = host.shadowRoot || host;
+    // The metric cards', the stars' and the blame's panes, as the status first says busy: faded (their values are the run before's)
+    const fades = () => ["stf-metrics-pane", "stf-stars-pane", "stf-blame-pane"].map((cls) => find(cls).style.opacity);
     const check = () => {
         const el = root.querySelector('[data-busy="true"]');
-        if (el) { window.__stfSawBusy = true; window.__stfBusyText = el.textContent; }
+        if (el && !window.__stfSawBusy) { window.__stfSawBusy = true; window.__stfBusyText = el.textContent; window.__stfBusyFades = fades(); }
     };
     new MutationObserver(check).observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
@@ -211,8 +226,11 @@ def test_busy_indicator_shows_while_resimulating(page, server):
         page.keyboard.press("ArrowRight")
     page.wait_for_function("window.__stfSawBusy === true")
     assert "Simulating" in page.evaluate("window.__stfBusyText")
+    # Until the new run's metrics are in, the cards and stars still show the run before: faded
+    assert page.evaluate("window.__stfBusyFades") == [STALE_STYLES["opacity"]] * 3
     settle(page, before)
     assert page.locator('.stf-status[data-busy="true"]').count() == 0
+    assert page.evaluate(FADES) == [FRESH_STYLES["opacity"]] * 3
 
 
 # ---------------------------------------------------------------- URL state

@@ -17,6 +17,7 @@ from lab.core.blame import CAUSES
 
 from ..browser.panel_shims import Html
 from ..words.theme import CSS, PALETTE
+from .metrics_view import fade_while_busy
 
 __all__ = ["BlameView", "blame_bar_html", "CAUSE_LABELS", "CAUSE_FILLS", "BLAME_CSS"]
 
@@ -149,6 +150,7 @@ class BlameView:
                                  margin=(8, 0, 0, 0), css_classes=["stf-blame-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")
+        fade_while_busy(self.pane, state)  # (the run before's, like the metric cards)
         if state.blame_summary or state.run_error:
             self._update()
 

@@ -10,9 +10,23 @@ from .metrics_html import (PER_REQUESTS, STARS_CSS, STARS_WAIT_NOTE, cost_cards,
                            fmt_seconds, fmt_share, fmt_usd, fmt_watts, kv_card, metrics_html, run_cut_html,
                            run_error_html, stars_html)
 
-__all__ = ["MetricsView", "StarsView", "metrics_html", "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd",
-           "fmt_joules", "fmt_watts", "cost_cards", "kv_card", "PER_REQUESTS",
-           "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
+__all__ = ["MetricsView", "StarsView", "fade_while_busy", "STALE_STYLES", "FRESH_STYLES", "metrics_html",
+           "stars_html", "fmt_seconds", "fmt_ms", "fmt_share", "fmt_usd", "fmt_joules", "fmt_watts", "cost_cards",
+           "kv_card", "PER_REQUESTS", "run_error_html", "run_cut_html", "STARS_WAIT_NOTE"]
+
+
+# While a change waits for its run's metrics (the state is busy), the panes still show the run
+# before, and from the run's first half on the canvas already shows the new one: they fade, after
+# a delay, so a quick run's panes do not flicker, and are back at once with the new run's values.
+# Through the pane's `styles`, which BokehJS applies to its element alone: its `css_classes`
+# would lay the whole page out again (LayoutDOMView invalidates the layout on them).
+STALE_STYLES = {"opacity": "0.45", "transition": "opacity 0.2s ease 0.15s"}
+FRESH_STYLES = {"opacity": "1", "transition": "none"}
+
+
+def fade_while_busy(pane, state):
+    """Fade `pane` while `state` is busy (its values are the run before's)."""
+    state.param.watch(lambda event: setattr(pane, "styles", STALE_STYLES if event.new else FRESH_STYLES), "busy")
 
 
 class MetricsView:
@@ -22,6 +36,7 @@ class MetricsView:
                                  margin=0, css_classes=["stf-metrics-pane"])
         self.view = self.pane
         state.param.watch(self._update, "run_id")
+        fade_while_busy(self.pane, state)
         if state.metrics or state.run_error:
             self._update()
 
@@ -44,6 +59,7 @@ class StarsView:
         self.view = self.pane if tools is None else pn.Column(self.pane, tools.view, sizing_mode="stretch_width",
                                                               margin=0, css_classes=["stf-stars-panel"])
         state.param.watch(self._update, ["run_id", "saved_stars", "touched"])
+        fade_while_busy(self.pane, state)
         self._update()
 
     def _update(self, *_):
