@@ -226,7 +226,7 @@ def test_busy_indicator_shows_while_resimulating(page, server):
         page.keyboard.press("ArrowRight")
     page.wait_for_function("window.__stfSawBusy === true")
     assert "Simulating" in page.evaluate("window.__stfBusyText")
-    # Until the new run's metrics are in, the cards and stars still show the run before: faded
+    # Until the new run's metrics are in, the cards, stars and blame bar still show the run before: faded
     assert page.evaluate("window.__stfBusyFades") == [STALE_STYLES["opacity"]] * 3
     settle(page, before)
     assert page.locator('.stf-status[data-busy="true"]').count() == 0
