@@ -788,8 +788,9 @@
       .then(function () { return prerenderReady; })
       .then(showPrerender)
       .catch(function () { dropPrerender(); });
-    prerender.drawing.then(function () { if (!prerender.shown) letScriptsRun(); });
-    setTimeout(function () { if (!prerender.shown) letScriptsRun(); }, FIRST_VIEW_WAIT_MS);
+    var unlessFirstViewShown = function () { if (!prerender.shown) letScriptsRun(); };
+    prerender.drawing.then(unlessFirstViewShown);
+    setTimeout(unlessFirstViewShown, FIRST_VIEW_WAIT_MS);
     prerender.drawing.then(askEarly);
   } else {
     letScriptsRun();
