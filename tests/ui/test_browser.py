@@ -47,18 +47,6 @@ def settle(page, after=0):
     return run
 
 
-FADES = """() => ["stf-metrics-pane", "stf-stars-pane", "stf-blame-pane"].map((cls) => {
-    // The style opacity of the pane with class `cls` (Panel's panes live in shadow roots).
-    const stack = [document.body];
-    while (stack.length) {
-        const node = stack.pop();
-        if (node.classList && node.classList.contains(cls)) return node.style.opacity;
-        if (node.shadowRoot) stack.push(node.shadowRoot);
-        for (const child of (node.children || [])) stack.push(child);
-    }
-    return null;
-})"""
-
 WATCH_BUSY = """() => {
     window.__stfSawBusy = false;
     const find = (cls) => {
@@ -73,14 +61,15 @@ WATCH_BUSY = """() => {
     };
     const host = find("stf-status-pane");
     const root = host.shadowRoot || host;
-    // The metric cards', the stars' and the blame's panes, as the status first says busy: faded (their values are the run before's)
-    const fades = () => ["stf-metrics-pane", "stf-stars-pane", "stf-blame-pane"].map((cls) => find(cls).style.opacity);
+    // The style opacity of the metric cards', the stars' and the blame's panes (FADES reads them again later)
+    const fades = window.__stfFades = () => ["stf-metrics-pane", "stf-stars-pane", "stf-blame-pane"].map((cls) => find(cls).style.opacity);
     const check = () => {
         const el = root.querySelector('[data-busy="true"]');
         if (el && !window.__stfSawBusy) { window.__stfSawBusy = true; window.__stfBusyText = el.textContent; window.__stfBusyFades = fades(); }
     };
     new MutationObserver(check).observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
+FADES = "() => window.__stfFades()"  # (after WATCH_BUSY)
 
 
 def open_lab(page, base, query):
